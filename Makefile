@@ -1,0 +1,51 @@
+# kvlens: `make run` serves the demo; `make test` runs every test, installing
+# what the tests need (npm packages, Debian's Chromium) when it is missing.
+
+GO      ?= go
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+GOFILES := $(shell git ls-files '*.go' 2>/dev/null | grep -v '_templ.go$$')
+
+.PHONY: run test unit browser lint generate vendor deps drift
+
+run:
+	$(GO) run ./cmd/kvlens
+
+test: deps lint unit browser
+
+# unit runs every Go test, with the race detector, except the browser test.
+unit:
+	$(GO) test -race -count=1 ./...
+
+# browser drives the dashboard in a real Chromium (build tag `browser`).
+browser: deps
+	KVLENS_REQUIRE_BROWSER=1 $(GO) test -tags browser -count=1 -run Browser -v ./demo
+
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags browser ./demo
+
+generate:
+	$(GO) tool templ generate
+
+vendor: node_modules/.package-lock.json
+	npm run --silent vendor
+
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+# deps installs what the tests need and the machine lacks.
+deps: node_modules/.package-lock.json
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "make: installing Debian's chromium for the browser tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+# drift fails when the committed templ output or vendored assets differ from
+# what their sources generate.
+drift: node_modules/.package-lock.json
+	$(GO) tool templ generate
+	npm run --silent vendor
+	@git diff --exit-code --stat -- '*_templ.go' web/static/vendor || { \
+		echo "generated files have drifted: run 'make generate vendor' and commit the result"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- '*_templ.go' web/static/vendor); \
+		if [ -n "$$untracked" ]; then echo "generated files are not committed: $$untracked"; exit 1; fi

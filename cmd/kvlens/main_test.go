@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets tests run the real command in a subprocess: when
+// KVLENS_RUN_MAIN is set, this test binary is kvlens.
+func TestMain(m *testing.M) {
+	if os.Getenv("KVLENS_RUN_MAIN") == "1" {
+		os.Exit(run(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// kvlens returns a command that runs kvlens with args.
+func kvlens(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "KVLENS_RUN_MAIN=1")
+	return cmd
+}
+
+func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"an unknown flag", []string{"--nope"}, "flag provided but not defined: -nope"},
+		{"a flag value of the wrong type", []string{"--concurrency", "many"}, `invalid value "many" for flag -concurrency`},
+		{"an unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"a stray argument", []string{"serve", "extra"}, `unexpected argument "extra"`},
+		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be at least 1"},
+		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := kvlens(tt.args...).CombinedOutput()
+			exit, ok := err.(*exec.ExitError)
+			if !ok || exit.ExitCode() != 2 {
+				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
+			}
+			first, _, _ := strings.Cut(string(out), "\n")
+			if !strings.Contains(first, tt.wantErr) {
+				t.Fatalf("first line %q does not say %q", first, tt.wantErr)
+			}
+			if !strings.Contains(string(out), "Usage") && !strings.Contains(string(out), "-addr") {
+				t.Fatalf("no usage after the error:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestPortInUseNamesThePortAndTheFlag(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	out, err := kvlens("--addr", ln.Addr().String()).CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+		t.Fatalf("exit = %v, want status 1", err)
+	}
+	msg := strings.TrimSpace(string(out))
+	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, ln.Addr().String()+" is already in use") || !strings.Contains(msg, "--addr") {
+		t.Fatalf("message = %q, want one line naming the address and --addr", msg)
+	}
+}
+
+func TestSignalStopsWithinFiveSecondsAndExits0(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := kvlens("--addr", "127.0.0.1:0", "--target-rps", "0")
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until it serves and streams are in flight before signalling.
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() && !strings.Contains(sc.Text(), "press Ctrl-C") {
+			}
+			time.Sleep(time.Second)
+			start := time.Now()
+			cmd.Process.Signal(sig)
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			err := cmd.Wait()
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("took %v to stop, want under 5 s", took)
+			}
+			if err != nil {
+				t.Fatalf("exit = %v, want 0", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvlens/kvlens/demo"
+)
+
+// serveFlags binds serve's flags to cfg.
+func serveFlags(cfg *demo.Config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the dashboard, router proxy and /metrics")
+	fs.IntVar(&cfg.SimWorkers, "sim-workers", cfg.SimWorkers, "number of simulated workers to run when --workers is not set")
+	fs.Func("workers", "comma-separated base URLs of real OpenAI-compatible workers (default: run the simulated fleet)", func(s string) error {
+		cfg.Workers = nil
+		for _, u := range strings.Split(s, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				cfg.Workers = append(cfg.Workers, u)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
+	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: round_robin")
+	fs.BoolVar(&cfg.NoStart, "no-start", cfg.NoStart, "wait for Start on the dashboard instead of starting the load at once")
+	fs.IntVar(&cfg.Load.Concurrency, "concurrency", cfg.Load.Concurrency, "initial number of simultaneous conversations (must be on the slider's scale)")
+	fs.IntVar(&cfg.Dashboard.SliderMin, "slider-min", cfg.Dashboard.SliderMin, "lowest concurrency on the slider")
+	fs.IntVar(&cfg.Dashboard.SliderMax, "slider-max", cfg.Dashboard.SliderMax, "highest concurrency on the slider")
+	fs.IntVar(&cfg.Dashboard.SliderStep, "slider-step", cfg.Dashboard.SliderStep, "step of the concurrency slider")
+	fs.IntVar(&cfg.Load.MaxTokens, "max-tokens", cfg.Load.MaxTokens, "max_tokens of every request")
+	fs.Float64Var(&cfg.Load.StartRate, "target-rps", cfg.Load.StartRate, "conversations started per second while ramping up; 0 starts them all at once")
+	fs.DurationVar(&cfg.Load.Window, "window", cfg.Load.Window, "length of the rolling metrics window")
+	fs.DurationVar(&cfg.Dashboard.SLOTTFT, "slo-ttft", cfg.Dashboard.SLOTTFT, "time-to-first-token objective")
+	fs.DurationVar(&cfg.Dashboard.SLOTPOT, "slo-tpot", cfg.Dashboard.SLOTPOT, "time-per-output-token objective")
+	return fs
+}
+
+func serve(args []string) int {
+	cfg := demo.DefaultConfig()
+	fs := serveFlags(&cfg, os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2 // flag has printed the error and the usage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens serve: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := checkServe(cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)
+		fs.Usage()
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := demo.Start(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens: %v\n", err)
+		return 1
+	}
+	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
+	fmt.Printf("kvlens: routing %s over %d workers: %s\n", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " "))
+	fmt.Printf("kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
+	go d.Report(ctx, os.Stdout, 5*time.Second)
+
+	<-ctx.Done()
+	fmt.Println("kvlens: shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if err := d.Close(shutdown); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens: shutdown: %v\n", err)
+	}
+	return 0
+}
+
+// checkServe catches flag values that parse but make no sense.
+func checkServe(cfg demo.Config) error {
+	switch {
+	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0:
+		return fmt.Errorf("--sim-workers must be at least 1, got %d", cfg.SimWorkers)
+	case cfg.Dashboard.SliderStep < 1:
+		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
+	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
+		return fmt.Errorf("--slider-min %d and --slider-max %d: need 0 <= min <= max", cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
+	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
+		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+// Package demo assembles the running kvlens demo: a fleet of simulated
+// workers (or real ones), the router proxy, the load generator and the
+// dashboard, all behind one HTTP listener.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/web"
+)
+
+// Config is everything `kvlens serve` can be told.
+type Config struct {
+	// Addr is the dashboard's listen address, such as :8080.
+	Addr string
+	// SimWorkers is how many simulated workers to run when Workers is empty.
+	SimWorkers int
+	// SimTiming is the simulated workers' latency model.
+	SimTiming sim.Timing
+	// Workers are real workers' base URLs; empty means run the simulated fleet.
+	Workers []string
+	// Target is the load generator's OpenAI base URL; empty means this
+	// process's own router proxy.
+	Target string
+	// Model is the model name requests ask for.
+	Model string
+	// Policy is the initial routing policy.
+	Policy string
+	// NoStart leaves the load stopped until someone presses Start.
+	NoStart bool
+	// Load configures the load generator.
+	Load loadgen.Config
+	// Dashboard configures the page: slider scale and SLOs.
+	Dashboard web.Options
+}
+
+// DefaultConfig is what `kvlens` with no flags runs: 3 simulated H200
+// workers, round-robin, 60 conversations, the seeds' SLOs.
+func DefaultConfig() Config {
+	return Config{
+		Addr:       ":8080",
+		SimWorkers: 3,
+		SimTiming:  sim.DefaultTiming,
+		Model:      sim.DefaultModel,
+		Policy:     "round_robin",
+		Load:       loadgen.DefaultConfig(),
+		Dashboard: web.Options{
+			SliderMin: 60, SliderMax: 180, SliderStep: 20,
+			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
+		},
+	}
+}
+
+// Demo is a running kvlens.
+type Demo struct {
+	// URL is the dashboard's address for people, such as http://localhost:8080.
+	URL string
+	// Gen is the load generator.
+	Gen *loadgen.Generator
+	// Proxy is the router.
+	Proxy *router.Proxy
+	// WorkerURLs are the workers' base URLs.
+	WorkerURLs []string
+	// Web is the dashboard.
+	Web *web.Server
+
+	fleet  *sim.Fleet
+	srv    *http.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start brings the whole demo up and returns once it is serving.
+func Start(cfg Config) (*Demo, error) {
+	if _, err := cfg.Dashboard.ParseConcurrency(fmt.Sprint(cfg.Load.Concurrency)); err != nil {
+		return nil, fmt.Errorf("initial %w", err)
+	}
+	policy, err := router.NewPolicy(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("address %s is already in use: another program (or another kvlens) is listening there; choose another with --addr, for example --addr :%d", cfg.Addr, portOf(cfg.Addr)+1)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	d := &Demo{URL: "http://" + humanAddr(ln.Addr())}
+	fail := func(err error) (*Demo, error) {
+		ln.Close()
+		if d.fleet != nil {
+			d.fleet.Close(context.Background())
+		}
+		return nil, err
+	}
+
+	d.WorkerURLs = cfg.Workers
+	kind := "real"
+	if len(cfg.Workers) == 0 {
+		d.fleet, err = sim.StartFleet(cfg.SimWorkers, cfg.Model, cfg.SimTiming)
+		if err != nil {
+			return fail(err)
+		}
+		d.WorkerURLs = d.fleet.URLs
+		kind = "simulated H200"
+	}
+	workers, err := router.ParseWorkers(d.WorkerURLs)
+	if err != nil {
+		return fail(fmt.Errorf("--workers: %w", err))
+	}
+	d.Proxy = router.New(workers, policy)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	target := cfg.Target
+	if target == "" {
+		target = "http://" + loopbackAddr(ln.Addr()) + "/v1"
+	}
+	load := cfg.Load
+	if len(load.Starters) == 0 {
+		load.Starters = loadgen.BuiltinStarters()
+	}
+	d.Gen, err = loadgen.New(loadgen.NewOpenAIClient(target, cfg.Model, ""), load, loadgen.NewMetrics(reg))
+	if err != nil {
+		return fail(err)
+	}
+
+	opts := cfg.Dashboard
+	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
+	opts.Gatherer = reg
+	opts.API = d.Proxy
+	opts.Describe = router.Describe
+	d.Web = web.New(d.Gen, d.Proxy, opts)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.srv = &http.Server{Handler: d.Web.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.Web.Hub().Run(ctx) }()
+	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
+	if !cfg.NoStart {
+		d.Gen.Start()
+	}
+	return d, nil
+}
+
+// Close stops the load (cancelling streams in flight), disconnects browsers,
+// and shuts the listeners, giving up on stragglers after ctx expires.
+func (d *Demo) Close(ctx context.Context) error {
+	d.Gen.Stop()
+	d.cancel()
+	err := d.srv.Shutdown(ctx)
+	if err != nil {
+		d.srv.Close()
+	}
+	if d.fleet != nil {
+		err = errors.Join(err, d.fleet.Close(ctx))
+	}
+	d.wg.Wait()
+	return err
+}
+
+// Report writes a one-line status every interval until ctx ends, so that a
+// terminal shows the demo is alive.
+func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s := d.Gen.Snapshot()
+			q := s.Window
+			fmt.Fprintf(w, "kvlens: %s, %d/%d conversations, TTFT p50 %.0f ms p95 %.0f ms (%d), TPOT p50 %.1f ms, %.0f tok/s, %d errors\n",
+				d.Proxy.PolicyName(), s.Live, s.Target, q.TTFT.P50, q.TTFT.P95, q.TTFT.Count, q.TPOT.P50, q.OutputTokensPerSec, q.Errors)
+		}
+	}
+}
+
+// humanAddr is the address to print: localhost when listening everywhere.
+func humanAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || tcp.IP.IsUnspecified() || tcp.IP.IsLoopback() {
+		if ok {
+			return fmt.Sprintf("localhost:%d", tcp.Port)
+		}
+	}
+	return a.String()
+}
+
+// loopbackAddr is the address this process reaches itself at.
+func loopbackAddr(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		return fmt.Sprintf("127.0.0.1:%d", tcp.Port)
+	}
+	return a.String()
+}
+
+func portOf(addr string) int {
+	_, p, _ := strings.Cut(addr, ":")
+	var n int
+	fmt.Sscan(p, &n)
+	if n == 0 {
+		return 8080
+	}
+	return n
+}

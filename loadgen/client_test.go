@@ -1,0 +1,141 @@
+package loadgen
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+var oneTurn = TurnRequest{Messages: []tokenizer.Message{{Role: "user", Content: "Explain prefix caching."}}, MaxTokens: 20}
+
+func TestOpenAIClientMeasuresAStream(t *testing.T) {
+	timing := sim.Timing{FirstTokenBase: 80 * time.Millisecond, InterToken: 5 * time.Millisecond}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(WorkerHeader, "w7")
+		sim.NewServer("w7", "m", timing).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c := NewOpenAIClient(srv.URL+"/v1", "m", "")
+	var first time.Duration
+	r := c.Chat(context.Background(), oneTurn, func(d time.Duration) { first = d })
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r.TTFT < 80*time.Millisecond || r.TTFT > 150*time.Millisecond || first != r.TTFT {
+		t.Errorf("TTFT = %v (callback %v), want about 80 ms", r.TTFT, first)
+	}
+	if r.OSL != 20 || r.ISL == 0 || r.Worker != "w7" {
+		t.Errorf("OSL %d, ISL %d, worker %q; want 20 tokens from usage, ISL > 0, w7", r.OSL, r.ISL, r.Worker)
+	}
+	// 19 gaps of 5 ms after the first token
+	if tpot, ok := r.TPOT(); !ok || tpot < 5*time.Millisecond || tpot > 9*time.Millisecond {
+		t.Errorf("TPOT = %v, want about 5 ms", tpot)
+	}
+}
+
+func TestOpenAIClientClassifiesFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    ErrorClass
+	}{
+		{"a 503 is counted as http_503", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":{"message":"busy"}}`, 503)
+		}, ErrHTTP503},
+		{"a 429 is counted as http_429", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":{"message":"slow down"}}`, 429)
+		}, ErrHTTP429},
+		{"a 500 is counted as http_5xx", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":{"message":"oops"}}`, 500)
+		}, ErrHTTP5xx},
+		{"a stream that stops without finish or usage is broken", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"choices":[{"delta":{"content":"half"}}]}`+"\n\n")
+		}, ErrStream},
+		{"a connection cut mid-stream is broken", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"choices":[{"delta":{"content":"half"}}]}`+"\n\n")
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}, ErrStream},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			r := NewOpenAIClient(srv.URL+"/v1", "m", "").Chat(context.Background(), oneTurn, nil)
+			if r.Err == nil || r.Class != tt.want {
+				t.Fatalf("class %q, err %v; want %q", r.Class, r.Err, tt.want)
+			}
+		})
+	}
+}
+
+func TestOpenAIClientConnectRefused(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	r := NewOpenAIClient(url+"/v1", "m", "").Chat(context.Background(), oneTurn, nil)
+	if r.Class != ErrConnect {
+		t.Fatalf("class = %q (%v), want connect", r.Class, r.Err)
+	}
+}
+
+func TestParseStarter(t *testing.T) {
+	tests := []struct {
+		name, raw          string
+		wantTitle, wantErr string
+	}{
+		{"front matter sets title and topic", "---\ntitle: Raft\ntopic: consensus\n---\n\nBody.", "Raft", ""},
+		{"a file without front matter uses its name", "Just a body.", "id", ""},
+		{"unclosed front matter names line 1", "---\ntitle: x\nBody", "", "line 1"},
+		{"a bad front matter line names its line", "---\ntitle: x\nnonsense\n---\nBody", "", "line 3"},
+		{"an empty body is refused", "---\ntitle: x\n---\n  \n", "", "empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := parseStarter("id", tt.raw)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || s.Title != tt.wantTitle {
+				t.Fatalf("got %+v, %v", s, err)
+			}
+		})
+	}
+}
+
+func TestBuiltinStartersLoad(t *testing.T) {
+	ss := BuiltinStarters()
+	if len(ss) == 0 {
+		t.Fatal("no built-in starters")
+	}
+	for _, s := range ss {
+		if s.Title == s.ID || s.Topic == "" {
+			t.Errorf("%s: missing title or topic front matter", s.ID)
+		}
+	}
+}
+
+func TestBuiltinStartersAreTheSeedsLength(t *testing.T) {
+	// Seed 003's workload: passages of about 3,900 tokens. Ours: 3,500–4,000.
+	ss := BuiltinStarters()
+	if len(ss) != 10 {
+		t.Fatalf("%d built-in starters, want 10", len(ss))
+	}
+	for _, s := range ss {
+		if n := tokenizer.Count(s.Text); n < 3500 || n > 4000 {
+			t.Errorf("%s: %d tokens, want 3,500–4,000", s.ID, n)
+		}
+	}
+}

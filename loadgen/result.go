@@ -1,0 +1,94 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+// ErrorClass names why a request failed, as in shared/reference/metrics.md.
+type ErrorClass string
+
+// The error classes the load generator counts.
+const (
+	ErrConnect   ErrorClass = "connect"
+	ErrTimeout   ErrorClass = "timeout"
+	ErrHTTP429   ErrorClass = "http_429"
+	ErrHTTP503   ErrorClass = "http_503"
+	ErrHTTP5xx   ErrorClass = "http_5xx"
+	ErrHTTP4xx   ErrorClass = "http_4xx"
+	ErrStream    ErrorClass = "broken_stream"
+	ErrCancelled ErrorClass = "cancelled"
+)
+
+// TurnRequest is one chat turn to send.
+type TurnRequest struct {
+	// Messages is the whole conversation so far, resent every turn.
+	Messages []tokenizer.Message
+	// MaxTokens caps the answer.
+	MaxTokens int
+}
+
+// Result is what one request measured.
+type Result struct {
+	// Text is the answer's content.
+	Text string
+	// TTFT is the time from just before sending to the first content chunk.
+	TTFT time.Duration
+	// E2E is the time from just before sending to the last content chunk.
+	E2E time.Duration
+	// OSL is the number of output tokens, from usage or else the tokenizer.
+	OSL int
+	// FirstChunkTokens is how many tokens the first content chunk carried.
+	FirstChunkTokens int
+	// ISL is usage.prompt_tokens.
+	ISL int
+	// CachedTokens is usage.prompt_tokens_details.cached_tokens.
+	CachedTokens int
+	// Worker is the worker that served the request, from the router header.
+	Worker string
+	// Err is why the request failed; nil on success.
+	Err error
+	// Class classifies Err.
+	Class ErrorClass
+}
+
+// TPOT is time per output token, (E2E − TTFT) / (OSL − k), where k is the
+// tokens of the first chunk. It is undefined (false) when OSL − k < 1.
+func (r Result) TPOT() (time.Duration, bool) {
+	k := max(r.FirstChunkTokens, 1)
+	if r.Err != nil || r.OSL-k < 1 {
+		return 0, false
+	}
+	return (r.E2E - r.TTFT) / time.Duration(r.OSL-k), true
+}
+
+// A Transport sends one chat turn and measures it. onFirstToken, when not nil,
+// is called once with the TTFT as soon as the first content arrives.
+type Transport interface {
+	Chat(ctx context.Context, req TurnRequest, onFirstToken func(time.Duration)) Result
+}
+
+// classify maps an error to its class, given the HTTP status if there was one
+// and whether the response stream had begun.
+func classify(ctx context.Context, err error, status int, midStream bool) ErrorClass {
+	switch {
+	case status == 429:
+		return ErrHTTP429
+	case status == 503:
+		return ErrHTTP503
+	case status >= 500:
+		return ErrHTTP5xx
+	case status >= 400:
+		return ErrHTTP4xx
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrTimeout
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return ErrCancelled
+	case midStream:
+		return ErrStream
+	}
+	return ErrConnect
+}

@@ -1,0 +1,155 @@
+package router
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRoundRobinPolicy(t *testing.T) {
+	ws, _ := ParseWorkers([]string{"http://a", "http://b", "http://c"})
+	p := &RoundRobin{}
+	var got []string
+	for range 7 {
+		w, err := p.Pick(&Request{}, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, w.Name)
+	}
+	// 3 workers, 7 picks => each in turn, wrapping after the third.
+	if want := "w0 w1 w2 w0 w1 w2 w0"; strings.Join(got, " ") != want {
+		t.Fatalf("picks = %v, want %s", got, want)
+	}
+}
+
+func TestParseWorkers(t *testing.T) {
+	tests := []struct {
+		name    string
+		urls    []string
+		wantErr string
+	}{
+		{"http base URLs are accepted", []string{"http://127.0.0.1:8000", "https://gpu-1:8000/"}, ""},
+		{"an empty list is refused", nil, "no workers"},
+		{"a URL without scheme is refused", []string{"127.0.0.1:8000"}, "not an http(s) base URL"},
+		{"a non-http scheme is refused", []string{"tcp://x:1"}, "not an http(s) base URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseWorkers(tt.urls)
+			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// slowSSE answers with three SSE chunks 50 ms apart, naming itself in each.
+func slowSSE(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			io.WriteString(w, "data: "+name+"\n\n")
+			w.(http.Flusher).Flush()
+			if i < 2 {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}
+}
+
+func TestProxyStreamsWithoutBufferingAndNamesWorker(t *testing.T) {
+	a := httptest.NewServer(slowSSE("a"))
+	defer a.Close()
+	b := httptest.NewServer(slowSSE("b"))
+	defer b.Close()
+	ws, _ := ParseWorkers([]string{a.URL, b.URL})
+	px := httptest.NewServer(New(ws, &RoundRobin{}))
+	defer px.Close()
+
+	for _, want := range []struct{ header, body string }{{"w0", "a"}, {"w1", "b"}} {
+		start := time.Now()
+		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Header.Get(HeaderWorker); got != want.header {
+			t.Errorf("%s = %q, want %q", HeaderWorker, got, want.header)
+		}
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		// The worker takes 100 ms in all; the first chunk must not wait for it.
+		if first := time.Since(start); first > 80*time.Millisecond {
+			t.Errorf("first chunk after %v: the proxy buffered the stream", first)
+		}
+		if line != "data: "+want.body+"\n" {
+			t.Errorf("first line = %q", line)
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestProxyErrors(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	ws, _ := ParseWorkers([]string{deadURL})
+	px := httptest.NewServer(New(ws, &RoundRobin{}))
+	defer px.Close()
+	tests := []struct {
+		name, method, path string
+		want               int
+		wantMsg            string
+	}{
+		{"an unreachable worker is a 502 naming it", "POST", "/v1/chat/completions", 502, "worker w0 unreachable"},
+		{"an unknown path is a 404", "GET", "/v1/unknown", 404, "no route"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, px.URL+tt.path, strings.NewReader("{}"))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want || !strings.Contains(string(raw), tt.wantMsg) {
+				t.Fatalf("got %d %s", resp.StatusCode, raw)
+			}
+		})
+	}
+}
+
+func TestNewPolicy(t *testing.T) {
+	if p, err := NewPolicy("round_robin"); err != nil || p.Name() != "round_robin" {
+		t.Fatalf("NewPolicy(round_robin) = %v, %v", p, err)
+	}
+	if _, err := NewPolicy("magic"); err == nil || !strings.Contains(err.Error(), "available") {
+		t.Fatalf("unknown policy error = %v, want one listing the available ones", err)
+	}
+}
+
+func TestProxyPassesACutStreamOnAsACutStream(t *testing.T) {
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {}\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer cut.Close()
+	ws, _ := ParseWorkers([]string{cut.URL})
+	px := httptest.NewServer(New(ws, &RoundRobin{}))
+	defer px.Close()
+	resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the client read a clean end of stream; a cut upstream must reach it as a cut")
+	}
+}

@@ -1,0 +1,54 @@
+package sim
+
+import (
+	"hash/fnv"
+	"strings"
+	"sync"
+
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+// prose is what simulated workers "generate". Visitors read answers in the
+// conversation viewer, so it is real English about the subject of the demo,
+// not random bytes. A request reads it as a ring, from an offset derived from
+// its prompt.
+const prose = `A language model answers one token at a time, and every new token has to attend to all the tokens that came before it. ` +
+	`To avoid recomputing the same attention keys and values at every step, the engine keeps them in GPU memory in what is called the KV cache. ` +
+	`The cache is split into fixed-size blocks, so memory can be handed out and reclaimed the way an operating system pages memory. ` +
+	`When two requests begin with the same tokens, for example the same system prompt or the earlier turns of one conversation, the blocks for that shared prefix can be reused instead of recomputed. ` +
+	`Reusing a prefix skips most of the prefill work, and prefill is what decides how long a user waits for the first token. ` +
+	`In a fleet of several workers, each worker has its own cache, and a prefix that is cached on one worker does nothing for a request that lands on another. ` +
+	`A round-robin balancer spreads requests evenly but ignores where the cache is, so a follow-up turn often lands on a worker that must rebuild the whole conversation from scratch. ` +
+	`A cache-aware router keeps an index of which worker holds which blocks, and sends each request where the longest matching prefix already lives. ` +
+	`Affinity alone is not enough, though: if every conversation sticks to the worker that saw it first, bursts can pile onto one worker while the others sit idle. ` +
+	`A good router therefore weighs the prefill it would save against the load it would add, and it never pushes a worker past its batch capacity while another has room. ` +
+	`The figures to watch are time to first token, which prefix reuse improves, and time per output token, which grows with the number of sequences decoding together. ` +
+	`Goodput counts only the requests that met every service level objective, so a fast median cannot hide a slow tail or a rejected request. `
+
+var (
+	proseOnce sync.Once
+	proseIDs  []uint32
+	// prosePieces[i] is the text of token proseIDs[i], decoded once so the
+	// streaming loop does no tokenizer work.
+	prosePieces []string
+)
+
+func proseTokens() ([]uint32, []string) {
+	proseOnce.Do(func() {
+		proseIDs = tokenizer.Encode(strings.TrimSpace(prose) + " ")
+		prosePieces = make([]string, len(proseIDs))
+		for i, id := range proseIDs {
+			prosePieces[i] = tokenizer.Decode([]uint32{id})
+		}
+	})
+	return proseIDs, prosePieces
+}
+
+// proseOffset picks where in the ring a reply starts, so that different
+// conversations read differently but a given prompt always reads the same.
+func proseOffset(prompt string) int {
+	h := fnv.New32a()
+	h.Write([]byte(prompt))
+	ids, _ := proseTokens()
+	return int(h.Sum32() % uint32(len(ids)))
+}

@@ -1,0 +1,176 @@
+// Package web serves the dashboard: the page, its controls, the websocket
+// that pushes live figures, the Prometheus endpoint and the OpenAI proxy.
+package web
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/loadgen"
+)
+
+//go:embed static
+var staticFiles embed.FS
+
+// Loadgen is what the dashboard drives and reads.
+type Loadgen interface {
+	Start()
+	Stop()
+	SetConcurrency(n int) error
+	Snapshot() loadgen.Snapshot
+}
+
+// Router tells the dashboard which routing policy is live.
+type Router interface {
+	// PolicyName is the active policy's identifier, such as round_robin.
+	PolicyName() string
+}
+
+// Options configures the dashboard.
+type Options struct {
+	// Workers describes the fleet in plain words.
+	Workers string
+	// SliderMin, SliderMax and SliderStep bound the concurrency slider; the
+	// server refuses values off that scale.
+	SliderMin, SliderMax, SliderStep int
+	// SLOTTFT and SLOTPOT are the service-level objectives drawn and coloured.
+	SLOTTFT, SLOTPOT time.Duration
+	// Gatherer serves /metrics; nil means the default registry.
+	Gatherer prometheus.Gatherer
+	// API, when not nil, serves /v1/* (the router proxy).
+	API http.Handler
+	// Describe turns a policy name into plain words.
+	Describe func(string) string
+}
+
+// Server is the dashboard's HTTP side.
+type Server struct {
+	gen  Loadgen
+	rt   Router
+	opts Options
+	hub  *Hub
+	// history holds the chart's last 5 minutes, for browsers that connect late.
+	history history
+}
+
+// New returns a dashboard over gen and rt.
+func New(gen Loadgen, rt Router, opts Options) *Server {
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	if opts.Describe == nil {
+		opts.Describe = func(s string) string { return s }
+	}
+	s := &Server{gen: gen, rt: rt, opts: opts}
+	s.hub = NewHub(s.frames, s.hello)
+	return s
+}
+
+// Hub returns the websocket hub, which the caller runs and closes.
+func (s *Server) Hub() *Hub { return s.hub }
+
+// Handler returns the dashboard's routes.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/", s.page)
+	r.Get("/ws", s.hub.ServeWS)
+	r.Post("/api/start", s.start)
+	r.Post("/api/stop", s.stop)
+	r.Post("/api/concurrency", s.concurrency)
+	r.Get("/api/state", s.state)
+	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	static, _ := fs.Sub(staticFiles, "static")
+	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
+	if s.opts.API != nil {
+		r.Handle("/v1/*", s.opts.API)
+	}
+	return r
+}
+
+func (s *Server) tiles(snap loadgen.Snapshot) components.TilesData {
+	w := snap.Window
+	return components.TilesData{
+		Live: snap.Live, Target: snap.Target,
+		TTFTp50: w.TTFT.P50, TTFTp95: w.TTFT.P95, TTFTCount: w.TTFT.Count,
+		TPOTp50: w.TPOT.P50, TPOTp95: w.TPOT.P95, TPOTCount: w.TPOT.Count,
+		OutputTokensPerSec: w.OutputTokensPerSec,
+		Errors:             w.Errors, ErrorRate: w.ErrorRate,
+		SLOTTFTms: ms(s.opts.SLOTTFT), SLOTPOTms: ms(s.opts.SLOTPOT),
+	}
+}
+
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	snap := s.gen.Snapshot()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	components.Page(components.PageData{
+		Mode:       s.opts.Describe(s.rt.PolicyName()),
+		Workers:    s.opts.Workers,
+		Running:    snap.Running,
+		SliderMin:  s.opts.SliderMin,
+		SliderMax:  s.opts.SliderMax,
+		SliderStep: s.opts.SliderStep,
+		Target:     snap.Target,
+		SLOTTFTms:  ms(s.opts.SLOTTFT),
+		SLOTPOTms:  ms(s.opts.SLOTPOT),
+		Tiles:      s.tiles(snap),
+	}).Render(r.Context(), w)
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	s.gen.Start()
+	components.RunState(true).Render(r.Context(), w)
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	s.gen.Stop()
+	components.RunState(false).Render(r.Context(), w)
+}
+
+// ParseConcurrency checks a slider value against the slider's scale.
+func (o Options) ParseConcurrency(raw string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(raw))
+	if err != nil {
+		return 0, fmt.Errorf("concurrency %q is not a whole number", raw)
+	}
+	if n < o.SliderMin || n > o.SliderMax {
+		return 0, fmt.Errorf("concurrency %d is outside %d..%d", n, o.SliderMin, o.SliderMax)
+	}
+	if o.SliderStep > 0 && (n-o.SliderMin)%o.SliderStep != 0 {
+		return 0, fmt.Errorf("concurrency %d is not on the slider's steps of %d from %d", n, o.SliderStep, o.SliderMin)
+	}
+	return n, nil
+}
+
+func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
+	n, err := s.opts.ParseConcurrency(r.FormValue("concurrency"))
+	if err == nil {
+		err = s.gen.SetConcurrency(n)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	components.Target(n).Render(r.Context(), w)
+}
+
+// stateJSON is the body of GET /api/state.
+type stateJSON struct {
+	Mode     string           `json:"mode"`
+	Snapshot loadgen.Snapshot `json:"snapshot"`
+}
+
+func (s *Server) state(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()})
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

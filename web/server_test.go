@@ -1,0 +1,260 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/gorilla/websocket"
+
+	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/loadgen"
+)
+
+// fakeLoad is a Loadgen whose state the test sets and reads.
+type fakeLoad struct {
+	mu      sync.Mutex
+	running bool
+	target  int
+	snap    loadgen.Snapshot
+}
+
+func (f *fakeLoad) Start() { f.mu.Lock(); f.running = true; f.mu.Unlock() }
+func (f *fakeLoad) Stop()  { f.mu.Lock(); f.running = false; f.mu.Unlock() }
+func (f *fakeLoad) SetConcurrency(n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.target = n
+	return nil
+}
+func (f *fakeLoad) Snapshot() loadgen.Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.snap
+	s.Running, s.Target, s.Time = f.running, f.target, time.Now()
+	return s
+}
+
+type fakeRouter string
+
+func (r fakeRouter) PolicyName() string { return string(r) }
+
+func testOptions() Options {
+	return Options{
+		Workers: "3 simulated H200 workers", SliderMin: 60, SliderMax: 180, SliderStep: 20,
+		SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
+		Describe: func(s string) string { return "Plain " + s },
+	}
+}
+
+func newTestServer(t *testing.T) (*fakeLoad, *Server, *httptest.Server) {
+	t.Helper()
+	load := &fakeLoad{target: 60}
+	load.snap.Window.TTFT = loadgen.Quantiles{Count: 10, P50: 250, P95: 580}
+	s := New(load, fakeRouter("round_robin"), testOptions())
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return load, s, ts
+}
+
+func TestPageShowsModeControlsAndTiles(t *testing.T) {
+	_, _, ts := newTestServer(t)
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	doc, err := goquery.NewDocumentFromReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, sel, want string }{
+		{"the routing mode is in plain words", `[data-testid=mode]`, "Routing: Plain round_robin"},
+		{"the fleet is described", `[data-testid=workers]`, "3 simulated H200 workers"},
+		{"the target sits beside the slider", `[data-testid=concurrency-target]`, "60"},
+		{"the TTFT p50 tile shows the window's value", `[data-testid=ttft-p50]`, "250 ms"},
+		{"a TPOT tile without data shows a dash", `[data-testid=tpot-p50]`, "—"},
+	}
+	for _, c := range checks {
+		if got := strings.TrimSpace(doc.Find(c.sel).Text()); got != c.want {
+			t.Errorf("%s: %s = %q, want %q", c.name, c.sel, got, c.want)
+		}
+	}
+	slider := doc.Find(`[data-testid=concurrency-slider]`)
+	for attr, want := range map[string]string{"min": "60", "max": "180", "step": "20", "value": "60", "hx-post": "/api/concurrency"} {
+		if got, _ := slider.Attr(attr); got != want {
+			t.Errorf("slider %s = %q, want %q", attr, got, want)
+		}
+	}
+	if doc.Find(`script[src^="http"], link[href^="http"]`).Length() != 0 {
+		t.Error("the page loads something from the network; the booth has none")
+	}
+}
+
+func TestTilesColourBySLO(t *testing.T) {
+	tests := []struct {
+		name string
+		p95  float64
+		want string
+	}{
+		{"under 90% of the SLO is ok", 500, "ok"},
+		{"from 90% of the SLO is a warning", 540, "warn"},
+		{"at the SLO is bad", 600, "bad"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			components.Tiles(components.TilesData{TTFTp95: tt.p95, TTFTCount: 1, SLOTTFTms: 600}).Render(context.Background(), &b)
+			doc, _ := goquery.NewDocumentFromReader(&b)
+			tile := doc.Find(`[data-testid=ttft-p95]`).Parent()
+			if !tile.HasClass(tt.want) {
+				cls, _ := tile.Attr("class")
+				t.Fatalf("class = %q, want %q", cls, tt.want)
+			}
+		})
+	}
+}
+
+func TestConcurrencyControl(t *testing.T) {
+	tests := []struct {
+		name       string
+		value      string
+		wantStatus int
+		wantBody   string
+		wantTarget int
+	}{
+		{"a value on the scale is applied", "100", 200, ">100<", 100},
+		{"a value above the range is refused", "400", 400, "outside 60..180", 60},
+		{"a value below the range is refused", "20", 400, "outside 60..180", 60},
+		{"a value between steps is refused", "70", 400, "not on the slider's steps", 60},
+		{"a non-number is refused", "lots", 400, "not a whole number", 60},
+		{"a missing value is refused", "", 400, "not a whole number", 60},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			load, _, ts := newTestServer(t)
+			resp, err := http.PostForm(ts.URL+"/api/concurrency", url.Values{"concurrency": {tt.value}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
+				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, tt.wantStatus, tt.wantBody)
+			}
+			if resp.StatusCode == 400 && strings.Count(strings.TrimSpace(string(body)), "\n") != 0 {
+				t.Errorf("error is not one line: %q", body)
+			}
+			if got := load.Snapshot().Target; got != tt.wantTarget {
+				t.Fatalf("target = %d, want %d", got, tt.wantTarget)
+			}
+		})
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	load, _, ts := newTestServer(t)
+	for _, step := range []struct {
+		path, want string
+		running    bool
+	}{{"/api/start", `data-running="true"`, true}, {"/api/stop", `data-running="false"`, false}} {
+		resp, err := http.Post(ts.URL+step.path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), step.want) || load.Snapshot().Running != step.running {
+			t.Fatalf("%s: body %q, running %v", step.path, body, load.Snapshot().Running)
+		}
+	}
+}
+
+func wsURL(ts *httptest.Server) string { return "ws" + strings.TrimPrefix(ts.URL, "http") + "/ws" }
+
+func TestWebsocketRefusesForeignOrigin(t *testing.T) {
+	_, _, ts := newTestServer(t)
+	tests := []struct {
+		name   string
+		origin string
+		ok     bool
+	}{
+		{"the dashboard's own origin is accepted", ts.URL, true},
+		{"a client without Origin (not a browser) is accepted", "", true},
+		{"another site's page is refused", "http://evil.example", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.origin != "" {
+				h.Set("Origin", tt.origin)
+			}
+			c, resp, err := websocket.DefaultDialer.Dial(wsURL(ts), h)
+			if tt.ok != (err == nil) {
+				t.Fatalf("dial err = %v", err)
+			}
+			if c != nil {
+				c.Close()
+			}
+			if !tt.ok && resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("status = %d, want 403", resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
+	_, s, ts := newTestServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Hub().Run(ctx)
+	c, _, err := websocket.DefaultDialer.Dial(wsURL(ts), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got []string
+	for len(got) < 4 { // hello: history + tiles; first tick: snapshot + tiles
+		_, msg, err := c.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(msg))
+	}
+	if !strings.HasPrefix(got[0], `{"type":"history"`) {
+		t.Errorf("first frame = %.60s, want the history", got[0])
+	}
+	if !strings.Contains(got[1], `id="tiles"`) || !strings.Contains(got[1], `hx-swap-oob="true"`) {
+		t.Errorf("second frame is not the out-of-band tiles fragment: %.80s", got[1])
+	}
+	if !strings.HasPrefix(got[2], `{"type":"snapshot","mode":"round_robin"`) || !strings.Contains(got[2], `"ttft_p95":580`) {
+		t.Errorf("tick frame = %.200s", got[2])
+	}
+}
+
+func TestSlowClientIsDroppedWithoutStallingTheHub(t *testing.T) {
+	h := NewHub(func() [][]byte { return nil }, func() [][]byte { return nil })
+	slow := &client{send: make(chan []byte, clientQueue)}
+	fast := &client{send: make(chan []byte, clientQueue*4)}
+	h.clients[slow] = struct{}{}
+	h.clients[fast] = struct{}{}
+	frame := [][]byte{[]byte("x")}
+	for range clientQueue + 1 { // nobody drains slow
+		h.broadcast(frame)
+	}
+	if _, ok := h.clients[slow]; ok {
+		t.Fatal("a client whose queue is full is still registered")
+	}
+	if _, ok := h.clients[fast]; !ok || len(fast.send) != clientQueue+1 {
+		t.Fatalf("the other client missed frames: %d queued", len(fast.send))
+	}
+}
