@@ -4,6 +4,7 @@ package web
 
 import (
 	"embed"
+	"io"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -51,6 +52,9 @@ type Options struct {
 	API http.Handler
 	// Describe turns a policy name into plain words.
 	Describe func(string) string
+	// Ready reports why the demo cannot serve load yet, such as no healthy
+	// worker; nil means ready. A nil Ready is always ready.
+	Ready func() error
 }
 
 // Server is the dashboard's HTTP side.
@@ -88,6 +92,8 @@ func (s *Server) Handler() http.Handler {
 	r.Post("/api/stop", s.stop)
 	r.Post("/api/concurrency", s.concurrency)
 	r.Get("/api/state", s.state)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	r.Get("/readyz", s.ready)
 	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	static, _ := fs.Sub(staticFiles, "static")
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -171,6 +177,18 @@ type stateJSON struct {
 
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()})
+}
+
+// ready answers the readiness probe: 200 when load can be served, else 503
+// with the reason.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	io.WriteString(w, "ready\n")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

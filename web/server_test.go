@@ -258,3 +258,31 @@ func TestSlowClientIsDroppedWithoutStallingTheHub(t *testing.T) {
 		t.Fatalf("the other client missed frames: %d queued", len(fast.send))
 	}
 }
+
+func TestProbes(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	opts := testOptions()
+	var notReady error
+	opts.Ready = func() error { return notReady }
+	ts := httptest.NewServer(New(load, fakeRouter("round_robin"), opts).Handler())
+	defer ts.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, _ := get("/readyz"); code != 200 {
+		t.Fatalf("/readyz = %d while ready", code)
+	}
+	notReady = io.ErrUnexpectedEOF
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "not ready") {
+		t.Fatalf("/readyz = %d %q while not ready, want 503 with the reason", code, body)
+	}
+}
