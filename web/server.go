@@ -4,8 +4,8 @@ package web
 
 import (
 	"embed"
-	"io"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"strconv"
