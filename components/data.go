@@ -25,6 +25,15 @@ type PageData struct {
 	SLOTPOTms float64
 	// Tiles are the headline figures at render time.
 	Tiles TilesData
+	// Operator says whether this browser may change the demo; viewers see
+	// the controls disabled.
+	Operator bool
+	// CanLogin says whether an operator token exists to enter.
+	CanLogin bool
+	// QR says whether to show the QR code of PublicURL.
+	QR bool
+	// PublicURL is the address the QR code opens.
+	PublicURL string
 }
 
 // TilesData are the headline figures, pushed to the browser every second.

@@ -45,7 +45,8 @@ type Config struct {
 	NoStart bool
 	// Load configures the load generator.
 	Load loadgen.Config
-	// Dashboard configures the page: slider scale and SLOs.
+	// Dashboard configures the page: slider scale, SLOs, operator token and
+	// public URL.
 	Dashboard web.Options
 }
 
@@ -146,6 +147,9 @@ func Start(cfg Config) (*Demo, error) {
 	opts.Gatherer = reg
 	opts.API = d.Proxy
 	opts.Describe = router.Describe
+	if opts.PublicURL == "" {
+		opts.PublicURL = lanURL(ln.Addr())
+	}
 	d.Web = web.New(d.Gen, d.Proxy, opts)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -192,6 +196,26 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 				d.Proxy.PolicyName(), s.Live, s.Target, q.TTFT.P50, q.TTFT.P95, q.TTFT.Count, q.TPOT.P50, q.OutputTokensPerSec, q.Errors)
 		}
 	}
+}
+
+// lanURL guesses the address other machines on the network reach this
+// process at: the first non-loopback IPv4 address, when listening on all
+// interfaces. It returns "" when there is none, and the QR code is hidden.
+func lanURL(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return ""
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, ad := range addrs {
+		if ipn, ok := ad.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
+			return fmt.Sprintf("http://%s:%d/", ipn.IP, tcp.Port)
+		}
+	}
+	return ""
 }
 
 // humanAddr is the address to print: localhost when listening everywhere.

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/loadgen"
@@ -52,6 +53,11 @@ type Options struct {
 	API http.Handler
 	// Describe turns a policy name into plain words.
 	Describe func(string) string
+	// Access decides who may change the demo.
+	Access Access
+	// PublicURL is the address visitors' phones can open (shown as a QR
+	// code); empty hides the code.
+	PublicURL string
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error
@@ -88,9 +94,14 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/", s.page)
 	r.Get("/ws", s.hub.ServeWS)
-	r.Post("/api/start", s.start)
-	r.Post("/api/stop", s.stop)
-	r.Post("/api/concurrency", s.concurrency)
+	r.Post("/api/login", s.opts.Access.login)
+	r.Group(func(r chi.Router) {
+		r.Use(s.opts.Access.requireOperator)
+		r.Post("/api/start", s.start)
+		r.Post("/api/stop", s.stop)
+		r.Post("/api/concurrency", s.concurrency)
+	})
+	r.Get("/qr.png", s.qr)
 	r.Get("/api/state", s.state)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	r.Get("/readyz", s.ready)
@@ -129,17 +140,21 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		SLOTTFTms:  ms(s.opts.SLOTTFT),
 		SLOTPOTms:  ms(s.opts.SLOTPOT),
 		Tiles:      s.tiles(snap),
+		Operator:   s.opts.Access.IsOperator(r),
+		CanLogin:   s.opts.Access.Token != "",
+		QR:         s.opts.PublicURL != "",
+		PublicURL:  s.opts.PublicURL,
 	}).Render(r.Context(), w)
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.gen.Start()
-	components.RunState(true).Render(r.Context(), w)
+	components.RunState(true, true).Render(r.Context(), w)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	s.gen.Stop()
-	components.RunState(false).Render(r.Context(), w)
+	components.RunState(false, true).Render(r.Context(), w)
 }
 
 // ParseConcurrency checks a slider value against the slider's scale.
@@ -177,6 +192,22 @@ type stateJSON struct {
 
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()})
+}
+
+// qr serves a QR code of the public URL, for visitors' phones.
+func (s *Server) qr(w http.ResponseWriter, r *http.Request) {
+	if s.opts.PublicURL == "" {
+		http.Error(w, "no public URL: start kvlens with --public-url", http.StatusNotFound)
+		return
+	}
+	png, err := qrcode.Encode(s.opts.PublicURL, qrcode.Medium, 256)
+	if err != nil {
+		http.Error(w, "encode QR code: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Cache-Control", "max-age=3600")
+	w.Write(png)
 }
 
 // ready answers the readiness probe: 200 when load can be served, else 503

@@ -286,3 +286,95 @@ func TestProbes(t *testing.T) {
 		t.Fatalf("/readyz = %d %q while not ready, want 503 with the reason", code, body)
 	}
 }
+
+func TestViewerCannotChangeAnything(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	opts := testOptions()
+	opts.Access = Access{Token: "s3cret"}
+	srv := New(load, fakeRouter("round_robin"), opts)
+	// Requests here come from a visitor's phone, not from this machine.
+	remote := func(r *http.Request) *http.Request { r.RemoteAddr = "192.0.2.7:50000"; return r }
+	do := func(r *http.Request) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, remote(r))
+		return w
+	}
+	form := func(path, body string) *http.Request {
+		r := httptest.NewRequest("POST", path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return r
+	}
+	for _, path := range []string{"/api/start", "/api/stop", "/api/concurrency"} {
+		if w := do(form(path, "concurrency=120")); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "read-only") {
+			t.Errorf("viewer POST %s = %d %q, want 403 read-only", path, w.Code, w.Body.String())
+		}
+	}
+	if s := load.Snapshot(); s.Target != 60 || s.Running {
+		t.Fatalf("a viewer changed the load: %+v", s)
+	}
+	// The page renders its controls disabled, with a way in.
+	doc, _ := goquery.NewDocumentFromReader(do(httptest.NewRequest("GET", "/", nil)).Body)
+	if _, ok := doc.Find(`[data-testid=concurrency-slider]`).Attr("disabled"); !ok {
+		t.Error("the slider is enabled for a viewer")
+	}
+	if _, ok := doc.Find(`[data-testid=start]`).Attr("disabled"); !ok {
+		t.Error("Start is enabled for a viewer")
+	}
+	if doc.Find(`[data-testid=viewer-notice] input[name=token]`).Length() != 1 {
+		t.Error("a viewer has no field to enter the operator token")
+	}
+
+	// A wrong token is refused; the right one sets a cookie that unlocks.
+	if w := do(form("/api/login", "token=guess")); w.Code != http.StatusForbidden {
+		t.Fatalf("wrong token: %d", w.Code)
+	}
+	w := do(form("/api/login", "token=s3cret"))
+	cookies := w.Result().Cookies()
+	if w.Code != http.StatusNoContent || len(cookies) != 1 || strings.Contains(cookies[0].Value, "s3cret") {
+		t.Fatalf("login: %d, cookies %v (the cookie must not carry the token)", w.Code, cookies)
+	}
+	r := form("/api/concurrency", "concurrency=120")
+	r.AddCookie(cookies[0])
+	if w := do(r); w.Code != 200 || load.Snapshot().Target != 120 {
+		t.Fatalf("operator with cookie: %d, target %d", w.Code, load.Snapshot().Target)
+	}
+	forged := form("/api/stop", "")
+	forged.AddCookie(&http.Cookie{Name: operatorCookie, Value: "forged"})
+	if w := do(forged); w.Code != http.StatusForbidden {
+		t.Fatalf("a forged cookie got %d", w.Code)
+	}
+}
+
+func TestLocalhostIsAlwaysOperator(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	opts := testOptions()
+	opts.Access = Access{Token: "s3cret"}
+	ts := httptest.NewServer(New(load, fakeRouter("round_robin"), opts).Handler())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/api/start", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !load.Snapshot().Running {
+		t.Fatalf("a request from this machine got %d", resp.StatusCode)
+	}
+}
+
+func TestQRCode(t *testing.T) {
+	load := &fakeLoad{}
+	opts := testOptions()
+	opts.PublicURL = "http://192.0.2.1:8080/"
+	srv := New(load, fakeRouter("round_robin"), opts)
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/qr.png", nil))
+	if w.Code != 200 || w.Header().Get("Content-Type") != "image/png" || !bytes.HasPrefix(w.Body.Bytes(), []byte("\x89PNG")) {
+		t.Fatalf("/qr.png = %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+	page := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
+	doc, _ := goquery.NewDocumentFromReader(page.Body)
+	if href, _ := doc.Find(`[data-testid=qr]`).Attr("href"); href != opts.PublicURL {
+		t.Fatalf("QR link = %q, want the public URL", href)
+	}
+}

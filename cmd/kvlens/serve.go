@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -14,8 +16,8 @@ import (
 	"github.com/kvlens/kvlens/demo"
 )
 
-// serveFlags binds serve's flags to cfg.
-func serveFlags(cfg *demo.Config, out io.Writer) *flag.FlagSet {
+// serveFlags binds serve's flags to cfg; open is set by --open-controls.
+func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the dashboard, router proxy and /metrics")
@@ -42,12 +44,16 @@ func serveFlags(cfg *demo.Config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Load.Window, "window", cfg.Load.Window, "length of the rolling metrics window")
 	fs.DurationVar(&cfg.Dashboard.SLOTTFT, "slo-ttft", cfg.Dashboard.SLOTTFT, "time-to-first-token objective")
 	fs.DurationVar(&cfg.Dashboard.SLOTPOT, "slo-tpot", cfg.Dashboard.SLOTPOT, "time-per-output-token objective")
+	fs.StringVar(&cfg.Dashboard.Access.Token, "control-token", cfg.Dashboard.Access.Token, "operator token: only browsers on this machine or that entered it may change the demo (default: a random token, printed at start)")
+	fs.BoolVar(open, "open-controls", false, "let every browser change the demo, with no operator token")
+	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address)")
 	return fs
 }
 
 func serve(args []string) int {
 	cfg := demo.DefaultConfig()
-	fs := serveFlags(&cfg, os.Stderr)
+	var openControls bool
+	fs := serveFlags(&cfg, &openControls, os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -65,6 +71,12 @@ func serve(args []string) int {
 		return 2
 	}
 
+	if openControls {
+		cfg.Dashboard.Access.Token = ""
+	} else if cfg.Dashboard.Access.Token == "" {
+		cfg.Dashboard.Access.Token = randomToken()
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d, err := demo.Start(cfg)
@@ -74,6 +86,9 @@ func serve(args []string) int {
 	}
 	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
 	fmt.Printf("kvlens: routing %s over %d workers: %s\n", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " "))
+	if t := cfg.Dashboard.Access.Token; t != "" {
+		fmt.Printf("kvlens: operator token %s (browsers on this machine are always operators)\n", t)
+	}
 	fmt.Printf("kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
 	go d.Report(ctx, os.Stdout, 5*time.Second)
 
@@ -85,6 +100,14 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens: shutdown: %v\n", err)
 	}
 	return 0
+}
+
+// randomToken returns 8 random bytes in hex: enough that a visitor cannot
+// guess it during a conference.
+func randomToken() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // checkServe catches flag values that parse but make no sense.
