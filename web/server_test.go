@@ -378,3 +378,49 @@ func TestQRCode(t *testing.T) {
 		t.Fatalf("QR link = %q, want the public URL", href)
 	}
 }
+
+func TestFirstLoadIsLightAndSelfContained(t *testing.T) {
+	// The booth may have no network: everything the page needs comes from
+	// the binary, and the first load stays under 300 KB.
+	_, _, ts := newTestServer(t)
+	fetch := func(path string) int {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		n, _ := io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s = %d", path, resp.StatusCode)
+		}
+		return int(n)
+	}
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := goquery.NewDocumentFromReader(resp.Body)
+	resp.Body.Close()
+	total := fetch("/")
+	var assets []string
+	doc.Find("script[src], link[href], img[src]").Each(func(_ int, s *goquery.Selection) {
+		for _, attr := range []string{"src", "href"} {
+			if v, ok := s.Attr(attr); ok {
+				assets = append(assets, v)
+			}
+		}
+	})
+	if len(assets) < 5 {
+		t.Fatalf("found only %d assets: %v", len(assets), assets)
+	}
+	for _, a := range assets {
+		if !strings.HasPrefix(a, "/") || strings.HasPrefix(a, "//") {
+			t.Fatalf("asset %q is not served by kvlens itself", a)
+		}
+		total += fetch(a)
+	}
+	t.Logf("first load: %d bytes over %d requests", total, len(assets)+1)
+	if total > 300_000 {
+		t.Fatalf("first load is %d bytes, over the 300 KB budget", total)
+	}
+}
