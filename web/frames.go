@@ -11,19 +11,39 @@ import (
 	"github.com/kvlens/kvlens/loadgen"
 )
 
-// historyLen is how many 1 Hz points the TTFT chart shows: 5 minutes.
-const historyLen = 300
+// historyLen is how many 1 Hz points the charts show: 10 minutes.
+const historyLen = 600
 
-// Point is one second of the live chart.
+// Point is one second of the live charts: the rolling window's figures as of
+// that second (definitions in shared/reference/metrics.md).
 type Point struct {
 	// T is the time, in Unix seconds.
 	T int64 `json:"t"`
 	// TTFTp50 and TTFTp95 are in ms; null when the window had no data.
 	TTFTp50 *float64 `json:"ttft_p50"`
 	TTFTp95 *float64 `json:"ttft_p95"`
+	// TPOTp50 and TPOTp95 are in ms; null when the window had no data.
+	TPOTp50 *float64 `json:"tpot_p50"`
+	TPOTp95 *float64 `json:"tpot_p95"`
+	// OutputTokensPerSec is the window's output throughput.
+	OutputTokensPerSec float64 `json:"tops"`
+	// RequestsPerSec is the window's completed requests per second.
+	RequestsPerSec float64 `json:"rps"`
+	// ErrorPct is the window's error rate, in percent.
+	ErrorPct float64 `json:"error_pct"`
 	// Target and Live are the asked-for and running conversations.
 	Target int `json:"target"`
 	Live   int `json:"live"`
+}
+
+// Mark is a vertical annotation on every chart: what changed, and when.
+type Mark struct {
+	// T is the time, in Unix seconds.
+	T int64 `json:"t"`
+	// Kind is "concurrency", "mode", "start" or "stop".
+	Kind string `json:"kind"`
+	// Label is shown on the charts, such as "→ 120" or "KV-aware".
+	Label string `json:"label"`
 }
 
 // Frame is a JSON message on the websocket. The page tells it from an HTML
@@ -34,12 +54,42 @@ type Frame struct {
 	Mode     string            `json:"mode"`
 	ModeText string            `json:"mode_text"`
 	Points   []Point           `json:"points"`
+	Marks    []Mark            `json:"marks,omitempty"`
 	Snapshot *loadgen.Snapshot `json:"snapshot,omitempty"`
 }
 
 type history struct {
 	mu     sync.Mutex
 	points []Point
+	marks  []Mark
+	fresh  []Mark // marks not yet pushed
+}
+
+// mark records a change for the charts' annotations.
+func (h *history) mark(m Mark) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.marks = append(h.marks, m)
+	h.fresh = append(h.fresh, m)
+	cut := m.T - historyLen
+	for len(h.marks) > 0 && h.marks[0].T < cut {
+		h.marks = h.marks[1:]
+	}
+}
+
+// takeFresh returns the marks made since the last call.
+func (h *history) takeFresh() []Mark {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.fresh
+	h.fresh = nil
+	return f
+}
+
+func (h *history) allMarks() []Mark {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Mark(nil), h.marks...)
 }
 
 func (h *history) add(p Point) {
@@ -58,12 +108,26 @@ func (h *history) all() []Point {
 }
 
 func point(snap loadgen.Snapshot) Point {
-	p := Point{T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live}
-	if q := snap.Window.TTFT; q.Count > 0 {
-		p50, p95 := q.P50, q.P95
-		p.TTFTp50, p.TTFTp95 = &p50, &p95
+	w := snap.Window
+	p := Point{
+		T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live,
+		OutputTokensPerSec: w.OutputTokensPerSec,
+		RequestsPerSec:     w.RequestsPerSec,
+		ErrorPct:           100 * w.ErrorRate,
 	}
+	p.TTFTp50, p.TTFTp95 = pair(w.TTFT)
+	p.TPOTp50, p.TPOTp95 = pair(w.TPOT)
 	return p
+}
+
+// pair returns q's p50 and p95, or nils when q holds no data, so the charts
+// show a gap rather than a false zero.
+func pair(q loadgen.Quantiles) (*float64, *float64) {
+	if q.Count == 0 {
+		return nil, nil
+	}
+	p50, p95 := q.P50, q.P95
+	return &p50, &p95
 }
 
 // frames is the hub's tick: one chart point as JSON, and the tiles as an
@@ -73,7 +137,7 @@ func (s *Server) frames() [][]byte {
 	p := point(snap)
 	s.history.add(p)
 	mode := s.rt.PolicyName()
-	js, _ := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: s.opts.Describe(mode), Points: []Point{p}, Snapshot: &snap})
+	js, _ := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: s.opts.Describe(mode), Points: []Point{p}, Marks: s.history.takeFresh(), Snapshot: &snap})
 	return [][]byte{js, s.tilesHTML(snap)}
 }
 
@@ -82,7 +146,7 @@ func (s *Server) frames() [][]byte {
 func (s *Server) hello() [][]byte {
 	snap := s.gen.Snapshot()
 	mode := s.rt.PolicyName()
-	js, _ := json.Marshal(Frame{Type: "history", Mode: mode, ModeText: s.opts.Describe(mode), Points: s.history.all()})
+	js, _ := json.Marshal(Frame{Type: "history", Mode: mode, ModeText: s.opts.Describe(mode), Points: s.history.all(), Marks: s.history.allMarks()})
 	return [][]byte{js, s.tilesHTML(snap)}
 }
 

@@ -149,11 +149,13 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.gen.Start()
+	s.history.mark(Mark{T: time.Now().Unix(), Kind: "start", Label: "start"})
 	components.RunState(true, true).Render(r.Context(), w)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	s.gen.Stop()
+	s.history.mark(Mark{T: time.Now().Unix(), Kind: "stop", Label: "stop"})
 	components.RunState(false, true).Render(r.Context(), w)
 }
 
@@ -181,6 +183,7 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.history.mark(Mark{T: time.Now().Unix(), Kind: "concurrency", Label: fmt.Sprintf("→ %d", n)})
 	components.Target(n).Render(r.Context(), w)
 }
 

@@ -424,3 +424,33 @@ func TestFirstLoadIsLightAndSelfContained(t *testing.T) {
 		t.Fatalf("first load is %d bytes, over the 300 KB budget", total)
 	}
 }
+
+func TestChangesBecomeChartMarks(t *testing.T) {
+	_, s, ts := newTestServer(t)
+	for _, step := range []struct{ path, body string }{
+		{"/api/concurrency", "concurrency=120"},
+		{"/api/stop", ""},
+		{"/api/start", ""},
+	} {
+		resp, err := http.PostForm(ts.URL+step.path, url.Values{"concurrency": {"120"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	frames := s.frames()
+	if !strings.Contains(string(frames[0]), `"marks":[{"t":`) {
+		t.Fatalf("tick frame carries no marks: %.300s", frames[0])
+	}
+	for _, want := range []string{`"label":"→ 120"`, `"kind":"stop"`, `"kind":"start"`} {
+		if !strings.Contains(string(frames[0]), want) {
+			t.Errorf("marks lack %s", want)
+		}
+	}
+	if again := s.frames(); strings.Contains(string(again[0]), `"marks"`) {
+		t.Error("marks were pushed twice")
+	}
+	if hello := s.hello(); !strings.Contains(string(hello[0]), `"kind":"concurrency"`) {
+		t.Error("a browser connecting later does not get the marks")
+	}
+}
