@@ -34,6 +34,8 @@ type PageData struct {
 	QR bool
 	// PublicURL is the address the QR code opens.
 	PublicURL string
+	// How fills the "How it works" panel.
+	How HowData
 }
 
 // TilesData are the headline figures, pushed to the browser every second.
@@ -95,3 +97,7 @@ func errLevel(n int) string {
 	}
 	return "ok"
 }
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+func fixed1(v float64) string { return fmt.Sprintf("%.1f", v) }

@@ -144,6 +144,8 @@ func Start(cfg Config) (*Demo, error) {
 
 	opts := cfg.Dashboard
 	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
+	opts.Model = cfg.Model
+	opts.BlockSize = 32 // the seeds' TensorRT-LLM block size
 	opts.Gatherer = reg
 	opts.API = d.Proxy
 	opts.Describe = router.Describe

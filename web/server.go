@@ -42,6 +42,10 @@ type Router interface {
 type Options struct {
 	// Workers describes the fleet in plain words.
 	Workers string
+	// Model is the model the workers serve.
+	Model string
+	// BlockSize is the workers' KV block size, in tokens.
+	BlockSize int
 	// SliderMin, SliderMax and SliderStep bound the concurrency slider; the
 	// server refuses values off that scale.
 	SliderMin, SliderMax, SliderStep int
@@ -144,6 +148,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		CanLogin:   s.opts.Access.Token != "",
 		QR:         s.opts.PublicURL != "",
 		PublicURL:  s.opts.PublicURL,
+		How:        components.HowData{Workers: s.opts.Workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize},
 	}).Render(r.Context(), w)
 }
 
