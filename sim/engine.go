@@ -213,6 +213,7 @@ func (e *Engine) Submit(r Request) error {
 	if _, dup := e.byID[r.ID]; dup {
 		return fmt.Errorf("sim: request id %d is already in the engine", r.ID)
 	}
+	ring, _ := proseTokens()
 	target := r.OutputTokens
 	if target <= 0 {
 		target = r.MaxTokens
@@ -226,7 +227,10 @@ func (e *Engine) Submit(r Request) error {
 		promptLen: len(r.Prompt),
 		target:    min(target, r.MaxTokens),
 		hashes:    blockhash.Chain(r.Prompt, e.prof.BlockSize),
-		outOffset: proseOffsetOf(r.Prompt),
+		// Sampling makes two answers to one prompt differ, so they must not
+		// share generated blocks: each answer starts at a random place in
+		// the prose ring.
+		outOffset: e.rng.IntN(len(ring)),
 	}
 	e.waiting = append(e.waiting, s)
 	e.byID[r.ID] = s
@@ -462,15 +466,4 @@ func (e *Engine) settle(s *sequence) {
 
 func (e *Engine) blocksFor(tokens int) int {
 	return (tokens + e.prof.BlockSize - 1) / e.prof.BlockSize
-}
-
-// proseOffsetOf picks where in the prose ring an answer starts, so that
-// different prompts read differently but one prompt always reads the same.
-func proseOffsetOf(prompt []uint32) int {
-	h := uint32(2166136261) // FNV-1a over the ids
-	for _, t := range prompt {
-		h = (h ^ t) * 16777619
-	}
-	ring, _ := proseTokens()
-	return int(h % uint32(len(ring)))
 }
