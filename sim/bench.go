@@ -20,7 +20,7 @@ import (
 type OfflineConfig struct {
 	Profile     Profile
 	ISL, OSL    int
-	Requests    int
+	Requests    int // 0 means 3,000
 	Concurrency int // 0 means as many as the KV cache holds at full length
 	Seed        uint64
 }
@@ -56,7 +56,7 @@ func Offline(cfg OfflineConfig) (OfflineResult, error) {
 		cfg.Concurrency = p.KVConcurrency(cfg.ISL, cfg.OSL)
 	}
 	if cfg.Requests <= 0 {
-		cfg.Requests = 4 * cfg.Concurrency
+		cfg.Requests = 3000 // enough that the ramp-down tail weighs little
 	}
 	p.MaxBatchSize = max(p.MaxBatchSize, cfg.Concurrency)
 	p.MaxModelLen = max(p.MaxModelLen, cfg.ISL+cfg.OSL)

@@ -215,7 +215,7 @@ func TestEvictionIsLeastRecentlyReleasedFirstAndLeavesFirst(t *testing.T) {
 	p := tiny()
 	p.MaxBatchSize = 1
 	e := newTestEngine(t, p)
-	shared := seqTokens(1, 8)                              // blocks X0 X1
+	shared := seqTokens(1, 8)                               // blocks X0 X1
 	a := append(slices.Clone(shared), seqTokens(100, 8)...) // X0 X1 A2 A3
 	b := append(slices.Clone(shared), seqTokens(200, 8)...) // X0 X1 B2 B3
 	submit(t, e, 1, a, 1)
