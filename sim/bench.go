@@ -299,7 +299,6 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 					outTokens += f.CompletionTokens
 					prompt += f.PromptTokens
 					cached += f.CachedTokens
-					debugTurn(r.conv.turn, f.PromptTokens-f.CachedTokens, r.first-r.submit)
 				}
 				c := r.conv
 				c.turn++
@@ -352,5 +351,3 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s))+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
-
-var debugTurn = func(turn, newTokens int, ttft time.Duration) {}
