@@ -367,3 +367,34 @@ func describe(ev []kvevents.Event) []string {
 	}
 	return s
 }
+
+// BenchmarkEngineStep measures the engine's own cost of one decode step of
+// a full H200 batch (64 sequences): the simulation's CPU price per step.
+func BenchmarkEngineStep(b *testing.B) {
+	e, err := NewEngine(MustProfile(DefaultProfile), Options{Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := uint64(0)
+	fill := func() {
+		for e.Stats().Running+e.Stats().Waiting < 64 {
+			next++
+			if err := e.Submit(Request{ID: next, Prompt: seqTokens(int(next)*10000, 4000), MaxTokens: 1024}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	fill()
+	for {
+		r := e.Step()
+		if e.Stats().Running == 64 && len(r.Batch.Chunks) == 0 {
+			break // the batch is full and every prompt prefilled
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		e.Step()
+		fill() // keep the batch full as requests finish
+	}
+}

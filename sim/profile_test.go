@@ -83,7 +83,7 @@ func TestIncrementalEncodingEqualsRenderChat(t *testing.T) {
 func TestOfflineThroughputIsNearNVIDIAsFigures(t *testing.T) {
 	// One configuration only, to keep the package's tests fast; `kvlens
 	// sim bench offline` runs all three.
-	r, err := Offline(OfflineConfig{Profile: MustProfile(DefaultProfile), ISL: 1000, OSL: 1000})
+	r, err := Offline(OfflineConfig{Profile: MustProfile(DefaultProfile), ISL: 1000, OSL: 1000, Requests: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
