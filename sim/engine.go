@@ -31,7 +31,9 @@ import (
 //     sequence slot and tokens are left. An admitted request reuses the
 //     longest prefix of full blocks in the cache, and prefills a chunk of the
 //     rest. Admission stops at the first request whose blocks do not fit: it
-//     never overtakes the head of the queue.
+//     never overtakes the head of the queue. With the profile's overlap
+//     scheduler, a request that arrived while a step ran waits one more
+//     step, since the batch after it was formed during it.
 //
 // When a running sequence needs a block and none is free or evictable, the
 // newest running sequence is preempted: its blocks are released and it goes
@@ -49,6 +51,9 @@ type Engine struct {
 	byID    map[uint64]*sequence
 
 	stats Stats
+	// calls counts Step calls; with the overlap scheduler a request may
+	// join only the batch of the call after next.
+	calls uint64
 	res   StepResult // reused between steps
 	plan  []planned
 	batch Batch
@@ -165,6 +170,8 @@ type sequence struct {
 	admitted bool
 	// outOffset is where in the prose ring the answer starts.
 	outOffset int
+	// notBefore is the first Step call whose batch the request may join.
+	notBefore uint64
 	// planned is the tokens this step computes for the sequence, or 0.
 	planned int
 	done    bool
@@ -231,6 +238,11 @@ func (e *Engine) Submit(r Request) error {
 		// share generated blocks: each answer starts at a random place in
 		// the prose ring.
 		outOffset: e.rng.IntN(len(ring)),
+		notBefore: e.calls + 1,
+	}
+	if e.prof.OverlapScheduler && !e.Idle() {
+		// The next batch was formed while the step in flight runs.
+		s.notBefore++
 	}
 	e.waiting = append(e.waiting, s)
 	e.byID[r.ID] = s
@@ -285,6 +297,7 @@ func (e *Engine) Stats() Stats {
 // Engine doc, computes it, and returns what happened. An idle engine returns
 // an empty result with zero duration.
 func (e *Engine) Step() *StepResult {
+	e.calls++
 	r := &e.res
 	r.Tokens, r.Finished, r.Preempted = r.Tokens[:0], r.Finished[:0], r.Preempted[:0]
 	e.plan = e.plan[:0]
@@ -308,7 +321,7 @@ func (e *Engine) Step() *StepResult {
 	// 3: admit waiting requests, first come first served.
 	for len(e.waiting) > 0 && len(e.running) < e.prof.MaxBatchSize && budget > 0 {
 		s := e.waiting[0]
-		if !e.admit(s, budget) {
+		if e.calls < s.notBefore || !e.admit(s, budget) {
 			break
 		}
 		e.waiting = e.waiting[1:]

@@ -16,6 +16,7 @@ func tiny() Profile {
 	p := MustProfile(DefaultProfile)
 	p.Name = "tiny"
 	p.BlockSize, p.KVBlocks, p.MaxBatchSize, p.MaxNumTokens, p.MaxModelLen = 4, 16, 2, 10, 64
+	p.OverlapScheduler = false
 	return p
 }
 
@@ -111,6 +112,39 @@ func TestSchedulerRunsDecodesBeforePrefillChunks(t *testing.T) {
 	r := e.Step()
 	if r.Batch.Decodes != 1 || len(r.Batch.Chunks) != 1 || r.Batch.Chunks[0].New != 9 {
 		t.Fatalf("batch %+v, want 1 decode and a 9-token chunk (budget 10 minus the decode)", r.Batch)
+	}
+}
+
+func TestOverlapSchedulerAdmitsArrivalsOneStepLater(t *testing.T) {
+	tests := []struct {
+		name    string
+		overlap bool
+		// want is the step, counted from the arrival, that prefills request 2.
+		want int
+	}{
+		{"without overlap an arrival joins the next batch", false, 1},
+		{"with overlap the next batch is already formed, so it joins the one after", true, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tiny()
+			p.OverlapScheduler = tt.overlap
+			e := newTestEngine(t, p)
+			submit(t, e, 1, seqTokens(1, 3), 10) // an idle engine admits at once
+			if r := e.Step(); len(r.Tokens) != 1 {
+				t.Fatalf("request 1 was not admitted by the first step of an idle engine")
+			}
+			submit(t, e, 2, seqTokens(100, 3), 3)
+			for step := 1; step <= 3; step++ {
+				if r := e.Step(); len(r.Batch.Chunks) > 0 {
+					if step != tt.want {
+						t.Fatalf("request 2 prefilled at step %d after arriving, want %d", step, tt.want)
+					}
+					return
+				}
+			}
+			t.Fatal("request 2 never prefilled")
+		})
 	}
 }
 

@@ -33,6 +33,12 @@ type Profile struct {
 	// hashed and kept for reuse by the next turn (vLLM does; TensorRT-LLM's
 	// default reuse keeps only prompt blocks).
 	KeepGeneratedBlocks bool `json:"keep_generated_blocks"`
+	// OverlapScheduler says the engine forms the next batch while the GPU
+	// runs the current one, as TensorRT-LLM's PyTorch backend does by
+	// default: a request that arrives while a step runs misses the batch
+	// already formed and joins the one after it, one step later than
+	// without overlap.
+	OverlapScheduler bool `json:"overlap_scheduler"`
 
 	// StepOverheadMs is c0: scheduling, sampling and kernel launch per step.
 	StepOverheadMs float64 `json:"step_overhead_ms"`
@@ -74,7 +80,9 @@ var profiles = []Profile{
 	//         = 395,000 tokens of 160 KiB = 12,300 blocks of 32.
 	// Answers: uniform 640..1024 tokens, a mean of about 830 at max_tokens
 	// 1024 as in the seeds' workload. TensorRT-LLM reuses prompt blocks
-	// only, which is what the seeds' TTFT implies (perf-model.md).
+	// only, which is what the seeds' TTFT implies (perf-model.md). Dynamo
+	// 0.9's TensorRT-LLM runs the PyTorch backend, whose overlap scheduler
+	// is on by default.
 	{
 		Name:                DefaultProfile,
 		Model:               DefaultModel,
@@ -84,6 +92,7 @@ var profiles = []Profile{
 		BlockSize:           32,
 		KVBlocks:            12300,
 		KeepGeneratedBlocks: false,
+		OverlapScheduler:    true,
 		StepOverheadMs:      2.0,
 		WeightsMs:           70.55e9 / (0.85 * 4.8e12) * 1e3,
 		PerTokenMs:          0.1116,
@@ -111,6 +120,7 @@ var profiles = []Profile{
 		BlockSize:           32,
 		KVBlocks:            15000,
 		KeepGeneratedBlocks: false,
+		OverlapScheduler:    true,
 		StepOverheadMs:      2.0,
 		CommMs:              4.0,
 		CommPerTokenMs:      0.0075,
