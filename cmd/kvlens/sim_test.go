@@ -93,8 +93,8 @@ func TestBenchReportsMatchGolden(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"bench_offline", []string{"sim", "bench", "offline", "--cases", "1000/1000,5000/500", "--requests", "300"}},
-		{"bench_multiturn", []string{"sim", "bench", "multiturn", "--concurrency", "40", "--warmup", "20s", "--measure", "40s"}},
+		{"bench_offline", []string{"sim", "bench", "offline", "--cases", "1000/1000,5000/500", "--requests", "200"}},
+		{"bench_multiturn", []string{"sim", "bench", "multiturn", "--concurrency", "30", "--warmup", "10s", "--measure", "30s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
