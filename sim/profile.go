@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,7 +216,7 @@ func LoadProfile(nameOrPath string) (Profile, error) {
 func ParseProfile(raw []byte) (Profile, error) {
 	p := MustProfile(DefaultProfile)
 	p.Name = ""
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return Profile{}, fmt.Errorf("sim: decode profile: %v", err)

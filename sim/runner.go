@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -63,9 +64,9 @@ type Stream struct {
 	mu     sync.Mutex
 	tokens []Token
 	fin    *Finished
-	// firstAt and lastAt are when the first and the latest token arrived.
-	firstAt, lastAt time.Time
-	ready           chan struct{}
+	// lastAt is when the latest token arrived.
+	lastAt time.Time
+	ready  chan struct{}
 }
 
 // Ready is signalled whenever tokens or the end arrive.
@@ -93,6 +94,9 @@ func (s *Stream) signal() {
 func (r *Runner) Submit(req Request) (*Stream, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("sim: the worker is shutting down")
+	}
 	r.nextID++
 	req.ID = r.nextID
 	if err := r.eng.Submit(req); err != nil {
@@ -207,7 +211,7 @@ func (r *Runner) endStep() {
 		s.tokens = append(s.tokens, t)
 		prev := s.lastAt
 		if t.Index == 0 {
-			s.firstAt, prev = now, s.Submitted
+			prev = s.Submitted
 		}
 		s.lastAt = now
 		s.mu.Unlock()

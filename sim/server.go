@@ -286,7 +286,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream,
 	created := s.clk.Now().Unix()
 	cutAt := -1
 	if cut {
-		cutAt = 1 + s.faults.intN(max(1, g.maxTokens/2))
+		// Cut before a token the answer surely reaches: its natural length
+		// is at least the profile's OutputMin.
+		limit := g.maxTokens
+		if p := s.runner.Profile(); p.OutputMin > 0 && !g.ignoreEOS {
+			limit = min(limit, p.OutputMin)
+		}
+		cutAt = s.faults.intN(limit)
 	}
 	enc := newChunkWriter(w, id, s.model, created, chat)
 	if g.stream {
