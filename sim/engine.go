@@ -321,7 +321,9 @@ func (e *Engine) Step() *StepResult {
 	// 3: admit waiting requests, first come first served.
 	for len(e.waiting) > 0 && len(e.running) < e.prof.MaxBatchSize && budget > 0 {
 		s := e.waiting[0]
-		if e.calls < s.notBefore || !e.admit(s, budget) {
+		// A late arrival waits for the next batch, unless this one would be
+		// empty: an idle GPU takes it at once.
+		if (e.calls < s.notBefore && len(e.plan) > 0) || !e.admit(s, budget) {
 			break
 		}
 		e.waiting = e.waiting[1:]

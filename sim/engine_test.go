@@ -148,6 +148,22 @@ func TestOverlapSchedulerAdmitsArrivalsOneStepLater(t *testing.T) {
 	}
 }
 
+func TestOverlapSchedulerNeverLeavesALateArrivalWithNothingRunning(t *testing.T) {
+	p := tiny()
+	p.OverlapScheduler = true
+	e := newTestEngine(t, p)
+	submit(t, e, 1, seqTokens(1, 3), 5)
+	e.Step()
+	// Request 2 arrives while request 1 runs, so it is due a step later;
+	// then request 1's client leaves. The next batch would be empty, so
+	// request 2 must run in it rather than wait for a step that never comes.
+	submit(t, e, 2, seqTokens(100, 3), 1)
+	e.Cancel(1)
+	if r := e.Step(); len(r.Batch.Chunks) != 1 {
+		t.Fatalf("batch %+v, want request 2's prefill: an empty batch would leave it waiting forever", r.Batch)
+	}
+}
+
 func TestSchedulerNeverOvertakesTheHeadOfTheQueue(t *testing.T) {
 	p := tiny()
 	p.MaxBatchSize = 3
