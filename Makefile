@@ -40,9 +40,9 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 # deps installs what the tests need and the machine lacks.
 deps: node_modules/.package-lock.json
-	@command -v chromium >/dev/null 2>&1 || { \
-		echo "make: installing Debian's chromium for the browser tests"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { \
+		echo "make: installing Debian's chromium and prometheus (promtool) for the tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium prometheus >/dev/null; }
 
 # drift fails when the committed templ output or vendored assets differ from
 # what their sources generate.

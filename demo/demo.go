@@ -30,8 +30,8 @@ type Config struct {
 	Addr string
 	// SimWorkers is how many simulated workers to run when Workers is empty.
 	SimWorkers int
-	// SimTiming is the simulated workers' latency model.
-	SimTiming sim.Timing
+	// SimProfile is the simulated workers' engine profile.
+	SimProfile sim.Profile
 	// Workers are real workers' base URLs; empty means run the simulated fleet.
 	Workers []string
 	// Target is the load generator's OpenAI base URL; empty means this
@@ -56,7 +56,7 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:       ":8080",
 		SimWorkers: 3,
-		SimTiming:  sim.DefaultTiming,
+		SimProfile: sim.MustProfile(sim.DefaultProfile),
 		Model:      sim.DefaultModel,
 		Policy:     "round_robin",
 		Load:       loadgen.DefaultConfig(),
@@ -114,7 +114,7 @@ func Start(cfg Config) (*Demo, error) {
 	d.WorkerURLs = cfg.Workers
 	kind := "real"
 	if len(cfg.Workers) == 0 {
-		d.fleet, err = sim.StartFleet(cfg.SimWorkers, cfg.Model, cfg.SimTiming)
+		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile})
 		if err != nil {
 			return fail(err)
 		}

@@ -16,10 +16,17 @@ import (
 var oneTurn = TurnRequest{Messages: []tokenizer.Message{{Role: "user", Content: "Explain prefix caching."}}, MaxTokens: 20}
 
 func TestOpenAIClientMeasuresAStream(t *testing.T) {
-	timing := sim.Timing{FirstTokenBase: 80 * time.Millisecond, InterToken: 5 * time.Millisecond}
+	// A worker whose prefill step takes about 82 ms and decode steps 5 ms.
+	p := sim.MustProfile(sim.DefaultProfile)
+	p.StepOverheadMs, p.WeightsMs, p.PerTokenMs, p.KVReadMs, p.AttentionMs = 0, 5, 0.16, 0, 0
+	worker, err := sim.NewServer(sim.ServerOptions{Name: "w7", Model: "m", Profile: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(WorkerHeader, "w7")
-		sim.NewServer("w7", "m", timing).ServeHTTP(w, r)
+		worker.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
 	c := NewOpenAIClient(srv.URL+"/v1", "m", "")

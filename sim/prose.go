@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"hash/fnv"
 	"strings"
 	"sync"
 
@@ -28,27 +27,28 @@ const prose = `A language model answers one token at a time, and every new token
 var (
 	proseOnce sync.Once
 	proseIDs  []uint32
-	// prosePieces[i] is the text of token proseIDs[i], decoded once so the
-	// streaming loop does no tokenizer work.
-	prosePieces []string
+	// pieces maps each token id of the ring to its text, decoded once so
+	// that streaming does no tokenizer work.
+	pieces map[uint32]string
 )
 
-func proseTokens() ([]uint32, []string) {
+// proseTokens returns the ring's token ids.
+func proseTokens() ([]uint32, map[uint32]string) {
 	proseOnce.Do(func() {
 		proseIDs = tokenizer.Encode(strings.TrimSpace(prose) + " ")
-		prosePieces = make([]string, len(proseIDs))
-		for i, id := range proseIDs {
-			prosePieces[i] = tokenizer.Decode([]uint32{id})
+		pieces = make(map[uint32]string, len(proseIDs))
+		for _, id := range proseIDs {
+			pieces[id] = tokenizer.Decode([]uint32{id})
 		}
 	})
-	return proseIDs, prosePieces
+	return proseIDs, pieces
 }
 
-// proseOffset picks where in the ring a reply starts, so that different
-// conversations read differently but a given prompt always reads the same.
-func proseOffset(prompt string) int {
-	h := fnv.New32a()
-	h.Write([]byte(prompt))
-	ids, _ := proseTokens()
-	return int(h.Sum32() % uint32(len(ids)))
+// pieceText returns the text of a token the engine generated.
+func pieceText(id uint32) string {
+	_, p := proseTokens()
+	if s, ok := p[id]; ok {
+		return s
+	}
+	return tokenizer.Decode([]uint32{id})
 }

@@ -1,6 +1,9 @@
-// Package sim is a simulated inference worker: it serves the OpenAI API the
-// way a vLLM or TensorRT-LLM worker does, with made-up but plausible timing,
-// so kvlens can demonstrate routing with no GPU.
+// Package sim is a simulated inference worker. Its Engine is a faithful
+// stand-in for one GPU running vLLM or TensorRT-LLM: continuous batching,
+// chunked prefill, a paged KV cache with prefix caching and LRU eviction,
+// and step times from a roofline model of the profiled GPU. Its Server
+// exposes the engine the way a real worker does: the OpenAI API, /tokenize,
+// vLLM's /metrics, KV events, and fault injection for demos of failure.
 package sim
 
 import (
@@ -8,69 +11,128 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync/atomic"
-	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // DefaultModel is the model name simulated workers report.
 const DefaultModel = "meta-llama/Llama-3.1-70B-Instruct-FP8"
 
-// maxBodyBytes bounds a request body: 8 MiB is far beyond any prompt the
-// simulated 16k-token context could hold.
+// maxBodyBytes bounds a request body: 8 MiB is far beyond any prompt a
+// 16k-token context could hold.
 const maxBodyBytes = 8 << 20
 
-// Server is one simulated worker's HTTP API.
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Name names the worker in response ids, such as sim-0.
+	Name string
+	// Profile is the engine's profile; the zero value means the default.
+	Profile Profile
+	// Model overrides the profile's model name when set.
+	Model string
+	// Clock is the runner's clock; nil means the wall clock.
+	Clock clock.Clock
+	// Events receives each step's KV events; nil drops them.
+	Events EventSink
+	// Faults are the faults injected from the start.
+	Faults Faults
+	// Seed makes output lengths and injected faults reproducible.
+	Seed uint64
+}
+
+// Server is one simulated worker's HTTP API over its own engine.
 type Server struct {
 	name   string
 	model  string
-	timing Timing
-	// sleep waits for d or until done closes; it reports whether the full
-	// time passed. Tests replace it to run without real delays.
-	sleep func(d time.Duration, done <-chan struct{}) bool
-	seq   atomic.Uint64
+	runner *Runner
+	faults *faultState
+	reg    *prometheus.Registry
+	mux    *http.ServeMux
+	clk    clock.Clock
 }
 
-// NewServer returns a worker named name that serves model with timing t.
-func NewServer(name, model string, t Timing) *Server {
-	return &Server{name: name, model: model, timing: t, sleep: sleep}
-}
-
-func sleep(d time.Duration, done <-chan struct{}) bool {
-	if d <= 0 {
-		return true
+// NewServer returns a worker with a fresh engine, running.
+func NewServer(opts ServerOptions) (*Server, error) {
+	p := opts.Profile
+	if p.Name == "" {
+		p = MustProfile(DefaultProfile)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-done:
-		return false
+	model := opts.Model
+	if model == "" {
+		model = p.Model
 	}
-}
+	eng, err := NewEngine(p, Options{Seed: opts.Seed})
+	if err != nil {
+		return nil, err
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	if err := opts.Faults.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		name:   opts.Name,
+		model:  model,
+		runner: NewRunner(eng, clk, opts.Events),
+		reg:    prometheus.NewRegistry(),
+		clk:    clk,
+	}
+	s.faults = newFaultState(opts.Seed)
+	s.applyFaults(opts.Faults)
+	s.runner.obs = newMetrics(s.reg, model, s.runner)
 
-// ServeHTTP routes the worker's endpoints.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.URL.Path == "/health" && r.Method == http.MethodGet:
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`)
-	case r.URL.Path == "/v1/models" && r.Method == http.MethodGet:
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, openai.ModelsList{Models: []openai.Model{{
 			ID: s.model, Object: "model", OwnedBy: "kvlens-sim",
 		}}})
-	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
-		s.chatCompletions(w, r)
-	default:
+	})
+	mux.HandleFunc("POST /v1/chat/completions", s.completions(true))
+	mux.HandleFunc("POST /v1/completions", s.completions(false))
+	mux.HandleFunc("POST /tokenize", s.tokenize)
+	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
+		s.runner.ResetPrefixCache()
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /admin/faults", s.getFaults)
+	mux.HandleFunc("PUT /admin/faults", s.putFaults)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
-	}
+	})
+	s.mux = mux
+	return s, nil
+}
+
+// Runner returns the worker's engine runner.
+func (s *Server) Runner() *Runner { return s.runner }
+
+// Close stops the worker's engine.
+func (s *Server) Close() { s.runner.Close() }
+
+// ServeHTTP routes the worker's endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// genRequest is a parsed generation request, chat or plain completion.
+type genRequest struct {
+	prompt    string
+	maxTokens int
+	stream    bool
+	usage     bool // stream_options.include_usage
+	ignoreEOS bool // vLLM's sampling option: run to max_tokens
 }
 
 // chatRequest is the subset of an OpenAI chat request the worker reads.
@@ -81,15 +143,15 @@ type chatRequest struct {
 	MaxCompletionTokens int                   `json:"max_completion_tokens"`
 	Stream              bool                  `json:"stream"`
 	StreamOptions       *openai.StreamOptions `json:"stream_options"`
+	IgnoreEOS           bool                  `json:"ignore_eos"`
 }
 
 // parseChatRequest decodes and checks a chat request body. Its errors are one
 // line, fit to show a client.
 func parseChatRequest(body io.Reader) (*chatRequest, error) {
 	var req chatRequest
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("request body is not valid JSON: %v", err)
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		return nil, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
 	}
 	if len(req.Messages) == 0 {
 		return nil, errors.New("messages must hold at least one message")
@@ -104,111 +166,337 @@ func parseChatRequest(body io.Reader) (*chatRequest, error) {
 	if req.MaxCompletionTokens > 0 {
 		req.MaxTokens = req.MaxCompletionTokens
 	}
-	if req.MaxTokens < 0 {
-		return nil, fmt.Errorf("max_tokens must not be negative, got %d", req.MaxTokens)
-	}
-	if req.MaxTokens == 0 {
-		req.MaxTokens = 1024
+	if err := checkMaxTokens(&req.MaxTokens); err != nil {
+		return nil, err
 	}
 	return &req, nil
 }
 
-// outputLength draws how many tokens an answer has before the model ends it:
-// uniform over [640, 1024], a mean of about 830 tokens as in the seeds'
-// workload, capped by the request's max_tokens.
-func outputLength(maxTokens int) int {
-	return min(maxTokens, 640+rand.IntN(385))
+// completionRequest is the subset of an OpenAI completion request the worker reads.
+type completionRequest struct {
+	Model         string                `json:"model"`
+	Prompt        json.RawMessage       `json:"prompt"`
+	MaxTokens     int                   `json:"max_tokens"`
+	Stream        bool                  `json:"stream"`
+	StreamOptions *openai.StreamOptions `json:"stream_options"`
+	IgnoreEOS     bool                  `json:"ignore_eos"`
+
+	text string
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	req, err := parseChatRequest(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+// parseCompletionRequest decodes and checks a completion request body; the
+// prompt is a string or an array of exactly one string.
+func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
+	var req completionRequest
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		return nil, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+	}
+	text, err := promptText(req.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	req.text = text
+	if err := checkMaxTokens(&req.MaxTokens); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func promptText(raw json.RawMessage) (string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		if one == "" {
+			return "", errors.New("prompt must not be empty")
+		}
+		return one, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err == nil && len(many) == 1 && many[0] != "" {
+		return many[0], nil
+	}
+	return "", errors.New("prompt must be a non-empty string (or an array of one)")
+}
+
+func checkMaxTokens(n *int) error {
+	if *n < 0 {
+		return fmt.Errorf("max_tokens must not be negative, got %d", *n)
+	}
+	if *n == 0 {
+		*n = 1024
+	}
+	return nil
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// completions serves /v1/chat/completions (chat) or /v1/completions.
+func (s *Server) completions(chat bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		var g genRequest
+		if chat {
+			req, err := parseChatRequest(body)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			g = genRequest{prompt: tokenizer.RenderChat(req.Messages), maxTokens: req.MaxTokens, stream: req.Stream,
+				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS}
+		} else {
+			req, err := parseCompletionRequest(body)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			g = genRequest{prompt: req.text, maxTokens: req.MaxTokens, stream: req.Stream,
+				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS}
+		}
+		fault := s.faults.draw()
+		switch fault {
+		case fault503:
+			writeError(w, http.StatusServiceUnavailable, "injected fault: the worker is overloaded, please retry later")
+			return
+		case fault429:
+			writeError(w, http.StatusTooManyRequests, "injected fault: too many requests")
+			return
+		case fault500:
+			writeError(w, http.StatusInternalServerError, "injected fault: internal engine error")
+			return
+		}
+		req := Request{Prompt: tokenizer.Encode(g.prompt), MaxTokens: g.maxTokens}
+		if g.ignoreEOS {
+			req.OutputTokens = g.maxTokens
+		}
+		st, err := s.runner.Submit(req)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "sim: "))
+			return
+		}
+		s.serveStream(w, r, st, g, chat, fault == faultCut)
+	}
+}
+
+// serveStream waits for the engine's tokens and writes them out, as SSE
+// chunks or one response at the end. cut aborts the connection halfway.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream, g genRequest, chat, cut bool) {
+	id := fmt.Sprintf("cmpl-%s-%d", s.name, st.ID)
+	if chat {
+		id = "chat" + id
+	}
+	created := s.clk.Now().Unix()
+	cutAt := -1
+	if cut {
+		// Cut before a token the answer surely reaches: its natural length
+		// is at least the profile's OutputMin.
+		limit := g.maxTokens
+		if p := s.runner.Profile(); p.OutputMin > 0 && !g.ignoreEOS {
+			limit = min(limit, p.OutputMin)
+		}
+		cutAt = s.faults.intN(limit)
+	}
+	enc := newChunkWriter(w, id, s.model, created, chat)
+	if g.stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+	}
+	var text strings.Builder
+	var toks []Token
+	sent := 0
+	for {
+		select {
+		case <-r.Context().Done():
+			s.runner.Cancel(st.ID)
+			return
+		case <-st.Ready():
+		}
+		var fin *Finished
+		toks, fin = st.Take(toks[:0])
+		for _, t := range toks {
+			if sent == cutAt {
+				// An injected stream cut: the connection dies mid-answer,
+				// as when a worker crashes.
+				s.runner.Cancel(st.ID)
+				if g.stream {
+					enc.flush()
+				}
+				panic(http.ErrAbortHandler)
+			}
+			piece := pieceText(t.Token)
+			if g.stream {
+				enc.token(piece, t.Index == 0)
+			} else {
+				text.WriteString(piece)
+			}
+			sent++
+		}
+		if fin == nil {
+			if g.stream {
+				enc.flush()
+			}
+			continue
+		}
+		finish := "stop"
+		if fin.Length {
+			finish = "length"
+		}
+		usage := openai.Usage{
+			PromptTokens:        fin.PromptTokens,
+			CompletionTokens:    fin.CompletionTokens,
+			TotalTokens:         fin.PromptTokens + fin.CompletionTokens,
+			PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: fin.CachedTokens},
+		}
+		if !g.stream {
+			s.writeWhole(w, id, created, chat, text.String(), finish, usage)
+			return
+		}
+		enc.finish(finish)
+		if g.usage {
+			enc.usage(usage)
+		}
+		enc.done()
+		return
+	}
+}
+
+func (s *Server) writeWhole(w http.ResponseWriter, id string, created int64, chat bool, text, finish string, usage openai.Usage) {
+	if chat {
+		writeJSON(w, http.StatusOK, openai.ChatCompletionResponse{
+			ID: id, Object: "chat.completion", Created: created, Model: s.model,
+			Choices: []openai.ChatCompletionChoice{{
+				Message:      openai.ChatCompletionMessage{Role: "assistant", Content: text},
+				FinishReason: openai.FinishReason(finish),
+			}},
+			Usage: usage,
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, openai.CompletionResponse{
+		ID: id, Object: "text_completion", Created: created, Model: s.model,
+		Choices: []openai.CompletionChoice{{Text: text, FinishReason: finish}},
+		Usage:   &usage,
+	})
+}
+
+// chunkWriter writes SSE chunks by hand: a worker streams thousands of them
+// a second, and the fixed parts of each are formatted once per request.
+type chunkWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	head    string // `data: {"id":...,"choices":[{"index":0,`
+	tail    string // `"finish_reason":null}]}` + "\n\n"
+	chat    bool
+	buf     []byte
+}
+
+func newChunkWriter(w http.ResponseWriter, id, model string, created int64, chat bool) *chunkWriter {
+	object := "text_completion"
+	if chat {
+		object = "chat.completion.chunk"
+	}
+	f, _ := w.(http.Flusher)
+	return &chunkWriter{
+		w: w, flusher: f, chat: chat,
+		head: fmt.Sprintf(`data: {"id":%s,"object":%q,"created":%d,"model":%s,"choices":[{"index":0,`, jsonString(id), object, created, jsonString(model)),
+		tail: `"finish_reason":null}]}` + "\n\n",
+	}
+}
+
+func (c *chunkWriter) token(piece string, first bool) {
+	c.buf = append(c.buf, c.head...)
+	switch {
+	case !c.chat:
+		c.buf = append(c.buf, `"text":`...)
+	case first:
+		c.buf = append(c.buf, `"delta":{"role":"assistant","content":`...)
+	default:
+		c.buf = append(c.buf, `"delta":{"content":`...)
+	}
+	c.buf = append(c.buf, jsonString(piece)...)
+	if c.chat {
+		c.buf = append(c.buf, '}')
+	}
+	c.buf = append(c.buf, ',')
+	c.buf = append(c.buf, c.tail...)
+}
+
+func (c *chunkWriter) finish(reason string) {
+	c.buf = append(c.buf, c.head...)
+	if c.chat {
+		c.buf = append(c.buf, `"delta":{},`...)
+	} else {
+		c.buf = append(c.buf, `"text":"",`...)
+	}
+	c.buf = append(c.buf, `"finish_reason":`...)
+	c.buf = append(c.buf, jsonString(reason)...)
+	c.buf = append(c.buf, "}]}\n\n"...)
+}
+
+func (c *chunkWriter) usage(u openai.Usage) {
+	head, _, _ := strings.Cut(c.head, `"choices":`)
+	b, _ := json.Marshal(u)
+	c.buf = append(c.buf, head...)
+	c.buf = append(c.buf, `"choices":[],"usage":`...)
+	c.buf = append(c.buf, b...)
+	c.buf = append(c.buf, "}\n\n"...)
+}
+
+func (c *chunkWriter) done() {
+	c.buf = append(c.buf, "data: [DONE]\n\n"...)
+	c.flush()
+}
+
+func (c *chunkWriter) flush() {
+	if len(c.buf) == 0 {
+		return
+	}
+	c.w.Write(c.buf)
+	c.buf = c.buf[:0]
+	if c.flusher != nil {
+		c.flusher.Flush()
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// tokenizeRequest is vLLM's /tokenize body: a prompt or chat messages.
+type tokenizeRequest struct {
+	Model    string              `json:"model"`
+	Prompt   *string             `json:"prompt"`
+	Messages []tokenizer.Message `json:"messages"`
+}
+
+// parseTokenizeRequest decodes a /tokenize body and returns the text to
+// tokenize: the prompt, or the messages rendered with the chat template.
+func parseTokenizeRequest(body io.Reader) (string, error) {
+	var req tokenizeRequest
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		return "", fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+	}
+	switch {
+	case req.Prompt != nil && len(req.Messages) > 0:
+		return "", errors.New("give either prompt or messages, not both")
+	case req.Prompt != nil:
+		return *req.Prompt, nil
+	case len(req.Messages) > 0:
+		return tokenizer.RenderChat(req.Messages), nil
+	}
+	return "", errors.New("give a prompt or messages to tokenize")
+}
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	text, err := parseTokenizeRequest(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	prompt := tokenizer.RenderChat(req.Messages)
-	promptTokens := tokenizer.Count(prompt)
-	n := outputLength(req.MaxTokens)
-	id := fmt.Sprintf("chatcmpl-%s-%d", s.name, s.seq.Add(1))
-	created := time.Now().Unix()
-	ids, pieces := proseTokens()
-	off := proseOffset(prompt)
-	finish := openai.FinishReasonStop
-	if n == req.MaxTokens {
-		finish = openai.FinishReasonLength
-	}
-	usage := &openai.Usage{
-		PromptTokens:        promptTokens,
-		CompletionTokens:    n,
-		TotalTokens:         promptTokens + n,
-		PromptTokensDetails: &openai.PromptTokensDetails{},
-	}
-	done := r.Context().Done()
-
-	if !req.Stream {
-		if !s.sleep(s.timing.firstToken(promptTokens)+time.Duration(n-1)*s.timing.InterToken, done) {
-			return
-		}
-		var text strings.Builder
-		for i := range n {
-			text.WriteString(pieces[(off+i)%len(ids)])
-		}
-		writeJSON(w, http.StatusOK, openai.ChatCompletionResponse{
-			ID: id, Object: "chat.completion", Created: created, Model: s.model,
-			Choices: []openai.ChatCompletionChoice{{
-				Message:      openai.ChatCompletionMessage{Role: "assistant", Content: text.String()},
-				FinishReason: finish,
-			}},
-			Usage: *usage,
-		})
-		return
-	}
-
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	chunk := openai.ChatCompletionStreamResponse{
-		ID: id, Object: "chat.completion.chunk", Created: created, Model: s.model,
-		Choices: []openai.ChatCompletionStreamChoice{{}},
-	}
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
-	delay := s.timing.firstToken(promptTokens)
-	for i := range n {
-		if !s.sleep(delay, done) {
-			return
-		}
-		delay = s.timing.InterToken
-		chunk.Choices[0].Delta = openai.ChatCompletionStreamChoiceDelta{Content: pieces[(off+i)%len(ids)]}
-		if i == 0 {
-			chunk.Choices[0].Delta.Role = "assistant"
-		}
-		if i == n-1 {
-			chunk.Choices[0].FinishReason = finish
-		}
-		if !send(chunk) {
-			return
-		}
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		send(openai.ChatCompletionStreamResponse{
-			ID: id, Object: "chat.completion.chunk", Created: created, Model: s.model,
-			Choices: []openai.ChatCompletionStreamChoice{}, Usage: usage,
-		})
-	}
-	io.WriteString(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
-	}
+	ids := tokenizer.Encode(text)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"tokens": ids, "count": len(ids), "max_model_len": s.runner.Profile().MaxModelLen,
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -220,6 +508,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers in the OpenAI error shape, which every OpenAI client
 // turns into a readable message.
 func writeError(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, status, map[string]any{"error": map[string]any{
 		"message": msg, "type": http.StatusText(status), "code": status,
 	}})

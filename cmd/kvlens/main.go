@@ -21,6 +21,8 @@ func run(args []string) int {
 	switch cmd {
 	case "serve":
 		return serve(rest)
+	case "sim":
+		return simCmd(rest)
 	case "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
@@ -33,6 +35,7 @@ const usage = `Usage: kvlens [command] [flags]
 
 Commands:
   serve   serve the dashboard, router and load generator (the default)
+  sim     run simulated workers on their own, or benchmark the simulator
   help    show this text
 
 Run 'kvlens serve -h' for the flags of serve.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/demo"
+	"github.com/kvlens/kvlens/sim"
 )
 
 // serveFlags binds serve's flags to cfg; open is set by --open-controls.
@@ -22,6 +23,11 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the dashboard, router proxy and /metrics")
 	fs.IntVar(&cfg.SimWorkers, "sim-workers", cfg.SimWorkers, "number of simulated workers to run when --workers is not set")
+	fs.Func("sim-profile", "simulated workers' engine profile: a built-in name or a JSON file (default "+sim.DefaultProfile+")", func(s string) error {
+		p, err := sim.LoadProfile(s)
+		cfg.SimProfile = p
+		return err
+	})
 	fs.Func("workers", "comma-separated base URLs of real OpenAI-compatible workers (default: run the simulated fleet)", func(s string) error {
 		cfg.Workers = nil
 		for _, u := range strings.Split(s, ",") {

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+const simUsage = `Usage:
+  kvlens sim [flags]                    run a fleet of simulated workers
+  kvlens sim bench offline [flags]      offline throughput, in virtual time
+  kvlens sim bench multiturn [flags]    closed-loop multi-turn chat over workers, in virtual time
+  kvlens sim bench cpu [flags]          CPU cost of a real-time fleet under streaming load
+
+Run any of them with -h for its flags.
+`
+
+// simCmd runs `kvlens sim`.
+func simCmd(args []string) int {
+	if len(args) > 0 && args[0] == "bench" {
+		return simBench(args[1:])
+	}
+	cfg := sim.FleetConfig{Count: 3, BasePort: 8001}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage+"\nFlags of kvlens sim:\n"); fs.PrintDefaults() }
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of workers")
+	profile := fs.String("profile", sim.DefaultProfile, "engine profile: a built-in name ("+strings.Join(sim.Profiles(), ", ")+") or a JSON file")
+	fs.StringVar(&cfg.Host, "host", "127.0.0.1", "address the workers listen on")
+	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "worker i listens on base-port+i; 0 picks free ports")
+	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port)", func(s string) error {
+		cfg.Ports = nil
+		for _, p := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || n < 0 || n > 65535 {
+				return fmt.Errorf("%q is not a port", p)
+			}
+			cfg.Ports = append(cfg.Ports, n)
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.Model, "model", "", "model name to serve (default: the profile's)")
+	faultFlags(fs, &cfg.Faults)
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of output lengths and injected faults")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
+		cfg.Count = len(cfg.Ports)
+	}
+	p, err := sim.LoadProfile(*profile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim: --profile: %v\n", err)
+		return 2
+	}
+	cfg.Profile = p
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f, err := sim.StartFleet(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim: %v\n", err)
+		return 1
+	}
+	fmt.Printf("kvlens sim: %d workers, profile %s, model %s\n", len(f.URLs), p.Name, firstNonEmpty(cfg.Model, p.Model))
+	for i, u := range f.URLs {
+		fmt.Printf("kvlens sim: worker %d on %s (OpenAI API at %s/v1, metrics at %s/metrics, faults at %s/admin/faults)\n", i, u, u, u, u)
+	}
+	<-ctx.Done()
+	fmt.Println("kvlens sim: shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if err := f.Close(shutdown); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim: shutdown: %v\n", err)
+	}
+	return 0
+}
+
+func faultFlags(fs *flag.FlagSet, f *sim.Faults) {
+	fs.Float64Var(&f.Error503, "fault-503", 0, "fraction of requests answered 503")
+	fs.Float64Var(&f.Error429, "fault-429", 0, "fraction of requests answered 429")
+	fs.Float64Var(&f.Error500, "fault-500", 0, "fraction of requests answered 500")
+	fs.Float64Var(&f.StreamCut, "fault-cut", 0, "fraction of streams cut mid-answer")
+	fs.Float64Var(&f.Slowdown, "slowdown", 1, "multiply every engine step's duration by this factor")
+	fs.Func("stall", "pause every engine for this long at start, such as 10s", func(s string) error {
+		d, err := time.ParseDuration(s)
+		f.Stall = sim.Duration(d)
+		return err
+	})
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func simBench(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, simUsage)
+		return 2
+	}
+	switch args[0] {
+	case "offline":
+		return benchOffline(args[1:])
+	case "multiturn":
+		return benchMultiTurn(args[1:])
+	case "cpu":
+		return benchCPU(args[1:])
+	case "cpu-load":
+		return benchCPULoad(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "kvlens sim bench: unknown benchmark %q\n%s", args[0], simUsage)
+	return 2
+}
+
+func parseBench(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench: unexpected argument %q\n", fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+// nvidiaH200 are NVIDIA's published TensorRT-LLM offline figures for H200
+// TP1, Llama 3.1 70B FP8 (perf-model.md), output tokens/s.
+var nvidiaH200 = map[string]string{"1000/1000": "2,823-2,909", "5000/500": "560-566", "2048/2048": "1,914", "20000/2000": "280"}
+
+func benchOffline(args []string) int {
+	fs := flag.NewFlagSet("sim bench offline", flag.ContinueOnError)
+	profile := fs.String("profile", sim.DefaultProfile, "engine profile: a built-in name or a JSON file")
+	cases := fs.String("cases", "1000/1000,5000/500,2048/2048", "comma-separated ISL/OSL pairs")
+	requests := fs.Int("requests", 3000, "requests per case")
+	conc := fs.Int("concurrency", 0, "requests in flight; 0 sizes it to the KV cache (the batch limit)")
+	if code, ok := parseBench(fs, args); !ok {
+		return code
+	}
+	p, err := sim.LoadProfile(*profile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --profile: %v\n", err)
+		return 2
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "ISL/OSL\tconcurrency\trequests\tvirtual time\toutput tok/s\tNVIDIA (H200)\t\n")
+	for _, c := range strings.Split(*cases, ",") {
+		isl, osl, ok := strings.Cut(strings.TrimSpace(c), "/")
+		in, err1 := strconv.Atoi(isl)
+		out, err2 := strconv.Atoi(osl)
+		if !ok || err1 != nil || err2 != nil || in < 1 || out < 1 {
+			fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --cases: %q is not ISL/OSL, such as 1000/1000\n", c)
+			return 2
+		}
+		r, err := sim.Offline(sim.OfflineConfig{Profile: p, ISL: in, OSL: out, Requests: *requests, Concurrency: *conc})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens sim bench offline: %v\n", err)
+			return 1
+		}
+		ref := nvidiaH200[fmt.Sprintf("%d/%d", in, out)]
+		if ref == "" || p.Name != sim.DefaultProfile {
+			ref = "-"
+		}
+		fmt.Fprintf(tw, "%d/%d\t%d\t%d\t%v\t%.0f\t%s\t\n", in, out, r.Concurrency, r.Requests, r.Elapsed.Round(time.Second), r.OutputTokensPerSec, ref)
+	}
+	tw.Flush()
+	return 0
+}
+
+// seed000RR is seed 000's round-robin column: TTFT p50 ms, TPOT p50 ms,
+// output tokens/s, by concurrency.
+var seed000RR = map[int][3]float64{
+	40: {271.4, 25.3, 1591.1}, 50: {255.5, 26.1, 1902.4}, 60: {280.5, 27.7, 2147.9},
+	70: {284.2, 30.1, 2309.5}, 80: {310, 31, 2508}, 90: {320, 31, 2522.8},
+	100: {354, 39, 2521}, 110: {348, 45, 2599.6}, 120: {379, 44, 2648.4},
+}
+
+func benchMultiTurn(args []string) int {
+	fs := flag.NewFlagSet("sim bench multiturn", flag.ContinueOnError)
+	profile := fs.String("profile", sim.DefaultProfile, "engine profile: a built-in name or a JSON file")
+	cfg := sim.MultiTurnConfig{Workers: 3, MaxTokens: 1024, MinTurns: 3, MaxTurns: 5, StartRate: 10, Warmup: 2 * time.Minute, Measure: 10 * time.Minute, Seed: 1}
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers, routed round-robin")
+	levels := fs.String("concurrency", "40,120", "comma-separated numbers of simultaneous conversations")
+	fs.IntVar(&cfg.MaxTokens, "max-tokens", cfg.MaxTokens, "max_tokens of every request")
+	fs.IntVar(&cfg.MinTurns, "min-turns", cfg.MinTurns, "fewest turns of a conversation")
+	fs.IntVar(&cfg.MaxTurns, "max-turns", cfg.MaxTurns, "most turns of a conversation")
+	fs.Float64Var(&cfg.StartRate, "start-rate", cfg.StartRate, "conversations started per second at most")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "simulated time before measuring")
+	fs.DurationVar(&cfg.Measure, "measure", cfg.Measure, "simulated time measured")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of starters, turns and output lengths")
+	if code, ok := parseBench(fs, args); !ok {
+		return code
+	}
+	p, err := sim.LoadProfile(*profile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: --profile: %v\n", err)
+		return 2
+	}
+	cfg.Profile = p
+	for _, s := range loadgen.BuiltinStarters() {
+		cfg.Starters = append(cfg.Starters, sim.Starter{Topic: s.Topic, Text: s.Text})
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "concurrency\tTTFT p50 ms\tseed RR\tTPOT p50 ms\tseed RR\toutput tok/s\tseed RR\tTTFT p95 ms\tnew tokens/req\thit rate\trequests\t\n")
+	for _, l := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || c < 1 {
+			fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: --concurrency: %q is not a positive number\n", l)
+			return 2
+		}
+		cfg.Concurrency = c
+		r, err := sim.MultiTurn(cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: %v\n", err)
+			return 1
+		}
+		ref := [3]string{"-", "-", "-"}
+		if s, ok := seed000RR[c]; ok && p.Name == sim.DefaultProfile && cfg.Workers == 3 {
+			ref = [3]string{fmt.Sprintf("%.0f", s[0]), fmt.Sprintf("%.1f", s[1]), fmt.Sprintf("%.0f", s[2])}
+		}
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.1f\t%s\t%.0f\t%s\t%.0f\t%.0f\t%.1f%%\t%d\t\n", c,
+			ms(r.TTFTp50), ref[0], ms(r.TPOTp50), ref[1], r.OutputTokensPerSec, ref[2], ms(r.TTFTp95), r.MeanNewTokens, 100*r.HitRate, r.Requests)
+	}
+	tw.Flush()
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// benchCPU runs a real-time fleet in this process and its streaming clients
+// in a child process, so that this process's CPU time is the fleet's alone.
+func benchCPU(args []string) int {
+	fs := flag.NewFlagSet("sim bench cpu", flag.ContinueOnError)
+	workers := fs.Int("workers", 3, "workers in the fleet")
+	perWorker := fs.Int("streams", 64, "concurrent streams per worker")
+	dur := fs.Duration("duration", 20*time.Second, "how long to measure, after the streams are up")
+	if code, ok := parseBench(fs, args); !ok {
+		return code
+	}
+	f, err := sim.StartFleet(sim.FleetConfig{Count: *workers})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: %v\n", err)
+		return 1
+	}
+	defer f.Close(context.Background())
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: %v\n", err)
+		return 1
+	}
+	warm := 10 * time.Second
+	load := exec.Command(self, "sim", "bench", "cpu-load", "-urls", strings.Join(f.URLs, ","),
+		"-streams", strconv.Itoa(*perWorker), "-duration", (warm + *dur).String())
+	load.Stderr = os.Stderr
+	if err := load.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: start clients: %v\n", err)
+		return 1
+	}
+	time.Sleep(warm) // streams start and the batches fill
+	u0, wall0 := cpuTime(syscall.RUSAGE_SELF), time.Now()
+	var running, samples float64
+	tick := time.NewTicker(time.Second)
+	end := time.After(*dur)
+measure:
+	for {
+		select {
+		case <-tick.C:
+			for _, w := range f.Workers {
+				running += float64(w.Runner().Stats().Running)
+			}
+			samples++
+		case <-end:
+			break measure
+		}
+	}
+	tick.Stop()
+	fleetCPU, wall := cpuTime(syscall.RUSAGE_SELF)-u0, time.Since(wall0)
+	if err := load.Wait(); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: clients: %v\n", err)
+		return 1
+	}
+	clients := cpuTime(syscall.RUSAGE_CHILDREN)
+	var gen float64
+	for _, w := range f.Workers {
+		gen += float64(w.Runner().Stats().GenerationTokens)
+	}
+	fmt.Printf("fleet: %d workers, mean %.1f running sequences per worker over %v\n", *workers, running/samples/float64(*workers), wall.Round(time.Second))
+	fmt.Printf("fleet CPU: %.2f s over %.2f s = %.1f%% of one core\n", fleetCPU.Seconds(), wall.Seconds(), 100*fleetCPU.Seconds()/wall.Seconds())
+	fmt.Printf("clients (separate process, whole run of %v): %.2f s CPU\n", (warm + *dur).Round(time.Second), clients.Seconds())
+	fmt.Printf("tokens generated by the fleet over the whole run: %.0f\n", gen)
+	return 0
+}
+
+func cpuTime(who int) time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(who, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchCPULoad is the client side of benchCPU: it keeps streams busy on
+// every worker, reading answers as an SSE client does, until its time is up.
+func benchCPULoad(args []string) int {
+	fs := flag.NewFlagSet("sim bench cpu-load", flag.ContinueOnError)
+	urls := fs.String("urls", "", "comma-separated worker URLs")
+	streams := fs.Int("streams", 64, "concurrent streams per worker")
+	dur := fs.Duration("duration", 30*time.Second, "how long to run")
+	if code, ok := parseBench(fs, args); !ok {
+		return code
+	}
+	starters := loadgen.BuiltinStarters()
+	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i, u := range strings.Split(*urls, ",") {
+		for j := range *streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ctx.Err() == nil; n++ {
+					s := starters[(i+j+n)%len(starters)]
+					// A distinct last line per request, so prompts differ
+					// after the shared starter, as conversations do.
+					msgs := []tokenizer.Message{{Role: "user", Content: fmt.Sprintf("Please explain the following text about %s.\n\n%s\n\n(reader %d-%d-%d)", s.Topic, s.Text, i, j, n)}}
+					body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 1024, "stream": true})
+					req, _ := http.NewRequestWithContext(ctx, "POST", u+"/v1/chat/completions", strings.NewReader(string(body)))
+					resp, err := client.Do(req)
+					if err != nil {
+						if ctx.Err() == nil {
+							failed.Add(1)
+						}
+						continue
+					}
+					sc := bufio.NewScanner(resp.Body)
+					for sc.Scan() {
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu-load: %d requests failed\n", n)
+		return 1
+	}
+	return 0
+}

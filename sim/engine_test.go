@@ -1,0 +1,450 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/router/kvevents"
+)
+
+// tiny is a profile small enough to reason about by hand: blocks of 4
+// tokens, 16 of them, 2 sequences and 10 tokens a step.
+func tiny() Profile {
+	p := MustProfile(DefaultProfile)
+	p.Name = "tiny"
+	p.BlockSize, p.KVBlocks, p.MaxBatchSize, p.MaxNumTokens, p.MaxModelLen = 4, 16, 2, 10, 64
+	p.OverlapScheduler = false
+	return p
+}
+
+func newTestEngine(t *testing.T, p Profile) *Engine {
+	t.Helper()
+	e, err := NewEngine(p, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// seqTokens returns n distinct token ids starting at from.
+func seqTokens(from, n int) []uint32 {
+	ids := make([]uint32, n)
+	for i := range ids {
+		ids[i] = uint32(from + i)
+	}
+	return ids
+}
+
+func submit(t *testing.T, e *Engine, id uint64, prompt []uint32, out int) {
+	t.Helper()
+	if err := e.Submit(Request{ID: id, Prompt: prompt, MaxTokens: out, OutputTokens: out}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runUntilIdle steps e to the end and returns every step's events and the
+// finished requests.
+func runUntilIdle(t *testing.T, e *Engine) ([]kvevents.Event, []Finished) {
+	t.Helper()
+	var ev []kvevents.Event
+	var fin []Finished
+	for i := 0; !e.Idle(); i++ {
+		if i > 10000 {
+			t.Fatal("engine never went idle")
+		}
+		r := e.Step()
+		ev = append(ev, r.Events...)
+		fin = append(fin, r.Finished...)
+	}
+	return ev, fin
+}
+
+func emitted(r *StepResult) []uint64 {
+	var ids []uint64
+	for _, t := range r.Tokens {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
+
+func TestSchedulerCapsTheBatchAndAdmitsFirstComeFirstServed(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	for id := uint64(1); id <= 3; id++ {
+		submit(t, e, id, seqTokens(int(id)*100, 3), 5)
+	}
+	r := e.Step()
+	if got := emitted(r); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("first step emitted for %v, want requests 1 and 2: the batch holds 2 and the queue is FCFS", got)
+	}
+	if st := e.Stats(); st.Running != 2 || st.Waiting != 1 {
+		t.Fatalf("running %d waiting %d, want 2 and 1", st.Running, st.Waiting)
+	}
+}
+
+func TestSchedulerChunksPrefillWithinTheTokenBudget(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	submit(t, e, 1, seqTokens(1, 25), 3)
+	var chunks []Chunk
+	for step := 1; ; step++ {
+		r := e.Step()
+		chunks = append(chunks, r.Batch.Chunks...)
+		if len(r.Tokens) > 0 {
+			if step != 3 {
+				t.Fatalf("first token after step %d, want 3 (25 tokens in chunks of 10)", step)
+			}
+			break
+		}
+	}
+	want := []Chunk{{0, 10}, {10, 10}, {20, 5}}
+	if !slices.Equal(chunks, want) {
+		t.Fatalf("chunks %v, want %v", chunks, want)
+	}
+}
+
+func TestSchedulerRunsDecodesBeforePrefillChunks(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	submit(t, e, 1, seqTokens(1, 3), 10)
+	e.Step() // request 1 prefills and emits its first token
+	submit(t, e, 2, seqTokens(100, 30), 3)
+	r := e.Step()
+	if r.Batch.Decodes != 1 || len(r.Batch.Chunks) != 1 || r.Batch.Chunks[0].New != 9 {
+		t.Fatalf("batch %+v, want 1 decode and a 9-token chunk (budget 10 minus the decode)", r.Batch)
+	}
+}
+
+func TestOverlapSchedulerAdmitsArrivalsOneStepLater(t *testing.T) {
+	tests := []struct {
+		name    string
+		overlap bool
+		// want is the step, counted from the arrival, that prefills request 2.
+		want int
+	}{
+		{"without overlap an arrival joins the next batch", false, 1},
+		{"with overlap the next batch is already formed, so it joins the one after", true, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tiny()
+			p.OverlapScheduler = tt.overlap
+			e := newTestEngine(t, p)
+			submit(t, e, 1, seqTokens(1, 3), 10) // an idle engine admits at once
+			if r := e.Step(); len(r.Tokens) != 1 {
+				t.Fatalf("request 1 was not admitted by the first step of an idle engine")
+			}
+			submit(t, e, 2, seqTokens(100, 3), 3)
+			for step := 1; step <= 3; step++ {
+				if r := e.Step(); len(r.Batch.Chunks) > 0 {
+					if step != tt.want {
+						t.Fatalf("request 2 prefilled at step %d after arriving, want %d", step, tt.want)
+					}
+					return
+				}
+			}
+			t.Fatal("request 2 never prefilled")
+		})
+	}
+}
+
+func TestOverlapSchedulerNeverLeavesALateArrivalWithNothingRunning(t *testing.T) {
+	p := tiny()
+	p.OverlapScheduler = true
+	e := newTestEngine(t, p)
+	submit(t, e, 1, seqTokens(1, 3), 5)
+	e.Step()
+	// Request 2 arrives while request 1 runs, so it is due a step later;
+	// then request 1's client leaves. The next batch would be empty, so
+	// request 2 must run in it rather than wait for a step that never comes.
+	submit(t, e, 2, seqTokens(100, 3), 1)
+	e.Cancel(1)
+	if r := e.Step(); len(r.Batch.Chunks) != 1 {
+		t.Fatalf("batch %+v, want request 2's prefill: an empty batch would leave it waiting forever", r.Batch)
+	}
+}
+
+func TestSchedulerNeverOvertakesTheHeadOfTheQueue(t *testing.T) {
+	p := tiny()
+	p.MaxBatchSize = 3
+	e := newTestEngine(t, p)
+	submit(t, e, 1, seqTokens(1, 58), 6) // holds 15 of 16 blocks once prefilled
+	for e.Stats().UsedBlocks < 15 {
+		e.Step()
+	}
+	submit(t, e, 2, seqTokens(200, 8), 2) // its first chunk needs 2 blocks: no room
+	submit(t, e, 3, seqTokens(300, 3), 2) // would fit in 1 block, but is behind 2
+	r := e.Step()
+	if got := emitted(r); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("emitted for %v, want only request 1", got)
+	}
+	if st := e.Stats(); st.Waiting != 2 {
+		t.Fatalf("waiting %d, want 2: request 3 must not overtake request 2", st.Waiting)
+	}
+	_, fin := runUntilIdle(t, e)
+	if len(fin) != 3 {
+		t.Fatalf("%d requests finished, want all 3 once request 1 freed its blocks", len(fin))
+	}
+}
+
+func TestPrefixCacheServesARepeatedPrompt(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	prompt := seqTokens(1, 12)
+	submit(t, e, 1, prompt, 2)
+	ev, fin := runUntilIdle(t, e)
+	if fin[0].CachedTokens != 0 {
+		t.Fatalf("first request had %d cached tokens, want 0", fin[0].CachedTokens)
+	}
+	// The prompt prefills in chunks of 10 and 2 tokens: blocks 0 and 1 are
+	// stored after the first step, block 2, child of block 1, after the second.
+	chain := blockhash.Chain(prompt, 4)
+	want := []*kvevents.BlockStored{
+		{BlockHashes: chain[:2], TokenIDs: prompt[:8], BlockSize: 4},
+		{BlockHashes: chain[2:], TokenIDs: prompt[8:], BlockSize: 4, Parent: chain[1], HasParent: true},
+	}
+	if len(ev) != 2 || !equalStored(ev[0], want[0]) || !equalStored(ev[1], want[1]) {
+		t.Fatalf("events %v, want BlockStored of blocks 0-1 then of block 2", describe(ev))
+	}
+
+	submit(t, e, 2, prompt, 2)
+	r := e.Step()
+	// 11 of 12 tokens could be reused, in whole blocks: 8. The last block
+	// is recomputed so the step has logits to sample from.
+	if want := []Chunk{{Prefix: 8, New: 4}}; !slices.Equal(r.Batch.Chunks, want) {
+		t.Fatalf("chunks %v, want %v", r.Batch.Chunks, want)
+	}
+	_, fin = runUntilIdle(t, e)
+	if fin[0].CachedTokens != 8 {
+		t.Fatalf("repeat had %d cached tokens, want 8", fin[0].CachedTokens)
+	}
+	if st := e.Stats(); st.PrefixQueries != 24 || st.PrefixHits != 8 {
+		t.Fatalf("queries %d hits %d, want 24 and 8 tokens", st.PrefixQueries, st.PrefixHits)
+	}
+}
+
+func TestGeneratedBlocksAreKeptOnlyWhenTheProfileSaysSo(t *testing.T) {
+	prompt := seqTokens(1, 8)
+	tests := []struct {
+		name string
+		keep bool
+		// want is the number of blocks stored: the prompt's 2, plus the 2
+		// full blocks of generated tokens whose KV was computed (the 8th
+		// generated token is sampled but never fed back).
+		want int
+	}{
+		{"TensorRT-LLM-style reuse stores prompt blocks only", false, 2},
+		{"vLLM-style reuse stores generated blocks too", true, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tiny()
+			p.KeepGeneratedBlocks = tt.keep
+			e := newTestEngine(t, p)
+			submit(t, e, 1, prompt, 8)
+			ev, _ := runUntilIdle(t, e)
+			var hashes []uint64
+			var tokens []uint32
+			for _, x := range ev {
+				s := x.(*kvevents.BlockStored)
+				hashes = append(hashes, s.BlockHashes...)
+				tokens = append(tokens, s.TokenIDs...)
+			}
+			if len(hashes) != tt.want {
+				t.Fatalf("%d blocks stored, want %d", len(hashes), tt.want)
+			}
+			// The chain over the stored tokens must be the hashes sent, so
+			// a router recomputing them from token_ids agrees.
+			if !slices.Equal(blockhash.Chain(tokens, 4), hashes) {
+				t.Fatalf("stored hashes %v are not the chain of their tokens", hashes)
+			}
+		})
+	}
+}
+
+func TestEvictionIsLeastRecentlyReleasedFirstAndLeavesFirst(t *testing.T) {
+	p := tiny()
+	p.MaxBatchSize = 1
+	e := newTestEngine(t, p)
+	shared := seqTokens(1, 8)                               // blocks X0 X1
+	a := append(slices.Clone(shared), seqTokens(100, 8)...) // X0 X1 A2 A3
+	b := append(slices.Clone(shared), seqTokens(200, 8)...) // X0 X1 B2 B3
+	submit(t, e, 1, a, 1)
+	runUntilIdle(t, e)
+	submit(t, e, 2, b, 1)
+	runUntilIdle(t, e)
+	// A's blocks were released first; B's and the shared prefix later, B's
+	// leaves before the prefix they hang from.
+	ha, hb := blockhash.Chain(a, 4), blockhash.Chain(b, 4)
+	want := []uint64{ha[3], ha[2], hb[3], hb[2], hb[1], hb[0]}
+
+	submit(t, e, 3, seqTokens(1000, 63), 1) // needs all 16 blocks
+	ev, _ := runUntilIdle(t, e)
+	var removed []uint64
+	for _, x := range ev {
+		if r, ok := x.(*kvevents.BlockRemoved); ok {
+			removed = append(removed, r.BlockHashes...)
+		}
+	}
+	if !slices.Equal(removed, want) {
+		t.Fatalf("evicted %x, want %x", removed, want)
+	}
+}
+
+func TestPreemptionSendsTheNewestBackToRecompute(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	// Each needs 11 blocks at full length; together 22 > 16.
+	submit(t, e, 1, seqTokens(1, 20), 24)
+	submit(t, e, 2, seqTokens(100, 20), 24)
+	var preempted []uint64
+	var fin []Finished
+	for i := 0; !e.Idle() && i < 1000; i++ {
+		r := e.Step()
+		preempted = append(preempted, r.Preempted...)
+		fin = append(fin, r.Finished...)
+		if st := e.Stats(); st.UsedBlocks > 16 {
+			t.Fatalf("%d blocks in use, more than the cache holds", st.UsedBlocks)
+		}
+	}
+	if len(preempted) == 0 || preempted[0] != 2 {
+		t.Fatalf("preempted %v, want request 2 (the newest) first", preempted)
+	}
+	if len(fin) != 2 || fin[0].ID != 1 || fin[1].CompletionTokens != 24 {
+		t.Fatalf("finished %+v, want 1 then 2, each with all 24 tokens", fin)
+	}
+	if e.Stats().Preemptions == 0 {
+		t.Fatal("preemptions not counted")
+	}
+}
+
+func TestCancelFreesBlocksAndResetClearsTheCache(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	prompt := seqTokens(1, 8)
+	submit(t, e, 1, prompt, 10)
+	e.Step()
+	if e.Stats().KVUsage == 0 {
+		t.Fatal("a running request holds no blocks")
+	}
+	if !e.Cancel(1) || e.Cancel(1) {
+		t.Fatal("Cancel should report true once, then false")
+	}
+	if st := e.Stats(); st.KVUsage != 0 || st.Running != 0 || st.CachedBlocks != 2 {
+		t.Fatalf("after cancel: %+v, want no blocks held and the 2 prompt blocks still cached", st)
+	}
+	ev := e.ResetPrefixCache()
+	if len(ev) != 1 || kvevents.Kind(ev[0]) != "AllBlocksCleared" {
+		t.Fatalf("reset events %v, want AllBlocksCleared", describe(ev))
+	}
+	submit(t, e, 2, prompt, 2)
+	_, fin := runUntilIdle(t, e)
+	if fin[0].CachedTokens != 0 {
+		t.Fatalf("after a reset the prompt hit %d cached tokens, want 0", fin[0].CachedTokens)
+	}
+}
+
+func TestSubmitRejectsRequestsThatCannotRun(t *testing.T) {
+	e := newTestEngine(t, tiny())
+	submit(t, e, 1, seqTokens(1, 3), 2)
+	tests := []struct {
+		name string
+		req  Request
+	}{
+		{"an empty prompt is refused", Request{ID: 2, MaxTokens: 1}},
+		{"zero max_tokens is refused", Request{ID: 2, Prompt: seqTokens(1, 3)}},
+		{"a prompt and output past max_model_len are refused", Request{ID: 2, Prompt: seqTokens(1, 60), MaxTokens: 5}},
+		{"a duplicate id is refused", Request{ID: 1, Prompt: seqTokens(1, 3), MaxTokens: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := e.Submit(tt.req); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestOutputLengthsAverageAbout830AtMaxTokens1024(t *testing.T) {
+	e := newTestEngine(t, MustProfile(DefaultProfile))
+	for i := range 200 {
+		if err := e.Submit(Request{ID: uint64(i), Prompt: seqTokens(i*10, 10), MaxTokens: 1024}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, fin := runUntilIdle(t, e)
+	sum := 0
+	for _, f := range fin {
+		sum += f.CompletionTokens
+	}
+	mean := float64(sum) / float64(len(fin))
+	if mean < 790 || mean > 870 {
+		t.Fatalf("mean output %.0f tokens, want about 830", mean)
+	}
+}
+
+func TestStepTimeMatchesThePerfModel(t *testing.T) {
+	p := MustProfile(DefaultProfile)
+	tests := []struct {
+		name  string
+		batch Batch
+		want  float64 // ms, from perf-model.md
+	}{
+		{"decode alone at B=1, K=5k takes about 19.6 ms", Batch{Decodes: 1, Context: 5000}, 19.6},
+		{"decode alone at B=32, K=180k takes about 29 ms", Batch{Decodes: 32, Context: 180000}, 29},
+		{"decode alone at B=64, K=360k takes about 40 ms", Batch{Decodes: 64, Context: 360000}, 40},
+		// c0 + hypot(17.3, 0.1116·1500) + a_att·1000·500 = 2 + 168.3 + 1.6
+		{"a 1k-token prefill alone takes about 172 ms", Batch{Chunks: []Chunk{{New: 1000}}}, 171.9},
+		{"an empty batch takes no time", Batch{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := float64(p.StepTime(tt.batch)) / float64(time.Millisecond)
+			if math.Abs(got-tt.want) > 0.02*tt.want+0.01 {
+				t.Fatalf("step = %.2f ms, want %.1f ms ±2%%", got, tt.want)
+			}
+		})
+	}
+}
+
+func equalStored(e kvevents.Event, want *kvevents.BlockStored) bool {
+	s, ok := e.(*kvevents.BlockStored)
+	return ok && slices.Equal(s.BlockHashes, want.BlockHashes) && slices.Equal(s.TokenIDs, want.TokenIDs) &&
+		s.HasParent == want.HasParent && s.Parent == want.Parent && s.BlockSize == want.BlockSize
+}
+
+func describe(ev []kvevents.Event) []string {
+	var s []string
+	for _, e := range ev {
+		s = append(s, kvevents.Kind(e))
+	}
+	return s
+}
+
+// BenchmarkEngineStep measures the engine's own cost of one decode step of
+// a full H200 batch (64 sequences): the simulation's CPU price per step.
+func BenchmarkEngineStep(b *testing.B) {
+	e, err := NewEngine(MustProfile(DefaultProfile), Options{Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := uint64(0)
+	fill := func() {
+		for e.Stats().Running+e.Stats().Waiting < 64 {
+			next++
+			if err := e.Submit(Request{ID: next, Prompt: seqTokens(int(next)*10000, 4000), MaxTokens: 1024}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	fill()
+	for {
+		r := e.Step()
+		if e.Stats().Running == 64 && len(r.Batch.Chunks) == 0 {
+			break // the batch is full and every prompt prefilled
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		e.Step()
+		fill() // keep the batch full as requests finish
+	}
+}

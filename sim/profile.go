@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+)
+
+// Profile describes one simulated deployment: the engine's limits, its KV
+// cache and the constants of its step-time model
+// (shared/reference/perf-model.md). Durations are in milliseconds.
+type Profile struct {
+	// Name identifies the profile, such as h200-llama3.1-70b-fp8-tp1.
+	Name string `json:"name"`
+	// Model is the model name the worker serves.
+	Model string `json:"model"`
+
+	// MaxBatchSize is the most sequences one step runs.
+	MaxBatchSize int `json:"max_batch_size"`
+	// MaxNumTokens is the most tokens one step computes (decode + prefill).
+	MaxNumTokens int `json:"max_num_tokens"`
+	// MaxModelLen is the longest prompt plus output a request may ask for, in tokens.
+	MaxModelLen int `json:"max_model_len"`
+	// BlockSize is tokens per KV-cache block.
+	BlockSize int `json:"block_size"`
+	// KVBlocks is the KV cache's capacity, in blocks.
+	KVBlocks int `json:"kv_blocks"`
+	// KeepGeneratedBlocks says whether blocks filled by generated tokens are
+	// hashed and kept for reuse by the next turn (vLLM does; TensorRT-LLM's
+	// default reuse keeps only prompt blocks).
+	KeepGeneratedBlocks bool `json:"keep_generated_blocks"`
+	// OverlapScheduler says the engine forms the next batch while the GPU
+	// runs the current one, as TensorRT-LLM's PyTorch backend does by
+	// default: a request that arrives while a step runs misses the batch
+	// already formed and joins the one after it, one step later than
+	// without overlap.
+	OverlapScheduler bool `json:"overlap_scheduler"`
+
+	// StepOverheadMs is c0: scheduling, sampling and kernel launch per step.
+	StepOverheadMs float64 `json:"step_overhead_ms"`
+	// CommMs is a fixed tensor-parallel all-reduce cost per step.
+	CommMs float64 `json:"comm_ms"`
+	// CommPerTokenMs is the all-reduce cost per token in the step.
+	CommPerTokenMs float64 `json:"comm_per_token_ms"`
+	// WeightsMs is Tw: the time to read the weights once.
+	WeightsMs float64 `json:"weights_ms"`
+	// PerTokenMs is a_tok: the linear layers' compute time per token.
+	PerTokenMs float64 `json:"per_token_ms"`
+	// PrefillPadTokens is added to the compute term whenever a step has
+	// prefill, so prefill efficiency saturates with chunk size.
+	PrefillPadTokens float64 `json:"prefill_pad_tokens"`
+	// KVReadMs is a_kv: the time to read one context token's KV.
+	KVReadMs float64 `json:"kv_read_ms"`
+	// AttentionMs is a_att: prefill attention time per (new token × context token).
+	AttentionMs float64 `json:"attention_ms"`
+
+	// OutputMin and OutputMax bound the uniform draw of an answer's natural
+	// length, in tokens; max_tokens caps it. Both 0 means answers always run
+	// to max_tokens.
+	OutputMin int `json:"output_min"`
+	OutputMax int `json:"output_max"`
+}
+
+// DefaultProfile is the name of the seeds' deployment.
+const DefaultProfile = "h200-llama3.1-70b-fp8-tp1"
+
+// profiles are the built-in deployments.
+var profiles = []Profile{
+	// One H200 (141 GB, 4.8 TB/s, 1,979 dense FP8 TFLOPS) running
+	// TensorRT-LLM with Llama 3.1 70B FP8, as in seeds 000, 001 and 003.
+	//   Tw    = 70.55e9 B of weights / (0.85 × 4.8e12 B/s) = 17.3 ms
+	//   a_tok = 2 × 68.45e9 FLOP / (0.62 × 1.979e15 FLOP/s) = 0.1116 ms
+	//   a_kv  = 163,840 KV bytes per token / (0.65 × 4.8e12 B/s) = 5.25e-5 ms
+	//   a_att = 4·80·8192 FLOP / (0.42 × 1.979e15) = 3.15e-6 ms
+	//   KV    = (141 GB − 67.7 GiB − 5 GiB) × 0.90 = 60.9 GiB
+	//         = 395,000 tokens of 160 KiB = 12,300 blocks of 32.
+	// Answers: uniform 640..1024 tokens, a mean of about 830 at max_tokens
+	// 1024 as in the seeds' workload. TensorRT-LLM reuses prompt blocks
+	// only, which is what the seeds' TTFT implies (perf-model.md). Dynamo
+	// 0.9's TensorRT-LLM runs the PyTorch backend, whose overlap scheduler
+	// is on by default.
+	{
+		Name:                DefaultProfile,
+		Model:               DefaultModel,
+		MaxBatchSize:        64,
+		MaxNumTokens:        16384,
+		MaxModelLen:         16384,
+		BlockSize:           32,
+		KVBlocks:            12300,
+		KeepGeneratedBlocks: false,
+		OverlapScheduler:    true,
+		StepOverheadMs:      2.0,
+		WeightsMs:           70.55e9 / (0.85 * 4.8e12) * 1e3,
+		PerTokenMs:          0.1116,
+		PrefillPadTokens:    500,
+		KVReadMs:            5.25e-5,
+		AttentionMs:         3.15e-6,
+		OutputMin:           640,
+		OutputMax:           1024,
+	},
+	// Two H100s (80 GB, 3.35 TB/s each) at tensor parallelism 2, Llama 3.1
+	// 70B FP8, as in seed 002. Per worker:
+	//   Tw    = 70.55e9 / 2 / (0.85 × 3.35e12) = 12.4 ms
+	//   a_tok = 2 × 68.45e9 / 2 / (0.62 × 1.979e15) = 0.0558 ms
+	//   a_kv  = 163,840 / 2 / (0.65 × 3.35e12) = 3.76e-5 ms
+	//   a_att = 3.15e-6 / 2 = 1.58e-6 ms
+	//   all-reduce: 4.0 ms + 0.0075 ms per token (unverified)
+	//   KV    = about 15,000 blocks of 32 per worker (perf-model.md).
+	// Checked against NIM on 2×H100, 5000/500: 18.6 ms ITL at concurrency 1.
+	{
+		Name:                "h100x2-llama3.1-70b-fp8-tp2",
+		Model:               DefaultModel,
+		MaxBatchSize:        64,
+		MaxNumTokens:        16384,
+		MaxModelLen:         16384,
+		BlockSize:           32,
+		KVBlocks:            15000,
+		KeepGeneratedBlocks: false,
+		OverlapScheduler:    true,
+		StepOverheadMs:      2.0,
+		CommMs:              4.0,
+		CommPerTokenMs:      0.0075,
+		WeightsMs:           12.4,
+		PerTokenMs:          0.0558,
+		PrefillPadTokens:    500,
+		KVReadMs:            3.76e-5,
+		AttentionMs:         1.58e-6,
+		OutputMin:           640,
+		OutputMax:           1024,
+	},
+	// One A100-SXM4-40GB (1.55 TB/s, 312 dense BF16 TFLOPS) running vLLM
+	// with Qwen3-8B in BF16, block size 64, max-model-len 16384 and
+	// --enforce-eager, as in seed 004. Qwen3-8B: 36 layers, hidden 4096,
+	// 8 KV heads of 128, 7.57e9 parameters in linear layers, 16 GB of weights.
+	//   Tw    = 16e9 B / (0.85 × 1.55e12 B/s) = 12.1 ms
+	//   a_tok = 2 × 7.57e9 / (0.62 × 312e12) = 0.0783 ms
+	//   a_kv  = 2·36·8·128·2 B = 147,456 B per token / (0.65 × 1.55e12) = 1.46e-4 ms
+	//   a_att = 4·36·4096 FLOP / (0.42 × 312e12) = 4.5e-6 ms
+	//   c0    = 4 ms: eager mode launches kernels one by one, without CUDA
+	//           graphs, which roughly doubles the per-step overhead (estimate).
+	//   KV    = (40 GB × 0.90 − 16 GB − 2 GB of activations) = 18 GB
+	//         = 122,000 tokens = 1,900 blocks of 64.
+	// vLLM hashes every full block, generated ones included.
+	{
+		Name:                "a100-qwen3-8b",
+		Model:               "Qwen/Qwen3-8B",
+		MaxBatchSize:        256,
+		MaxNumTokens:        8192,
+		MaxModelLen:         16384,
+		BlockSize:           64,
+		KVBlocks:            1900,
+		KeepGeneratedBlocks: true,
+		StepOverheadMs:      4.0,
+		WeightsMs:           16e9 / (0.85 * 1.55e12) * 1e3,
+		PerTokenMs:          0.0783,
+		PrefillPadTokens:    500,
+		KVReadMs:            1.46e-4,
+		AttentionMs:         4.5e-6,
+		OutputMin:           640,
+		OutputMax:           1024,
+	},
+}
+
+// Profiles returns the names of the built-in profiles.
+func Profiles() []string {
+	names := make([]string, len(profiles))
+	for i, p := range profiles {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// LookupProfile returns the built-in profile called name.
+func LookupProfile(name string) (Profile, error) {
+	for _, p := range profiles {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return Profile{}, fmt.Errorf("sim: no profile %q (built in: %s)", name, strings.Join(Profiles(), ", "))
+}
+
+// MustProfile returns the built-in profile called name and panics if there is none.
+func MustProfile(name string) Profile {
+	p, err := LookupProfile(name)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// LoadProfile returns the built-in profile called nameOrPath or, when no
+// profile has that name, reads one from the JSON file at that path. Fields a
+// file leaves out keep the default profile's values.
+func LoadProfile(nameOrPath string) (Profile, error) {
+	if p, err := LookupProfile(nameOrPath); err == nil {
+		return p, nil
+	}
+	raw, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Profile{}, fmt.Errorf("sim: profile %q is neither a built-in (%s) nor a file", nameOrPath, strings.Join(Profiles(), ", "))
+		}
+		return Profile{}, fmt.Errorf("sim: read profile: %w", err)
+	}
+	return ParseProfile(raw)
+}
+
+// ParseProfile decodes a JSON profile over the default profile's values and
+// checks it.
+func ParseProfile(raw []byte) (Profile, error) {
+	p := MustProfile(DefaultProfile)
+	p.Name = ""
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Profile{}, fmt.Errorf("sim: decode profile: %v", err)
+	}
+	if p.Name == "" {
+		p.Name = "custom"
+	}
+	if err := p.Validate(); err != nil {
+		return Profile{}, err
+	}
+	return p, nil
+}
+
+// Validate reports the first setting that cannot run.
+func (p Profile) Validate() error {
+	pos := []struct {
+		name string
+		v    float64
+	}{
+		{"max_batch_size", float64(p.MaxBatchSize)},
+		{"max_num_tokens", float64(p.MaxNumTokens)},
+		{"max_model_len", float64(p.MaxModelLen)},
+		{"block_size", float64(p.BlockSize)},
+		{"kv_blocks", float64(p.KVBlocks)},
+	}
+	for _, f := range pos {
+		if f.v < 1 {
+			return fmt.Errorf("sim: profile %s: %s must be at least 1, got %v", p.Name, f.name, f.v)
+		}
+	}
+	nonneg := []struct {
+		name string
+		v    float64
+	}{
+		{"step_overhead_ms", p.StepOverheadMs}, {"comm_ms", p.CommMs}, {"comm_per_token_ms", p.CommPerTokenMs},
+		{"weights_ms", p.WeightsMs}, {"per_token_ms", p.PerTokenMs}, {"prefill_pad_tokens", p.PrefillPadTokens},
+		{"kv_read_ms", p.KVReadMs}, {"attention_ms", p.AttentionMs},
+		{"output_min", float64(p.OutputMin)}, {"output_max", float64(p.OutputMax)},
+	}
+	for _, f := range nonneg {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("sim: profile %s: %s must be a finite number >= 0, got %v", p.Name, f.name, f.v)
+		}
+	}
+	if p.OutputMax < p.OutputMin {
+		return fmt.Errorf("sim: profile %s: output_max %d is below output_min %d", p.Name, p.OutputMax, p.OutputMin)
+	}
+	if p.KVBlocks*p.BlockSize < p.MaxModelLen {
+		return fmt.Errorf("sim: profile %s: %d blocks of %d tokens cannot hold one max_model_len (%d) sequence", p.Name, p.KVBlocks, p.BlockSize, p.MaxModelLen)
+	}
+	return nil
+}
+
+// Batch is what one engine step computes, the input of the step-time model.
+type Batch struct {
+	// Decodes is B, the sequences generating one token each.
+	Decodes int
+	// Context is K, the decoding sequences' total context, in tokens.
+	Context int
+	// Chunks are the prefill chunks.
+	Chunks []Chunk
+}
+
+// Chunk is one prefill chunk: New tokens computed on top of Prefix tokens
+// already in the cache.
+type Chunk struct {
+	Prefix, New int
+}
+
+// StepTime is the duration of one engine step running b:
+//
+//	step = c0 + comm + sqrt(Tw² + Tc²) + a_kv·(K + Σp) + a_att·Σ n·(p + n/2) + comm_tok·(B + N)
+//	Tc   = a_tok · (B + N + pad·[N>0])
+//
+// The square root is a soft roofline between reading the weights and
+// computing the tokens (perf-model.md).
+func (p Profile) StepTime(b Batch) time.Duration {
+	n, prefix, att := 0, 0, 0.0
+	for _, c := range b.Chunks {
+		n += c.New
+		prefix += c.Prefix
+		att += float64(c.New) * (float64(c.Prefix) + float64(c.New)/2)
+	}
+	if b.Decodes == 0 && n == 0 {
+		return 0
+	}
+	x := float64(b.Decodes + n)
+	if n > 0 {
+		x += p.PrefillPadTokens
+	}
+	tc := p.PerTokenMs * x
+	ms := p.StepOverheadMs + p.CommMs + math.Hypot(p.WeightsMs, tc) +
+		p.KVReadMs*float64(b.Context+prefix) + p.AttentionMs*att +
+		p.CommPerTokenMs*float64(b.Decodes+n)
+	return time.Duration(ms * float64(time.Millisecond))
+}

@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+func TestBuiltinProfilesAreValid(t *testing.T) {
+	for _, name := range Profiles() {
+		t.Run(name, func(t *testing.T) {
+			p, err := LoadProfile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestLoadProfileFromAFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	p, err := LoadProfile(write("small.json", `{"name":"small","kv_blocks":2000,"keep_generated_blocks":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := MustProfile(DefaultProfile)
+	if p.Name != "small" || p.KVBlocks != 2000 || !p.KeepGeneratedBlocks || p.WeightsMs != def.WeightsMs {
+		t.Fatalf("got %+v, want the file's fields over the default's", p)
+	}
+
+	tests := []struct {
+		name, arg, wantErr string
+	}{
+		{"an unknown name that is no file says what is built in", "h300", "neither a built-in"},
+		{"malformed JSON is refused", write("bad.json", `{"kv_blocks":`), "decode profile"},
+		{"unknown fields are refused", write("typo.json", `{"kv_blocs":5}`), "unknown field"},
+		{"a cache too small for one sequence is refused", write("tiny.json", `{"kv_blocks":10}`), "cannot hold"},
+		{"negative constants are refused", write("neg.json", `{"per_token_ms":-1}`), "per_token_ms"},
+		{"inverted output bounds are refused", write("out.json", `{"output_min":9,"output_max":3}`), "output_max"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadProfile(tt.arg)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want one line containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestIncrementalEncodingEqualsRenderChat(t *testing.T) {
+	c := &benchConversation{}
+	c.add("system", systemPrompt)
+	c.add("user", "Please explain the following text about caches.\n\nA cache keeps data close.\n\n")
+	c.add("assistant", " The KV cache stores keys. It ends mid-sentence,")
+	c.add("user", `Could you give a concrete example of "keys and values"?`)
+	want := tokenizer.Encode(tokenizer.RenderChat(c.msgs))
+	got := c.prompt()
+	if len(got) != len(want) {
+		t.Fatalf("%d tokens by message, %d rendered whole", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("token %d differs: %d by message, %d whole", i, got[i], want[i])
+		}
+	}
+}
+
+func TestOfflineThroughputIsNearNVIDIAsFigures(t *testing.T) {
+	// One configuration only, to keep the package's tests fast; `kvlens
+	// sim bench offline` runs all three.
+	r, err := Offline(OfflineConfig{Profile: MustProfile(DefaultProfile), ISL: 5000, OSL: 500, Requests: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OutputTokensPerSec < 560*0.9 || r.OutputTokensPerSec > 560*1.1 {
+		t.Fatalf("5000/500: %.0f output tokens/s, want 560 ±10%%", r.OutputTokensPerSec)
+	}
+	if r.Elapsed < time.Minute {
+		t.Fatalf("run covered %v of virtual time, too little to mean anything", r.Elapsed)
+	}
+}

@@ -1,0 +1,248 @@
+package sim
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/router/kvevents"
+)
+
+// EventSink receives each engine step's KV events, in order, as one batch.
+// It is called with the runner's lock held, so it must not block: a
+// publisher queues the batch and returns.
+type EventSink func(kvevents.Batch)
+
+// Runner drives an Engine in real time: it runs a step, waits out the
+// step's duration on its clock, then delivers the step's tokens to the
+// requests' streams and its KV events to the sink, and runs the next step.
+// With nothing to run it schedules nothing, until a Submit. It is the only
+// concurrent part of a simulated worker; its methods are safe for
+// concurrent use.
+type Runner struct {
+	clk  clock.Clock
+	sink EventSink
+
+	mu      sync.Mutex
+	eng     *Engine
+	streams map[uint64]*Stream
+	nextID  uint64
+	// inStep is the step in flight, whose results are delivered when its
+	// time is up; nil when the engine is idle.
+	inStep *StepResult
+	timer  clock.Timer
+	closed bool
+	// slowdown multiplies step durations; 1 is the profile's speed.
+	slowdown   float64
+	stallUntil time.Time
+	// obs, when set, sees every delivered token and finished request.
+	obs observer
+}
+
+// observer is told of deliveries, for latency metrics.
+type observer interface {
+	// token sees output token index arrive, gap after the one before it
+	// (or, for the first, after the request was submitted).
+	token(index int, gap time.Duration)
+	// done sees a request end, e2e after it was submitted.
+	done(e2e time.Duration)
+}
+
+// NewRunner returns a runner for eng on clk; sink may be nil.
+func NewRunner(eng *Engine, clk clock.Clock, sink EventSink) *Runner {
+	return &Runner{clk: clk, sink: sink, eng: eng, streams: make(map[uint64]*Stream), slowdown: 1}
+}
+
+// Stream is one request's output as the runner delivers it.
+type Stream struct {
+	// ID is the engine's request id.
+	ID uint64
+	// Submitted is when the request reached the runner.
+	Submitted time.Time
+
+	mu     sync.Mutex
+	tokens []Token
+	fin    *Finished
+	// lastAt is when the latest token arrived.
+	lastAt time.Time
+	ready  chan struct{}
+}
+
+// Ready is signalled whenever tokens or the end arrive.
+func (s *Stream) Ready() <-chan struct{} { return s.ready }
+
+// Take moves the tokens delivered so far into dst and returns it, with the
+// request's summary once it has ended.
+func (s *Stream) Take(dst []Token) ([]Token, *Finished) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst = append(dst, s.tokens...)
+	s.tokens = s.tokens[:0]
+	return dst, s.fin
+}
+
+func (s *Stream) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Submit hands a request to the engine, giving it a fresh id, and returns
+// the stream its tokens arrive on.
+func (r *Runner) Submit(req Request) (*Stream, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("sim: the worker is shutting down")
+	}
+	r.nextID++
+	req.ID = r.nextID
+	if err := r.eng.Submit(req); err != nil {
+		return nil, err
+	}
+	s := &Stream{ID: req.ID, Submitted: r.clk.Now(), ready: make(chan struct{}, 1)}
+	r.streams[req.ID] = s
+	if r.inStep == nil && !r.closed {
+		r.step()
+	}
+	return s, nil
+}
+
+// Cancel drops a request, as when its client goes away.
+func (r *Runner) Cancel(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.eng.Cancel(id)
+	delete(r.streams, id)
+}
+
+// ResetPrefixCache clears the engine's prefix cache and publishes
+// AllBlocksCleared, after the events of any step in flight.
+func (r *Runner) ResetPrefixCache() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev := r.eng.ResetPrefixCache()
+	if r.inStep != nil {
+		r.inStep.Events = append(r.inStep.Events, ev...)
+		return
+	}
+	r.publish(ev)
+}
+
+// Stats returns the engine's state and counters.
+func (r *Runner) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.eng.Stats()
+}
+
+// Profile returns the engine's profile.
+func (r *Runner) Profile() Profile { return r.eng.Profile() }
+
+// SetSlowdown makes every step take f times its modelled duration (f ≥ 1
+// slows the engine down).
+func (r *Runner) SetSlowdown(f float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f <= 0 {
+		f = 1
+	}
+	r.slowdown = f
+}
+
+// Stall pauses the engine for d from now: the step after the one in flight
+// starts no sooner than that.
+func (r *Runner) Stall(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stallUntil = r.clk.Now().Add(d)
+}
+
+// stalled returns how much longer the stall lasts.
+func (r *Runner) stalled() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(0, r.stallUntil.Sub(r.clk.Now()))
+}
+
+// Close stops stepping; streams in flight get no more tokens.
+func (r *Runner) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// step runs one engine step and schedules its end; r.mu is held.
+func (r *Runner) step() {
+	res := r.eng.Step()
+	if res.Batch.Decodes == 0 && len(res.Batch.Chunks) == 0 {
+		r.inStep = nil // nothing to run: wait for a Submit
+		r.publish(res.Events)
+		return
+	}
+	r.inStep = res
+	d := time.Duration(float64(res.Duration) * r.slowdown)
+	if wait := r.stallUntil.Sub(r.clk.Now()); wait > 0 {
+		d += wait
+	}
+	r.timer = r.clk.AfterFunc(d, r.endStep)
+}
+
+// endStep delivers the step in flight and starts the next one.
+func (r *Runner) endStep() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.inStep
+	if r.closed || res == nil {
+		return
+	}
+	now := r.clk.Now()
+	for _, t := range res.Tokens {
+		s := r.streams[t.ID]
+		if s == nil {
+			continue // cancelled while the step ran
+		}
+		s.mu.Lock()
+		s.tokens = append(s.tokens, t)
+		prev := s.lastAt
+		if t.Index == 0 {
+			prev = s.Submitted
+		}
+		s.lastAt = now
+		s.mu.Unlock()
+		if r.obs != nil {
+			r.obs.token(t.Index, now.Sub(prev))
+		}
+		s.signal()
+	}
+	for _, f := range res.Finished {
+		s := r.streams[f.ID]
+		if s == nil {
+			continue
+		}
+		delete(r.streams, f.ID)
+		s.mu.Lock()
+		s.fin = &f
+		s.mu.Unlock()
+		if r.obs != nil {
+			r.obs.done(now.Sub(s.Submitted))
+		}
+		s.signal()
+	}
+	r.publish(res.Events)
+	r.step()
+}
+
+// publish hands events to the sink as one batch; r.mu is held.
+func (r *Runner) publish(ev []kvevents.Event) {
+	if len(ev) == 0 || r.sink == nil {
+		return
+	}
+	ts := r.clk.Now()
+	r.sink(kvevents.Batch{TS: float64(ts.UnixNano()) / 1e9, Events: ev})
+}

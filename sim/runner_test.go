@@ -1,0 +1,91 @@
+package sim
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/router/kvevents"
+)
+
+// manualClock runs AfterFunc callbacks only when the test says so, so the
+// runner's step boundaries are under the test's control.
+type manualClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	pending []func()
+}
+
+type manualTimer struct{}
+
+func (manualTimer) Stop() bool { return false }
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, func() {
+		c.mu.Lock()
+		c.now = c.now.Add(d)
+		c.mu.Unlock()
+		f()
+	})
+	return manualTimer{}
+}
+
+// fire ends the step in flight; it reports false when none is.
+func (c *manualClock) fire() bool {
+	c.mu.Lock()
+	if len(c.pending) == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	f := c.pending[0]
+	c.pending = c.pending[1:]
+	c.mu.Unlock()
+	f()
+	return true
+}
+
+func TestRunnerDeliversAStepOnlyWhenItsTimeIsUp(t *testing.T) {
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	var batches []kvevents.Batch
+	eng, _ := NewEngine(tiny(), Options{Seed: 1})
+	r := NewRunner(eng, clk, func(b kvevents.Batch) { batches = append(batches, b) })
+	st, err := r.Submit(Request{Prompt: seqTokens(1, 8), MaxTokens: 3, OutputTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if toks, _ := st.Take(nil); len(toks) != 0 || len(batches) != 0 {
+		t.Fatalf("%d tokens and %d event batches before the first step ended", len(toks), len(batches))
+	}
+	// A reset while the step runs is published after the step's own events,
+	// so a subscriber never sees blocks stored after the clear.
+	r.ResetPrefixCache()
+	clk.fire()
+	toks, fin := st.Take(nil)
+	if len(toks) != 1 || toks[0].Index != 0 || fin != nil {
+		t.Fatalf("after one step: tokens %v, finished %v; want the first token only", toks, fin)
+	}
+	if len(batches) != 1 || describe(batches[0].Events)[0] != "BlockStored" || describe(batches[0].Events)[1] != "AllBlocksCleared" {
+		t.Fatalf("batches %v, want one with BlockStored then AllBlocksCleared", batches)
+	}
+	if want := float64(clk.Now().UnixNano()) / 1e9; batches[0].TS != want {
+		t.Fatalf("batch stamped %v, want the step's end %v", batches[0].TS, want)
+	}
+	for clk.fire() {
+	}
+	toks, fin = st.Take(nil)
+	if len(toks) != 2 || fin == nil || fin.CompletionTokens != 3 {
+		t.Fatalf("at the end: tokens %v, finished %+v; want 2 more and a summary of 3", toks, fin)
+	}
+	if clk.fire() {
+		t.Fatal("an idle runner scheduled a step")
+	}
+}
