@@ -87,7 +87,7 @@ type Subscriber struct {
 	once   sync.Once
 
 	messages, stored, removed, cleared, skipped atomic.Uint64
-	decodeErrors, gaps, missed, resets         atomic.Uint64
+	decodeErrors, gaps, missed, resets          atomic.Uint64
 	replayed, peersLeft                         atomic.Uint64
 }
 
