@@ -16,7 +16,8 @@ import (
 // Endpoint is one place the subscriber reads events from.
 type Endpoint struct {
 	// Worker names the publisher; Update.Worker carries it. When empty, as for
-	// a bound endpoint many workers connect to, the message's topic is used.
+	// a bound endpoint many workers connect to, the message's topic is used,
+	// or Addr if the topic is empty too.
 	Worker string
 	// Addr is the ZMQ endpoint: "tcp://10.0.0.5:5557" to dial a worker, or
 	// "tcp://*:5557" to bind, with Bind.
@@ -33,7 +34,7 @@ type Endpoint struct {
 // Update is a message as the subscriber hands it over, with what the
 // sequence numbers say about the publisher.
 type Update struct {
-	// Worker is Endpoint.Worker, or the topic when that is empty.
+	// Worker is Endpoint.Worker, or else the topic, or else Endpoint.Addr.
 	Worker string
 	Message
 	// Missed is how many messages were lost just before this one, and could
@@ -185,6 +186,9 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
 		worker := ep.Worker
 		if worker == "" {
 			worker = topic
+		}
+		if worker == "" {
+			worker = ep.Addr
 		}
 		st := streams[topic]
 		if st == nil {

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -407,4 +408,49 @@ func ExampleSubscriber() {
 		panic(err)
 	}
 	defer s.Close()
+}
+
+// The replay socket speaks vLLM's framing, checked here with a bare DEALER:
+// a request [“”, start_seq] gets [“”, seq, payload] per buffered message
+// from start_seq on, then [“”, -1, “”].
+func TestReplaySocketFraming(t *testing.T) {
+	replay := freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: freeAddr(t), ReplayEndpoint: replay, ReplaySize: 2}, nil)
+	for i := range 3 { // the ring keeps seqs 1 and 2
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	dealer := zmq4.NewDealer(ctx)
+	defer dealer.Close()
+	if err := dealer.Dial(replay); err != nil {
+		t.Fatal(err)
+	}
+	if err := dealer.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, 0))); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []uint64{1, 2} {
+		msg, err := dealer.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Frames) != 3 || len(msg.Frames[0]) != 0 || binary.BigEndian.Uint64(msg.Frames[1]) != want {
+			t.Fatalf("replay frames = %q, want [\"\", seq %d, payload]", msg.Frames, want)
+		}
+		if b, err := DecodeBatch(msg.Frames[2]); err != nil || b.TS != float64(want) {
+			t.Fatalf("replayed payload %d decodes to %v, %v", want, b.TS, err)
+		}
+	}
+	msg, err := dealer.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Frames) != 3 || !bytes.Equal(msg.Frames[1], bytes.Repeat([]byte{0xff}, 8)) || len(msg.Frames[2]) != 0 {
+		t.Fatalf("end of replay = %q, want [\"\", -1 as 8 bytes, \"\"]", msg.Frames)
+	}
+	if got := p.Stats().ReplayRequests; got != 1 {
+		t.Errorf("Stats().ReplayRequests = %d, want 1", got)
+	}
 }
