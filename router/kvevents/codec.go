@@ -206,7 +206,11 @@ func decodeBatch(payload []byte, fast bool) (Batch, error) {
 	dec.d.Reset(nil)
 	dec.r.Reset(nil)
 	dec.payload = nil
-	decoders.Put(dec)
+	if err == nil {
+		// A malformed payload may have grown the msgpack decoder's internal
+		// buffer (skipping a value that claims megabytes); let it go.
+		decoders.Put(dec)
+	}
 	if err != nil {
 		return Batch{}, fmt.Errorf("kvevents: decode batch: %w", err)
 	}
@@ -780,13 +784,63 @@ func (dec *decoder) len(n int, err error) (int, error) {
 	return n, nil
 }
 
+// skip steps over n values the decoder does not use.
 func (dec *decoder) skip(n int) error {
 	for range n {
-		if err := dec.d.Skip(); err != nil {
-			return errTruncated(err)
+		if err := dec.skipValue(0); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// maxSkipDepth bounds how deeply nested an ignored value may be.
+const maxSkipDepth = 32
+
+// skipValue steps over one value. It does the containers and byte strings
+// itself, rather than through the library's Skip, to check each declared
+// length against the bytes left before acting on it: the library would
+// allocate up to 1 MB to skip a 5-byte header claiming a gigabyte, and
+// recurse as deep as a payload of nested array headers goes. The format has
+// no use for msgpack extensions, so an ignored one is an error too.
+func (dec *decoder) skipValue(depth int) error {
+	if depth > maxSkipDepth {
+		return fmt.Errorf("ignored value nested deeper than %d", maxSkipDepth)
+	}
+	c, err := dec.d.PeekCode()
+	if err != nil {
+		return errTruncated(err)
+	}
+	switch {
+	case isArray(c), isMap(c):
+		var n int
+		if isArray(c) {
+			n, err = dec.len(dec.d.DecodeArrayLen())
+		} else {
+			n, err = dec.len(dec.d.DecodeMapLen())
+			n *= 2
+		}
+		if err != nil {
+			return err
+		}
+		for range n {
+			if err := dec.skipValue(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case isBytes(c):
+		n, err := dec.len(dec.d.DecodeBytesLen())
+		if err != nil {
+			return err
+		}
+		_, err = dec.r.Seek(int64(max(n, 0)), io.SeekCurrent)
+		return err
+	case msgpcode.IsExt(c):
+		return fmt.Errorf("got msgpack extension 0x%02x, which the format does not use", c)
+	default:
+		return errTruncated(dec.d.Skip()) // a scalar of fixed size
+	}
 }
 
 // errTruncated names a payload that ends early, which the msgpack decoder

@@ -238,6 +238,12 @@ func TestDecodeBatchSadPath(t *testing.T) {
 		{"a map BlockStored without token_ids is rejected", cat(head,
 			[]byte{0x83}, fixstr("type"), fixstr("BlockStored"), fixstr("block_hashes"), []byte{0x90}, fixstr("block_size"), []byte{0x01}),
 			"missing token_ids"},
+		{"an ignored field claiming a gigabyte of bytes is rejected without reading it", cat(
+			[]byte{0x94}, f64(0), []byte{0x90}, nilb, []byte{0xc6, 0x40, 0x00, 0x00, 0x00}), "exceeds"},
+		{"an ignored field nested 40 deep is rejected", cat(
+			[]byte{0x94}, f64(0), []byte{0x90}, nilb, bytes.Repeat([]byte{0x91}, 40), nilb), "deeper than 32"},
+		{"an ignored msgpack extension is rejected", cat(
+			[]byte{0x94}, f64(0), []byte{0x90}, nilb, []byte{0xd4, 0x01, 0x00}), "extension"},
 		{"a string claiming more bytes than are left is rejected", cat(head, []byte{0x91, 0xdb, 0x7f, 0xff, 0xff, 0xff}), "exceeds"},
 	}
 	for _, tt := range tests {
