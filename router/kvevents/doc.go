@@ -67,5 +67,8 @@
 // "kv@<ip>:<port>@<model>". Dials retry until they succeed, and a dialing
 // socket redials when its peer goes away. go-zeromq's SUB socket returns
 // io.EOF from Recv whenever one of its peers leaves; the Subscriber counts
-// that in Stats().PeersLeft and keeps reading.
+// that in Stats().PeersLeft and keeps reading. Bound tcp:// endpoints go
+// through a listener that refuses connections once its socket is closing
+// (see listen.go), so a peer redialing a socket being replaced in the same
+// process reaches the replacement, not the closing one.
 package kvevents

@@ -40,7 +40,8 @@ type PublisherConfig struct {
 
 // PublisherStats counts what a Publisher did since it started.
 type PublisherStats struct {
-	// Published is the number of messages handed to the socket.
+	// Published is the number of messages handed to the socket. The socket
+	// may still drop one at its high-water mark, unseen here.
 	Published uint64
 	// Dropped is the number of batches dropped because the queue was full.
 	// Each dropped batch still used a sequence number, so subscribers see the
@@ -126,14 +127,14 @@ func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
 				p.log.Error("kvevents: publisher dial", "endpoint", cfg.Endpoint, "err", err)
 			}
 		})
-	} else if err := p.sock.Listen(cfg.Endpoint); err != nil {
+	} else if err := listen(p.sock, cfg.Endpoint); err != nil {
 		p.cancel()
 		p.sock.Close()
 		return nil, fmt.Errorf("kvevents: publisher: %w", err)
 	}
 	if cfg.ReplayEndpoint != "" {
 		p.replay = zmq4.NewRouter(p.ctx)
-		if err := p.replay.Listen(cfg.ReplayEndpoint); err != nil {
+		if err := listen(p.replay, cfg.ReplayEndpoint); err != nil {
 			p.cancel()
 			p.sock.Close()
 			p.replay.Close()

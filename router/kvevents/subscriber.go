@@ -50,25 +50,31 @@ type Update struct {
 
 // SubscriberStats counts what a Subscriber has seen since it started.
 type SubscriberStats struct {
-	// Messages is the number of messages decoded and handed over,
-	// replayed ones included.
+	// Messages is the number of messages decoded and handed over, replayed
+	// ones included.
 	Messages uint64
-	// Stored, Removed and Cleared count handed-over events by type.
-	Stored, Removed, Cleared uint64
-	// SkippedEvents counts events of unknown types, skipped.
+	// Stored is the number of BlockStored events handed over.
+	Stored uint64
+	// Removed is the number of BlockRemoved events handed over.
+	Removed uint64
+	// Cleared is the number of AllBlocksCleared events handed over.
+	Cleared uint64
+	// SkippedEvents is the number of events of unknown types, skipped.
 	SkippedEvents uint64
-	// DecodeErrors counts messages dropped as malformed: bad framing or a
-	// payload DecodeBatch rejects.
+	// DecodeErrors is the number of messages dropped as malformed: bad
+	// framing, or a payload DecodeBatch rejects.
 	DecodeErrors uint64
-	// Gaps counts jumps in a publisher's seq that replay did not fill.
+	// Gaps is the number of jumps in a publisher's seq that replay did not
+	// fill.
 	Gaps uint64
-	// MissedMessages is the sum of the jumps' sizes, in messages.
+	// MissedMessages is the sum of those jumps, in messages.
 	MissedMessages uint64
-	// Resets counts publishers seen restarting (seq going backwards).
+	// Resets is the number of publisher restarts seen (seq going backwards).
 	Resets uint64
-	// Replayed counts messages recovered through replay.
+	// Replayed is the number of messages recovered through replay.
 	Replayed uint64
-	// PeersLeft counts connections that went away (go-zeromq's io.EOF).
+	// PeersLeft is the number of connections that went away (go-zeromq's
+	// io.EOF from Recv).
 	PeersLeft uint64
 }
 
@@ -124,7 +130,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)
 		}
 		if ep.Bind {
-			if err := sock.Listen(ep.Addr); err != nil {
+			if err := listen(sock, ep.Addr); err != nil {
 				s.abort(socks, sock)
 				return nil, fmt.Errorf("kvevents: subscriber: %w", err)
 			}

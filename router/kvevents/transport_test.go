@@ -144,6 +144,21 @@ func TestSubscriberBindsPublisherConnects(t *testing.T) {
 	expectInOrder(t, p, u, topic, 20)
 }
 
+// A publisher that dials a bound subscriber redials when the subscriber
+// restarts, and the new subscriber reads on without flagging anything.
+func TestConnectingPublisherSurvivesSubscriberRestart(t *testing.T) {
+	addr := freeAddr(t)
+	s1, u1 := newSub(t, Endpoint{Addr: addr, Bind: true})
+	p := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "w"}, nil)
+	warm(t, p.Publish, u1, "w")
+	expectInOrder(t, p, u1, "w", 5)
+	s1.Close()
+
+	_, u2 := newSub(t, Endpoint{Addr: addr, Bind: true})
+	warm(t, p.Publish, u2, "w")
+	expectInOrder(t, p, u2, "w", 5)
+}
+
 // Two publishers connect to one bound SUB socket; when one goes away,
 // go-zeromq's Recv returns io.EOF, and the other must keep delivering.
 func TestOnePublisherLeavingDoesNotStopTheOther(t *testing.T) {
