@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/go-zeromq/zmq4"
@@ -64,6 +65,19 @@ func listen(sock zmq4.Socket, endpoint string) error {
 	}
 	if err := sock.Listen(ep); err != nil {
 		return fmt.Errorf("listen on %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+// checkEndpoint rejects an endpoint zmq4 could never dial or bind, so a
+// typo fails at startup rather than in a retry loop.
+func checkEndpoint(endpoint string) error {
+	scheme, rest, ok := strings.Cut(endpoint, "://")
+	if !ok || rest == "" {
+		return fmt.Errorf("endpoint %q is not of the form tcp://host:port", endpoint)
+	}
+	if !slices.Contains(zmq4.Transports(), scheme) {
+		return fmt.Errorf("endpoint %q: unknown transport %q", endpoint, scheme)
 	}
 	return nil
 }

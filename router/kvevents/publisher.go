@@ -98,6 +98,14 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 }
 
 func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
+	if err := checkEndpoint(cfg.Endpoint); err != nil {
+		return nil, fmt.Errorf("kvevents: publisher: %w", err)
+	}
+	if cfg.ReplayEndpoint != "" {
+		if err := checkEndpoint(cfg.ReplayEndpoint); err != nil {
+			return nil, fmt.Errorf("kvevents: publisher replay: %w", err)
+		}
+	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 1024
 	}

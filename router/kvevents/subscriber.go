@@ -81,8 +81,6 @@ type SubscriberStats struct {
 // Subscriber reads KV events from ZMQ PUB sockets, one SUB socket per
 // endpoint, and hands each message to a function in publisher order.
 type Subscriber struct {
-	eps    []Endpoint
-	topic  string
 	handle func(Update)
 	log    *slog.Logger
 
@@ -117,7 +115,20 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("kvevents: subscriber needs at least one endpoint")
 	}
-	s := &Subscriber{eps: cfg.Endpoints, topic: cfg.Topic, handle: handle, log: cfg.Logger}
+	if handle == nil {
+		return nil, errors.New("kvevents: subscriber needs a handle func")
+	}
+	for _, ep := range cfg.Endpoints {
+		if err := checkEndpoint(ep.Addr); err != nil {
+			return nil, fmt.Errorf("kvevents: subscriber: %w", err)
+		}
+		if ep.Replay != "" {
+			if err := checkEndpoint(ep.Replay); err != nil {
+				return nil, fmt.Errorf("kvevents: subscriber replay: %w", err)
+			}
+		}
+	}
+	s := &Subscriber{handle: handle, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

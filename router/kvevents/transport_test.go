@@ -357,7 +357,9 @@ func TestSubscriberSadPath(t *testing.T) {
 	}{
 		{"no endpoints is an error", SubscriberConfig{}},
 		{"binding an address in use is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: taken, Bind: true}}}},
-		{"an unknown transport is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: "carrier-pigeon://x", Bind: true}}}},
+		{"an unknown transport is an error, even for a dial that would retry", SubscriberConfig{Endpoints: []Endpoint{{Addr: "carrier-pigeon://x"}}}},
+		{"an endpoint without a scheme is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: "localhost:5557"}}}},
+		{"a malformed replay endpoint is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: taken, Replay: "5558"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -370,6 +372,12 @@ func TestSubscriberSadPath(t *testing.T) {
 	}
 	if _, err := NewPublisher(PublisherConfig{Endpoint: taken}); err == nil {
 		t.Error("a second publisher bound the same address")
+	}
+	if _, err := NewPublisher(PublisherConfig{Endpoint: "tcp:/x", Connect: true}); err == nil {
+		t.Error("a publisher accepted a malformed endpoint")
+	}
+	if _, err := NewSubscriber(context.Background(), SubscriberConfig{Endpoints: []Endpoint{{Addr: taken}}}, nil); err == nil {
+		t.Error("a subscriber accepted a nil handle func")
 	}
 }
 
