@@ -206,14 +206,12 @@ func decodeBatch(payload []byte, fast bool) (Batch, error) {
 	dec.d.Reset(nil)
 	dec.r.Reset(nil)
 	dec.payload = nil
-	if err == nil {
-		// A malformed payload may have grown the msgpack decoder's internal
-		// buffer (skipping a value that claims megabytes); let it go.
-		decoders.Put(dec)
-	}
 	if err != nil {
+		// Not pooled: a malformed payload may have left the msgpack
+		// decoder's internal buffer grown.
 		return Batch{}, fmt.Errorf("kvevents: decode batch: %w", err)
 	}
+	decoders.Put(dec)
 	return b, nil
 }
 
