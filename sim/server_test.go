@@ -522,8 +522,10 @@ func TestSlowdownAndStallDelayTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 20 steps of about 1 ms each: 20 ms, or 400 ms slowed down.
-	if slow.e2e < 300*time.Millisecond || base.e2e > slow.e2e/4 {
+	// 20 steps of about 1 ms each: 20 ms, or 400 ms slowed down. A slowdown
+	// guarantees the lower bound; how fast the base run is depends on how
+	// busy the machine is, so it is only required to be faster.
+	if slow.e2e < 300*time.Millisecond || base.e2e >= slow.e2e {
 		t.Errorf("20 tokens took %v with slowdown 20, %v without", slow.e2e, base.e2e)
 	}
 	if stalled.ttft < 250*time.Millisecond {

@@ -1,7 +1,3 @@
-// Package kvevents is the KV-cache event wire format that vLLM publishes
-// over ZMQ (shared/reference/vllm-kv-events.md): workers announce the blocks
-// they store and evict, and the router keeps its prefix index from them.
-// kvlens's simulated workers encode it; its router decodes it.
 package kvevents
 
 // Event is one KV-cache event: *BlockStored, *BlockRemoved or *AllBlocksCleared.
@@ -24,6 +20,8 @@ type BlockStored struct {
 	LoraID *int64
 	// Medium is where the blocks live, such as "GPU"; empty when not sent.
 	Medium string
+	// LoraName is the adapter's name; empty for the base model or when not sent.
+	LoraName string
 }
 
 // BlockRemoved says a worker evicted these blocks.
@@ -52,6 +50,10 @@ type Batch struct {
 	Events []Event
 	// DataParallelRank is the publishing engine's DP rank; nil when not sent.
 	DataParallelRank *int64
+	// Skipped counts events of a type this decoder does not know. DecodeBatch
+	// skips them rather than failing the batch, so a newer engine's extra
+	// event types cost nothing but this count. EncodeBatch ignores it.
+	Skipped int
 }
 
 // Message is a batch as it crossed the wire, with its sequence number.

@@ -1,0 +1,74 @@
+// Package kvevents is the KV-cache event wire format that vLLM publishes over
+// ZMQ (shared/reference/vllm-kv-events.md): workers announce the blocks they
+// store and evict, and the router keeps its prefix index from them. kvlens's
+// simulated workers write it with a Publisher; its router reads it with a
+// Subscriber. Real vLLM, SGLang and llm-d simulator workers speak the same.
+//
+// # Messages
+//
+// Every ZMQ message has three frames: [topic, seq, payload]. The topic is
+// empty by default. seq is an 8-byte big-endian uint64 that a Publisher
+// starts at 0 and raises by 1 per message, as vLLM does. The payload is one
+// msgpack event batch:
+//
+//	[ts float64, [event, ...], data_parallel_rank int|nil]
+//	["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil, medium|nil, lora_name|nil, extra_keys|nil]
+//	["BlockRemoved", block_hashes, medium|nil]
+//	["AllBlocksCleared"]
+//
+// token_ids holds len(block_hashes) × block_size ids. EncodeBatch writes
+// exactly this. It writes hashes as unsigned integers, in the smallest msgpack
+// form that holds them, which is what Python's msgpack does with vLLM's
+// default hash (the low 64 bits of a SHA-256, read big-endian, a non-negative
+// int).
+//
+// DecodeBatch also reads what other publishers send: the map form of newer
+// vLLM ({"ts", "events", "data_parallel_rank"}, events keyed by "type") at
+// either level; hashes as signed integers (kept as their two's-complement
+// bits) or byte strings (the last 8 bytes, big-endian); older events without
+// the trailing fields; and newer ones with more. Unknown fields and keys are
+// ignored. An event of an unknown type is skipped and counted in
+// Batch.Skipped rather than failing its batch, since msgpack lets it be
+// stepped over cleanly and a newer engine should not blind the router.
+// Hashes are opaque engine ids: the router recomputes its own chain hashes
+// from token_ids.
+//
+// # Gaps and resets
+//
+// A Subscriber tracks seq per endpoint and topic, and marks each Update:
+//
+//   - The first message from a publisher is neither: what came before it is
+//     unknowable, and the index holds nothing from that worker yet.
+//   - A jump forward is a gap. With a replay endpoint the Subscriber first asks
+//     the publisher's ROUTER socket for the missing messages
+//     ([id, "", start_seq] answered by [seq, payload] pairs, then seq -1) and
+//     hands over what it gets, marked Replayed. What replay cannot fill is
+//     reported as Update.Missed and counted in Stats().Gaps: the worker's
+//     index is stale and should be cleared and rebuilt from that message on.
+//   - A jump backward is a reset: the publisher restarted and counts from 0
+//     again. Update.Reset says to clear the worker before applying it. A
+//     restart the subscriber notices late, once the new count has passed the
+//     old one, shows as a gap instead, which also clears the worker.
+//   - A payload that does not decode is counted in Stats().DecodeErrors,
+//     logged on one line, and counted as missed by the next message.
+//
+// A Publisher never blocks its caller: batches wait in a bounded queue, and a
+// batch that finds it full is dropped and counted. Its seq is taken first, so
+// the drop is a gap every subscriber sees (and replay can fill, since dropped
+// batches still enter the replay buffer).
+//
+// # Sockets
+//
+// Either side may bind. vLLM's workers bind (tcp://*:5557) and the router
+// dials each; the Subscriber then has one SUB socket per worker, which keeps
+// seq tracking per worker trivial. When the router binds and workers dial in,
+// their messages share one socket and are told apart by topic, so each
+// worker must publish under its own, such as llm-d's
+// "kv@<ip>:<port>@<model>". Dials retry until they succeed, and a dialing
+// socket redials when its peer goes away. go-zeromq's SUB socket returns
+// io.EOF from Recv whenever one of its peers leaves; the Subscriber counts
+// that in Stats().PeersLeft and keeps reading. Bound tcp:// endpoints go
+// through a listener that refuses connections once its socket is closing
+// (see listen.go), so a peer redialing a socket being replaced in the same
+// process reaches the replacement, not the closing one.
+package kvevents

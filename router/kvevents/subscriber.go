@@ -1,0 +1,334 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// Endpoint is one place the subscriber reads events from.
+type Endpoint struct {
+	// Worker names the publisher; Update.Worker carries it. When empty, as for
+	// a bound endpoint many workers connect to, the message's topic is used,
+	// or Addr if the topic is empty too.
+	Worker string
+	// Addr is the ZMQ endpoint: "tcp://10.0.0.5:5557" to dial a worker, or
+	// "tcp://*:5557" to bind, with Bind.
+	Addr string
+	// Bind listens on Addr for publishers that connect, instead of dialing.
+	// Publishers on one bound endpoint are told apart by topic, so each must
+	// publish under its own, such as llm-d's "kv@<ip>:<port>@<model>".
+	Bind bool
+	// Replay is the publisher's replay (ROUTER) endpoint; empty when it has
+	// none. With it, a gap is filled by replay before it is reported.
+	Replay string
+}
+
+// Update is a message as the subscriber hands it over, with what the
+// sequence numbers say about the publisher.
+type Update struct {
+	// Worker is Endpoint.Worker, or else the topic, or else Endpoint.Addr.
+	Worker string
+	Message
+	// Missed is how many messages were lost just before this one, and could
+	// not be replayed. Non-zero means the worker's index is stale: clear it
+	// and rebuild from this message on.
+	Missed uint64
+	// Reset says the publisher restarted (its seq went backwards): clear the
+	// worker's index before applying this message.
+	Reset bool
+	// Replayed says the message came from the replay socket, filling a gap.
+	Replayed bool
+}
+
+// SubscriberStats counts what a Subscriber has seen since it started.
+type SubscriberStats struct {
+	// Messages is the number of messages decoded and handed over, replayed
+	// ones included.
+	Messages uint64
+	// Stored is the number of BlockStored events handed over.
+	Stored uint64
+	// Removed is the number of BlockRemoved events handed over.
+	Removed uint64
+	// Cleared is the number of AllBlocksCleared events handed over.
+	Cleared uint64
+	// SkippedEvents is the number of events of unknown types, skipped.
+	SkippedEvents uint64
+	// DecodeErrors is the number of messages dropped as malformed: bad
+	// framing, or a payload DecodeBatch rejects.
+	DecodeErrors uint64
+	// Gaps is the number of jumps in a publisher's seq that replay did not
+	// fill.
+	Gaps uint64
+	// MissedMessages is the sum of those jumps, in messages.
+	MissedMessages uint64
+	// Resets is the number of publisher restarts seen (seq going backwards).
+	Resets uint64
+	// Replayed is the number of messages recovered through replay.
+	Replayed uint64
+	// PeersLeft is the number of connections that went away (go-zeromq's
+	// io.EOF from Recv).
+	PeersLeft uint64
+}
+
+// Subscriber reads KV events from ZMQ PUB sockets, one SUB socket per
+// endpoint, and hands each message to a function in publisher order.
+type Subscriber struct {
+	handle func(Update)
+	log    *slog.Logger
+
+	handleMu sync.Mutex // handle is never called concurrently
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	messages, stored, removed, cleared, skipped atomic.Uint64
+	decodeErrors, gaps, missed, resets          atomic.Uint64
+	replayed, peersLeft                         atomic.Uint64
+}
+
+// SubscriberConfig says what a subscriber reads.
+type SubscriberConfig struct {
+	// Endpoints are read concurrently, each with its own socket.
+	Endpoints []Endpoint
+	// Topic is the subscription prefix; empty receives every topic.
+	Topic string
+	// Logger gets one line per malformed message, gap and reset; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// NewSubscriber opens a SUB socket per endpoint and starts reading; handle
+// gets every message, never from two goroutines at once, until ctx ends or
+// Close is called. Bound endpoints must be free; dialed ones may come up
+// later, and are redialed when they go away.
+func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update)) (*Subscriber, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("kvevents: subscriber needs at least one endpoint")
+	}
+	if handle == nil {
+		return nil, errors.New("kvevents: subscriber needs a handle func")
+	}
+	for _, ep := range cfg.Endpoints {
+		if err := checkEndpoint(ep.Addr); err != nil {
+			return nil, fmt.Errorf("kvevents: subscriber: %w", err)
+		}
+		if ep.Replay != "" {
+			if err := checkEndpoint(ep.Replay); err != nil {
+				return nil, fmt.Errorf("kvevents: subscriber replay: %w", err)
+			}
+		}
+	}
+	s := &Subscriber{handle: handle, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	var socks []zmq4.Socket
+	for _, ep := range cfg.Endpoints {
+		sock := zmq4.NewSub(s.ctx, dialOptions(!ep.Bind)...)
+		if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
+			s.abort(socks, sock)
+			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)
+		}
+		if ep.Bind {
+			if err := listen(sock, ep.Addr); err != nil {
+				s.abort(socks, sock)
+				return nil, fmt.Errorf("kvevents: subscriber: %w", err)
+			}
+		} else {
+			// The dial retries until the publisher is up, so it must not hold
+			// up the other endpoints.
+			s.wg.Go(func() {
+				if err := sock.Dial(ep.Addr); err != nil && s.ctx.Err() == nil {
+					s.log.Error("kvevents: subscriber dial", "endpoint", ep.Addr, "err", err)
+				}
+			})
+		}
+		socks = append(socks, sock)
+	}
+	for i, sock := range socks {
+		s.wg.Go(func() { s.read(cfg.Endpoints[i], sock) })
+	}
+	return s, nil
+}
+
+func (s *Subscriber) abort(socks []zmq4.Socket, sock zmq4.Socket) {
+	s.cancel()
+	sock.Close()
+	for _, sk := range socks {
+		sk.Close()
+	}
+	s.wg.Wait()
+}
+
+// stream is what the subscriber knows of one publisher's sequence.
+type stream struct {
+	seen bool
+	next uint64 // the seq expected next
+}
+
+// read receives from one endpoint's socket until the subscriber stops.
+func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
+	defer sock.Close()
+	streams := map[string]*stream{} // by topic
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			// go-zeromq returns io.EOF from Recv each time a peer goes away,
+			// while the socket keeps working for the others: count it and go on.
+			s.peersLeft.Add(1)
+			continue
+		}
+		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+			s.decodeErrors.Add(1)
+			s.log.Warn("kvevents: malformed message", "endpoint", ep.Addr,
+				"err", fmt.Sprintf("got %d frames, want [topic, 8-byte seq, payload]", len(msg.Frames)))
+			continue
+		}
+		topic := string(msg.Frames[0])
+		seq := binary.BigEndian.Uint64(msg.Frames[1])
+		worker := ep.Worker
+		if worker == "" {
+			worker = topic
+		}
+		if worker == "" {
+			worker = ep.Addr
+		}
+		st := streams[topic]
+		if st == nil {
+			st = &stream{}
+			streams[topic] = st
+		}
+		u := Update{Worker: worker, Message: Message{Topic: topic, Seq: seq}}
+		switch {
+		case !st.seen:
+			// Whatever came before the first message is unknowable and the
+			// index holds nothing for this worker yet: neither gap nor reset.
+		case seq < st.next:
+			u.Reset = true
+			s.resets.Add(1)
+			s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
+		case seq > st.next:
+			if ep.Replay != "" {
+				st.next = s.replay(ep, worker, topic, st.next, seq)
+			}
+			if seq > st.next {
+				u.Missed = seq - st.next
+				s.gaps.Add(1)
+				s.missed.Add(u.Missed)
+				s.log.Warn("kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
+			}
+		}
+		st.seen, st.next = true, seq+1
+		b, err := DecodeBatch(msg.Frames[2])
+		if err != nil {
+			// The message is lost to the index, so the next one must count it
+			// as missed: leave st.next where it was.
+			st.next = seq
+			s.decodeErrors.Add(1)
+			s.log.Warn("kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
+			continue
+		}
+		u.Batch = b
+		s.deliver(u)
+	}
+}
+
+// replay asks the publisher for messages from..to-1, hands over those it
+// gets in order, and returns the seq it now expects next.
+func (s *Subscriber) replay(ep Endpoint, worker, topic string, from, to uint64) uint64 {
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(3), zmq4.WithDialerRetry(50*time.Millisecond))
+	defer sock.Close()
+	if err := sock.Dial(ep.Replay); err != nil {
+		s.log.Warn("kvevents: replay", "worker", worker, "err", err)
+		return from
+	}
+	if err := sock.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, from))); err != nil {
+		s.log.Warn("kvevents: replay request", "worker", worker, "err", err)
+		return from
+	}
+	next := from
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			s.log.Warn("kvevents: replay", "worker", worker, "err", err)
+			return next
+		}
+		fr := msg.Frames
+		if len(fr) > 0 && len(fr[0]) == 0 {
+			fr = fr[1:] // the empty delimiter
+		}
+		if len(fr) < 1 || len(fr[0]) != 8 {
+			s.decodeErrors.Add(1)
+			return next
+		}
+		seq := binary.BigEndian.Uint64(fr[0])
+		if seq == ^uint64(0) || seq >= to {
+			return next // the end marker, or caught up with the live stream
+		}
+		if seq != next || len(fr) < 2 {
+			continue // before what we need, or a hole in the buffer
+		}
+		b, err := DecodeBatch(fr[1])
+		if err != nil {
+			s.decodeErrors.Add(1)
+			s.log.Warn("kvevents: malformed replayed message", "worker", worker, "seq", seq, "err", err)
+			return next
+		}
+		s.replayed.Add(1)
+		s.deliver(Update{Worker: worker, Message: Message{Topic: topic, Seq: seq, Batch: b}, Replayed: true})
+		next = seq + 1
+	}
+}
+
+func (s *Subscriber) deliver(u Update) {
+	s.messages.Add(1)
+	s.skipped.Add(uint64(u.Batch.Skipped))
+	for _, ev := range u.Batch.Events {
+		switch ev.(type) {
+		case *BlockStored:
+			s.stored.Add(1)
+		case *BlockRemoved:
+			s.removed.Add(1)
+		case *AllBlocksCleared:
+			s.cleared.Add(1)
+		}
+	}
+	s.handleMu.Lock()
+	defer s.handleMu.Unlock()
+	s.handle(u)
+}
+
+// Stats returns the subscriber's counters.
+func (s *Subscriber) Stats() SubscriberStats {
+	return SubscriberStats{
+		Messages: s.messages.Load(), Stored: s.stored.Load(), Removed: s.removed.Load(), Cleared: s.cleared.Load(),
+		SkippedEvents: s.skipped.Load(), DecodeErrors: s.decodeErrors.Load(), Gaps: s.gaps.Load(),
+		MissedMessages: s.missed.Load(), Resets: s.resets.Load(), Replayed: s.replayed.Load(), PeersLeft: s.peersLeft.Load(),
+	}
+}
+
+// Close stops reading and closes the sockets; it waits for a handle call in
+// progress. It is safe to call more than once.
+func (s *Subscriber) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+	})
+	return nil
+}

@@ -1,0 +1,479 @@
+package kvevents
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// These tests run real ZMQ sockets over loopback TCP. ZMQ's PUB drops what
+// it sends before a subscription arrives (the "slow joiner"), so each test
+// first publishes warm-up batches, marked by TS -1, until one gets through.
+
+const wait = 5 * time.Second
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// freeAddr returns a loopback TCP endpoint nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "tcp://" + l.Addr().String()
+}
+
+// updates collects what a subscriber hands over.
+type updates chan Update
+
+func (u updates) handle(up Update) { u <- up }
+
+// next returns the next update that is not a warm-up.
+func (u updates) next(t *testing.T) Update {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case up := <-u:
+			if up.Batch.TS != -1 {
+				return up
+			}
+		case <-deadline:
+			t.Fatal("no update within", wait)
+		}
+	}
+}
+
+// warm publishes warm-up batches until the subscriber has one from topic.
+func warm(t *testing.T, publish func(Batch) error, u updates, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if err := publish(Batch{TS: -1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case up := <-u:
+			if up.Batch.TS == -1 && up.Topic == topic {
+				return
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no warm-up batch on topic %q got through within %s", topic, wait)
+}
+
+func stored(ts float64, hash uint64) Batch {
+	return Batch{TS: ts, Events: []Event{&BlockStored{BlockHashes: []uint64{hash}, TokenIDs: []uint32{1, 2}, BlockSize: 2}}}
+}
+
+func newSub(t *testing.T, eps ...Endpoint) (*Subscriber, updates) {
+	t.Helper()
+	u := make(updates, 4096)
+	s, err := NewSubscriber(context.Background(), SubscriberConfig{Endpoints: eps, Logger: quiet}, u.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, u
+}
+
+func newPub(t *testing.T, cfg PublisherConfig, beforeSend func()) *Publisher {
+	t.Helper()
+	cfg.Logger = quiet
+	p, err := newPublisher(cfg, beforeSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// expectInOrder publishes n batches and checks they arrive whole, in order,
+// with consecutive seqs and nothing flagged.
+func expectInOrder(t *testing.T, p *Publisher, u updates, worker string, n int) {
+	t.Helper()
+	var prev uint64
+	for i := range n {
+		want := stored(float64(i), uint64(100+i))
+		if err := p.Publish(want); err != nil {
+			t.Fatal(err)
+		}
+		got := u.next(t)
+		if got.Worker != worker || got.Missed != 0 || got.Reset || !reflect.DeepEqual(got.Batch, want) {
+			t.Fatalf("update %d = %+v (batch %s), want worker %q, batch %s, no gap or reset", i, got, show(got.Batch), worker, show(want))
+		}
+		if i > 0 && got.Seq != prev+1 {
+			t.Fatalf("seq %d after %d, want consecutive", got.Seq, prev)
+		}
+		prev = got.Seq
+	}
+}
+
+func TestPublisherBindsSubscriberConnects(t *testing.T) {
+	addr := freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: addr}, nil)
+	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
+	warm(t, p.Publish, u, "")
+	expectInOrder(t, p, u, "w0", 20)
+	st := s.Stats()
+	if st.Gaps != 0 || st.Resets != 0 || st.DecodeErrors != 0 || st.Stored < 20 {
+		t.Errorf("stats = %+v, want ≥ 20 stored and no gaps, resets or decode errors", st)
+	}
+}
+
+func TestSubscriberBindsPublisherConnects(t *testing.T) {
+	addr := freeAddr(t)
+	_, u := newSub(t, Endpoint{Addr: addr, Bind: true})
+	topic := "kv@10.0.0.7:8000@llama"
+	p := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: topic}, nil)
+	warm(t, p.Publish, u, topic)
+	// With no Worker name on a bound endpoint, the topic names the worker.
+	expectInOrder(t, p, u, topic, 20)
+}
+
+// A publisher that dials a bound subscriber redials when the subscriber
+// restarts, and the new subscriber reads on without flagging anything.
+func TestConnectingPublisherSurvivesSubscriberRestart(t *testing.T) {
+	addr := freeAddr(t)
+	s1, u1 := newSub(t, Endpoint{Addr: addr, Bind: true})
+	p := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "w"}, nil)
+	warm(t, p.Publish, u1, "w")
+	expectInOrder(t, p, u1, "w", 5)
+	s1.Close()
+
+	_, u2 := newSub(t, Endpoint{Addr: addr, Bind: true})
+	warm(t, p.Publish, u2, "w")
+	expectInOrder(t, p, u2, "w", 5)
+}
+
+// Two publishers connect to one bound SUB socket; when one goes away,
+// go-zeromq's Recv returns io.EOF, and the other must keep delivering.
+func TestOnePublisherLeavingDoesNotStopTheOther(t *testing.T) {
+	addr := freeAddr(t)
+	s, u := newSub(t, Endpoint{Addr: addr, Bind: true})
+	a := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "a"}, nil)
+	b := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "b"}, nil)
+	warm(t, a.Publish, u, "a")
+	warm(t, b.Publish, u, "b")
+	a.Close()
+
+	deadline := time.Now().Add(wait)
+	for s.Stats().PeersLeft == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.Stats().PeersLeft == 0 {
+		t.Fatal("the subscriber never saw publisher a leave")
+	}
+	expectInOrder(t, b, u, "b", 10)
+}
+
+// A publisher that restarts counts from 0 again; the subscriber must flag
+// the first message of the new run as a reset.
+func TestPublisherRestartIsReported(t *testing.T) {
+	addr := freeAddr(t)
+	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
+	p := newPub(t, PublisherConfig{Endpoint: addr, QueueSize: 4096}, nil)
+	warm(t, p.Publish, u, "")
+	// Take the old run's seq well past anything the new run will reach while
+	// the subscriber redials, so the restart shows as seq going backwards.
+	const old = 2000
+	for i := range old {
+		if err := p.Publish(stored(float64(i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range old {
+		if up := u.next(t); up.Seq == 0 || up.Missed != 0 || up.Reset {
+			t.Fatalf("old run message %d: %+v", i, up)
+		}
+	}
+	p.Close()
+
+	p2 := newPub(t, PublisherConfig{Endpoint: addr}, nil)
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if err := p2.Publish(stored(7, 7)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case up := <-u:
+			if !up.Reset || up.Seq >= old || up.Missed != 0 {
+				t.Fatalf("first message after the restart = seq %d reset %v missed %d, want a reset", up.Seq, up.Reset, up.Missed)
+			}
+			if got := s.Stats().Resets; got != 1 {
+				t.Errorf("Stats().Resets = %d, want 1", got)
+			}
+			if err := p2.Publish(stored(8, 8)); err != nil {
+				t.Fatal(err)
+			}
+			if next := u.next(t); next.Reset || next.Missed != 0 || next.Seq != up.Seq+1 {
+				t.Errorf("the message after the reset = %+v, want the next seq, unflagged", next)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("nothing from the restarted publisher")
+}
+
+// holdSender returns a beforeSend hook and the lock that holds it.
+func holdSender() (func(), *sync.Mutex) {
+	var mu sync.Mutex
+	return func() { mu.Lock(); mu.Unlock() }, &mu
+}
+
+// fillQueue holds the sender, publishes more than the queue takes, then
+// releases it and publishes one last batch. It returns that batch's TS.
+func fillQueue(t *testing.T, p *Publisher, hold *sync.Mutex, n int) float64 {
+	t.Helper()
+	hold.Lock()
+	for i := range n {
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold.Unlock()
+	deadline := time.Now().Add(wait)
+	for len(p.queue) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // let the sender drain, so the last batch is queued
+	}
+	if err := p.Publish(stored(float64(n), uint64(n))); err != nil {
+		t.Fatal(err)
+	}
+	return float64(n)
+}
+
+func TestDroppedBatchesShowAsGaps(t *testing.T) {
+	addr := freeAddr(t)
+	hook, hold := holdSender()
+	p := newPub(t, PublisherConfig{Endpoint: addr, QueueSize: 2}, hook)
+	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
+	warm(t, p.Publish, u, "")
+
+	last := fillQueue(t, p, hold, 10)
+	var missed uint64
+	for {
+		up := u.next(t)
+		missed += up.Missed
+		if up.Batch.TS == last {
+			break
+		}
+	}
+	dropped := p.Stats().Dropped
+	if dropped == 0 {
+		t.Fatal("the publisher dropped nothing; the test did not fill its queue")
+	}
+	st := s.Stats()
+	if missed != dropped || st.MissedMessages != dropped || st.Gaps == 0 {
+		t.Errorf("publisher dropped %d; subscriber saw Missed %d, stats %+v: want every drop reported as missed", dropped, missed, st)
+	}
+}
+
+func TestReplayFillsGaps(t *testing.T) {
+	addr, replay := freeAddr(t), freeAddr(t)
+	hook, hold := holdSender()
+	p := newPub(t, PublisherConfig{Endpoint: addr, QueueSize: 2, ReplayEndpoint: replay}, hook)
+	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
+	warm(t, p.Publish, u, "")
+
+	const n = 10
+	last := fillQueue(t, p, hold, n)
+	// Every batch arrives once, in order, whether live or replayed.
+	for want := 0.0; want <= last; want++ {
+		up := u.next(t)
+		if up.Batch.TS != want || up.Missed != 0 {
+			t.Fatalf("got batch %v (missed %d, replayed %v), want batch %v with nothing missed", up.Batch.TS, up.Missed, up.Replayed, want)
+		}
+	}
+	dropped := p.Stats().Dropped
+	if st := s.Stats(); dropped == 0 || st.Replayed != dropped || st.Gaps != 0 {
+		t.Errorf("publisher dropped %d; subscriber stats %+v: want every drop replayed and no gap", dropped, st)
+	}
+}
+
+func TestMalformedMessagesAreCountedAndSkipped(t *testing.T) {
+	addr := freeAddr(t)
+	pub := zmq4.NewPub(context.Background())
+	defer pub.Close()
+	if err := pub.Listen(addr); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	send := func(frames ...[]byte) {
+		if err := pub.SendMulti(zmq4.NewMsgFrom(frames...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(b Batch) error {
+		payload, err := EncodeBatch(b)
+		if err != nil {
+			return err
+		}
+		send(nil, binary.BigEndian.AppendUint64(nil, seq), payload)
+		seq++
+		return nil
+	}
+	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
+	warm(t, publish, u, "")
+
+	send(nil, []byte{1, 2, 3}) // two frames, and a short seq
+	send(nil, binary.BigEndian.AppendUint64(nil, seq), []byte{0x93, 0xcb, 0x00})
+	seq++
+	if err := publish(stored(5, 5)); err != nil {
+		t.Fatal(err)
+	}
+	up := u.next(t)
+	if up.Batch.TS != 5 || up.Missed != 1 {
+		t.Errorf("after a malformed payload got batch %v with %d missed, want batch 5 with the bad one counted missed", up.Batch.TS, up.Missed)
+	}
+	if got := s.Stats().DecodeErrors; got != 2 {
+		t.Errorf("Stats().DecodeErrors = %d, want 2", got)
+	}
+}
+
+func TestSubscriberSadPath(t *testing.T) {
+	taken := freeAddr(t)
+	hold, err := NewPublisher(PublisherConfig{Endpoint: taken, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	tests := []struct {
+		name string
+		cfg  SubscriberConfig
+	}{
+		{"no endpoints is an error", SubscriberConfig{}},
+		{"binding an address in use is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: taken, Bind: true}}}},
+		{"an unknown transport is an error, even for a dial that would retry", SubscriberConfig{Endpoints: []Endpoint{{Addr: "carrier-pigeon://x"}}}},
+		{"an endpoint without a scheme is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: "localhost:5557"}}}},
+		{"a malformed replay endpoint is an error", SubscriberConfig{Endpoints: []Endpoint{{Addr: taken, Replay: "5558"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSubscriber(context.Background(), tt.cfg, func(Update) {})
+			if err == nil {
+				s.Close()
+				t.Fatal("NewSubscriber succeeded")
+			}
+		})
+	}
+	if _, err := NewPublisher(PublisherConfig{Endpoint: taken}); err == nil {
+		t.Error("a second publisher bound the same address")
+	}
+	if _, err := NewPublisher(PublisherConfig{Endpoint: "tcp:/x", Connect: true}); err == nil {
+		t.Error("a publisher accepted a malformed endpoint")
+	}
+	if _, err := NewSubscriber(context.Background(), SubscriberConfig{Endpoints: []Endpoint{{Addr: taken}}}, nil); err == nil {
+		t.Error("a subscriber accepted a nil handle func")
+	}
+}
+
+func TestCloseIsIdempotentAndStopsDelivery(t *testing.T) {
+	addr := freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: addr}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	u := make(updates, 16)
+	s, err := NewSubscriber(ctx, SubscriberConfig{Endpoints: []Endpoint{{Addr: addr}}, Logger: quiet}, u.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm(t, p.Publish, u, "")
+	cancel() // cancelling the context stops the readers...
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // ...and Close after it is harmless
+		t.Fatal(err)
+	}
+	for len(u) > 0 {
+		<-u
+	}
+	_ = p.Publish(stored(1, 1))
+	select {
+	case up := <-u:
+		t.Fatalf("delivered after Close: %+v", up)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(stored(2, 2)); err != ErrClosed {
+		t.Errorf("Publish after Close = %v, want ErrClosed", err)
+	}
+}
+
+func ExampleSubscriber() {
+	s, err := NewSubscriber(context.Background(), SubscriberConfig{
+		Endpoints: []Endpoint{{Worker: "worker-0", Addr: "tcp://127.0.0.1:5557"}},
+	}, func(u Update) {
+		if u.Reset || u.Missed > 0 {
+			// Clear the worker's blocks from the index; they are stale.
+		}
+		fmt.Println(u.Worker, u.Seq, len(u.Batch.Events))
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+}
+
+// The replay socket speaks vLLM's framing, checked here with a bare DEALER:
+// a request [“”, start_seq] gets [“”, seq, payload] per buffered message
+// from start_seq on, then [“”, -1, “”].
+func TestReplaySocketFraming(t *testing.T) {
+	replay := freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: freeAddr(t), ReplayEndpoint: replay, ReplaySize: 2}, nil)
+	for i := range 3 { // the ring keeps seqs 1 and 2
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	dealer := zmq4.NewDealer(ctx)
+	defer dealer.Close()
+	if err := dealer.Dial(replay); err != nil {
+		t.Fatal(err)
+	}
+	if err := dealer.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, 0))); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []uint64{1, 2} {
+		msg, err := dealer.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Frames) != 3 || len(msg.Frames[0]) != 0 || binary.BigEndian.Uint64(msg.Frames[1]) != want {
+			t.Fatalf("replay frames = %q, want [\"\", seq %d, payload]", msg.Frames, want)
+		}
+		if b, err := DecodeBatch(msg.Frames[2]); err != nil || b.TS != float64(want) {
+			t.Fatalf("replayed payload %d decodes to %v, %v", want, b.TS, err)
+		}
+	}
+	msg, err := dealer.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Frames) != 3 || !bytes.Equal(msg.Frames[1], bytes.Repeat([]byte{0xff}, 8)) || len(msg.Frames[2]) != 0 {
+		t.Fatalf("end of replay = %q, want [\"\", -1 as 8 bytes, \"\"]", msg.Frames)
+	}
+	if got := p.Stats().ReplayRequests; got != 1 {
+		t.Errorf("Stats().ReplayRequests = %d, want 1", got)
+	}
+}
