@@ -124,11 +124,11 @@ func TestBuiltinSetsHaveTheSeedsLevels(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name    string
-		set     int
-		modes   []string
-		levels  []int
-		ttft95  map[string]float64 // a spot check at the first level, per mode
+		name   string
+		set    int
+		modes  []string
+		levels []int
+		ttft95 map[string]float64 // a spot check at the first level, per mode
 	}{
 		// seed 003 averages six sweeps at 60–180 in steps of 20
 		{"the averaged set covers RR and KV from 60 to 180", 0, []string{"round_robin", "kv"}, []int{60, 80, 100, 120, 140, 160, 180}, map[string]float64{"round_robin": 655, "kv": 446}},
