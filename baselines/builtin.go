@@ -33,3 +33,7 @@ func Builtin() ([]Set, error) {
 	}
 	return sets, nil
 }
+
+// BuiltinRevision numbers the contents of the built-in sets. A store imports
+// them once per revision, so that a set the user deleted stays deleted.
+const BuiltinRevision = 1
