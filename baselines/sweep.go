@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -444,10 +445,11 @@ func (c *SweepConfig) Method() string {
 	return m
 }
 
-// shortDuration writes 1m0s as 60s and 1m30s as 90s, as the seeds do.
+// shortDuration writes durations in seconds as the seeds do: 1m0s as 60s,
+// 40s/3 as 13.3s.
 func shortDuration(d time.Duration) string {
 	if d%time.Second == 0 {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
-	return d.String()
+	return strconv.FormatFloat(round(d.Seconds(), 1), 'f', -1, 64) + "s"
 }
