@@ -21,6 +21,10 @@ func run(args []string) int {
 	switch cmd {
 	case "serve":
 		return serve(rest)
+	case "sweep":
+		return sweepCmd(rest)
+	case "baselines":
+		return baselinesCmd(rest)
 	case "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
@@ -32,8 +36,10 @@ func run(args []string) int {
 const usage = `Usage: kvlens [command] [flags]
 
 Commands:
-  serve   serve the dashboard, router and load generator (the default)
-  help    show this text
+  serve       serve the dashboard, router and load generator (the default)
+  sweep       measure concurrency levels × routing modes into a baseline set and reports
+  baselines   list, show, import, export or delete stored baseline sets
+  help        show this text
 
 Run 'kvlens serve -h' for the flags of serve.
 `
