@@ -106,57 +106,61 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 }
 
 // TestSweepInterruptedThenResumed runs a tiny sweep against the simulated
-// fleet, interrupts it after its first level is stored, resumes it, and
-// checks the stored set and the three report files.
+// fleet, stops it after its first level is stored (politely with SIGINT, or
+// with SIGKILL), resumes it, and checks the stored set and the report files.
 func TestSweepInterruptedThenResumed(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "kvlens.db")
-	args := []string{"sweep", "--db", db, "--out", dir, "--name", "tiny", "--levels", "2,3,4", "--modes", "rr",
-		"--warmup", "300ms", "--measure", "1200ms", "--snapshots", "2", "--max-tokens", "4", "--target-rps", "0"}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "kvlens.db")
+			args := []string{"sweep", "--db", db, "--out", dir, "--name", "tiny", "--levels", "2,3,4", "--modes", "rr",
+				"--warmup", "200ms", "--measure", "1s", "--snapshots", "2", "--max-tokens", "4", "--target-rps", "0"}
 
-	cmd := kvlens(args...)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stderr)
-	for lines.Scan() && !strings.Contains(lines.Text(), "[2/3]") {
-	}
-	cmd.Process.Signal(syscall.SIGINT) // during the second level's warmup
-	var rest strings.Builder
-	for lines.Scan() {
-		rest.WriteString(lines.Text() + "\n")
-	}
-	if err := cmd.Wait(); err == nil {
-		t.Fatal("the interrupted sweep exited 0")
-	}
-	if !strings.Contains(rest.String(), "1 of 3 levels are stored: continue with kvlens sweep --resume") {
-		t.Fatalf("the interrupted sweep said:\n%s", rest.String())
-	}
+			cmd := kvlens(args...)
+			stderr, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(stderr)
+			for lines.Scan() && !strings.Contains(lines.Text(), "[2/3]") {
+			}
+			cmd.Process.Signal(sig) // during the second level's warmup
+			var rest strings.Builder
+			for lines.Scan() {
+				rest.WriteString(lines.Text() + "\n")
+			}
+			if err := cmd.Wait(); err == nil {
+				t.Fatal("the interrupted sweep exited 0")
+			}
+			if sig == syscall.SIGINT && !strings.Contains(rest.String(), "1 of 3 levels are stored: continue with kvlens sweep --resume") {
+				t.Fatalf("the interrupted sweep said:\n%s", rest.String())
+			}
 
-	start := time.Now()
-	out, code := exitCode(t, kvlens("sweep", "--db", db, "--out", dir, "--resume"))
-	if code != 0 {
-		t.Fatalf("resume: exit %d\n%s", code, out)
-	}
-	if !strings.Contains(out, "resuming run 1, 1 of 3 levels done") || strings.Contains(out, "[1/3]") {
-		t.Fatalf("the resumed sweep did not skip the finished level:\n%s", out)
-	}
-	if took := time.Since(start); took > 2*1500*time.Millisecond+5*time.Second {
-		t.Fatalf("the resume took %v: it re-measured finished levels", took)
-	}
-	show, code := exitCode(t, kvlens("baselines", "show", "tiny", "--db", db))
-	if code != 0 || !strings.Contains(show, "source:     kvlens sweep run 1") {
-		t.Fatalf("show tiny: exit %d\n%s", code, show)
-	}
-	for _, lvl := range []string{"\n     2 ", "\n     3 ", "\n     4 "} {
-		if !strings.Contains(show, lvl) {
-			t.Errorf("the stored set lacks level %s:\n%s", strings.TrimSpace(lvl), show)
-		}
-	}
-	for _, f := range []string{"kvlens-sweep-1.json", "kvlens-sweep-1.md", "kvlens-sweep-1.png"} {
-		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
-			t.Errorf("%s: %v", f, err)
-		}
+			start := time.Now()
+			out, code := exitCode(t, kvlens("sweep", "--db", db, "--out", dir, "--resume"))
+			if code != 0 {
+				t.Fatalf("resume: exit %d\n%s", code, out)
+			}
+			if !strings.Contains(out, "resuming run 1, 1 of 3 levels done") || strings.Contains(out, "[1/3]") {
+				t.Fatalf("the resumed sweep did not skip the finished level:\n%s", out)
+			}
+			if took := time.Since(start); took > 2*1200*time.Millisecond+5*time.Second {
+				t.Fatalf("the resume took %v: it re-measured finished levels", took)
+			}
+			show, code := exitCode(t, kvlens("baselines", "show", "tiny", "--db", db))
+			if code != 0 || !strings.Contains(show, "source:     kvlens sweep run 1") {
+				t.Fatalf("show tiny: exit %d\n%s", code, show)
+			}
+			for _, lvl := range []string{"\n     2 ", "\n     3 ", "\n     4 "} {
+				if !strings.Contains(show, lvl) {
+					t.Errorf("the stored set lacks level %s:\n%s", strings.TrimSpace(lvl), show)
+				}
+			}
+			for _, f := range []string{"kvlens-sweep-1.json", "kvlens-sweep-1.md", "kvlens-sweep-1.png"} {
+				if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+					t.Errorf("%s: %v", f, err)
+				}
+			}
+		})
 	}
 }

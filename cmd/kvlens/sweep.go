@@ -369,8 +369,12 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run)
 		return fmt.Errorf("%w; %d of %d levels are stored: continue with kvlens sweep --resume --db %s", err, len(results), run.Total, o.db)
 	}
 
-	set := c.Result(fmt.Sprintf("kvlens sweep run %d", run.ID), results)
-	setID, err := db.SaveSet(ctx, &set, false)
+	source := fmt.Sprintf("kvlens sweep run %d", run.ID)
+	set := c.Result(source, results)
+	// A run killed between storing its set and marking itself done stores
+	// the same set again when resumed.
+	old, err := db.Set(ctx, set.Name)
+	setID, err := db.SaveSet(ctx, &set, err == nil && old.Source == source)
 	if err != nil {
 		return err
 	}
