@@ -262,6 +262,10 @@ func (s *Sweep) Run(ctx context.Context) ([]RunLevel, error) {
 			}
 		}
 		p.Elapsed += c.Measure
+		if !finishedAny(snaps) {
+			return results, fmt.Errorf("sweep: %s at %d: no request finished during the %s measurement, so there is nothing to report: lengthen --measure (a turn can take 20 s or more)",
+				st.Mode, st.Concurrency, shortDuration(c.Measure))
+		}
 		rl := RunLevel{Repeat: st.Repeat, Level: LevelFromStats(st.Mode, st.Concurrency, snaps)}
 		if s.Save != nil {
 			if err := s.Save(ctx, rl); err != nil {
@@ -286,6 +290,17 @@ func (s *Sweep) Run(ctx context.Context) ([]RunLevel, error) {
 	}
 	phase(Step{}, PhaseDone, 0)
 	return results, nil
+}
+
+// finishedAny reports whether any request, successful or failed, finished
+// within the snapshots' windows: without one, every figure would read 0.
+func finishedAny(snaps []loadgen.Stats) bool {
+	for _, s := range snaps {
+		if s.Completed+s.Errors > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sleep waits d on clk, or until ctx ends.

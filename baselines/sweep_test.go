@@ -45,11 +45,12 @@ func (stopped) Stop() bool { return false }
 // fakeTarget logs what the sweep asks of it and answers snapshots whose
 // figures encode the mode, the concurrency and the snapshot's number.
 type fakeTarget struct {
-	mu    sync.Mutex
-	log   []string
-	mode  string
-	conc  int
-	snaps int
+	mu        sync.Mutex
+	log       []string
+	mode      string
+	conc      int
+	snaps     int
+	completed int // requests each snapshot says finished
 }
 
 func (t *fakeTarget) record(s string) {
@@ -91,6 +92,7 @@ func (t *fakeTarget) Snapshot() loadgen.Snapshot {
 		TTFT:               loadgen.Quantiles{Count: 10, P50: base + k, P95: 2*base + k},
 		TPOT:               loadgen.Quantiles{Count: 10, P50: 20, P95: 30},
 		E2E:                loadgen.Quantiles{Count: 10, P50: 1000 * k, P95: 2000 * k},
+		Completed:          t.completed,
 		ErrorRate:          0.01 * k,
 		RequestsPerSec:     k,
 		OutputTokensPerSec: 100 * k,
@@ -120,7 +122,7 @@ func TestPlanRunsEveryLevelOfAModeBeforeTheNext(t *testing.T) {
 }
 
 func TestSweepRun(t *testing.T) {
-	tgt := &fakeTarget{}
+	tgt := &fakeTarget{completed: 10}
 	var saved []RunLevel
 	var progress []Progress
 	s := Sweep{Config: config(), Target: tgt, Clock: &fakeClock{now: time.Unix(0, 0)},
@@ -180,7 +182,7 @@ func TestSweepResumesWhereItStopped(t *testing.T) {
 	cfg := config()
 	ctx, cancel := context.WithCancel(context.Background())
 	var saved []RunLevel
-	first := Sweep{Config: cfg, Target: &fakeTarget{}, Clock: &fakeClock{},
+	first := Sweep{Config: cfg, Target: &fakeTarget{completed: 10}, Clock: &fakeClock{},
 		Save: func(_ context.Context, rl RunLevel) error {
 			saved = append(saved, rl)
 			if len(saved) == 3 {
@@ -195,7 +197,7 @@ func TestSweepResumesWhereItStopped(t *testing.T) {
 		t.Fatalf("%d levels saved before the interruption, want 3", len(saved))
 	}
 
-	tgt := &fakeTarget{}
+	tgt := &fakeTarget{completed: 10}
 	second := Sweep{Config: cfg, Target: tgt, Clock: &fakeClock{}, Done: saved,
 		Save: func(_ context.Context, rl RunLevel) error { saved = append(saved, rl); return nil }}
 	all, err := second.Run(context.Background())
@@ -233,6 +235,19 @@ func TestSweepConfigRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSweepRefusesALevelWhereNothingFinished(t *testing.T) {
+	var saved int
+	s := Sweep{Config: config(), Target: &fakeTarget{completed: 0}, Clock: &fakeClock{},
+		Save: func(context.Context, RunLevel) error { saved++; return nil }}
+	_, err := s.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "round_robin at 60: no request finished during the 30s measurement") {
+		t.Fatalf("err = %v", err)
+	}
+	if saved != 0 {
+		t.Fatalf("saved %d levels of zeros", saved)
 	}
 }
 
