@@ -225,8 +225,12 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 	fmt.Fprintf(b, "- **TTFT p50 improvement at highest concurrency (%d):** %s\n", last.c, pct(hi))
 	trend := fmt.Sprintf("(%s at %d -> %s at %d)", pct(lo), first.c, pct(hi), last.c)
 	switch {
+	case hi < lo && last.b.KVHitRate < first.b.KVHitRate:
+		// Only when the hit rate falls too does the data point at the cache.
+		fmt.Fprintf(b, "- **Trend:** The TTFT improvement **decreases** at higher concurrency %s, and the %s hit rate falls (%s -> %s). This may indicate cache pressure at higher loads.\n",
+			trend, cs, pct(first.b.KVHitRate), pct(last.b.KVHitRate))
 	case hi < lo:
-		fmt.Fprintf(b, "- **Trend:** The TTFT improvement **decreases** at higher concurrency %s. This may indicate cache pressure at higher loads.\n", trend)
+		fmt.Fprintf(b, "- **Trend:** The TTFT improvement **decreases** at higher concurrency %s.\n", trend)
 	case hi > lo:
 		fmt.Fprintf(b, "- **Trend:** The TTFT improvement **increases** at higher concurrency %s: cache-aware routing matters more as load grows.\n", trend)
 	default:
