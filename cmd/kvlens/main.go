@@ -23,6 +23,10 @@ func run(args []string) int {
 		return serve(rest)
 	case "sim":
 		return simCmd(rest)
+	case "sweep":
+		return sweepCmd(rest)
+	case "baselines":
+		return baselinesCmd(rest)
 	case "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
@@ -34,9 +38,11 @@ func run(args []string) int {
 const usage = `Usage: kvlens [command] [flags]
 
 Commands:
-  serve   serve the dashboard, router and load generator (the default)
-  sim     run simulated workers on their own, or benchmark the simulator
-  help    show this text
+  serve       serve the dashboard, router and load generator (the default)
+  sim         run simulated workers on their own, or benchmark the simulator
+  sweep       measure concurrency levels × routing modes into a baseline set and reports
+  baselines   list, show, import, export or delete stored baseline sets
+  help        show this text
 
 Run 'kvlens serve -h' for the flags of serve.
 `

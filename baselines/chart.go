@@ -1,0 +1,84 @@
+package baselines
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// modeColors are the chart's line colours, in mode order: the baseline grey,
+// the compared mode green, as on the dashboard.
+var modeColors = []color.Color{
+	color.RGBA{R: 0x6b, G: 0x72, B: 0x80, A: 0xff},
+	color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff},
+	color.RGBA{R: 0x25, G: 0x63, B: 0xeb, A: 0xff},
+	color.RGBA{R: 0xd9, G: 0x77, B: 0x06, A: 0xff},
+}
+
+// chartDPI and the chart size give a 16:9 PNG of 1500×844 pixels, for slides.
+const chartDPI = 150
+
+var chartWidth, chartHeight = 10 * vg.Inch, 5.625 * vg.Inch
+
+// WriteChart draws TTFT p95 against concurrency, one line per mode, with the
+// SLO's TTFT as a dashed red line, and writes it to w as a PNG.
+func WriteChart(w io.Writer, s *Set, slo SLO) error {
+	p := plot.New()
+	p.Title.Text = "TTFT p95 vs concurrency — " + s.Name
+	p.X.Label.Text = "Concurrent conversations"
+	p.Y.Label.Text = "TTFT p95 (ms)"
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	for i, mode := range s.Modes() {
+		curve := s.Curve(mode)
+		pts := make(plotter.XYs, len(curve))
+		for j, l := range curve {
+			pts[j] = plotter.XY{X: float64(l.Concurrency), Y: l.TTFTP95}
+		}
+		line, points, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("chart: %s: %w", mode, err)
+		}
+		c := modeColors[i%len(modeColors)]
+		line.Color, line.Width = c, vg.Points(2)
+		points.Color, points.Shape = c, draw.CircleGlyph{}
+		p.Add(line, points)
+		short, long := Label(mode)
+		p.Legend.Add(fmt.Sprintf("%s (%s)", long, short), line, points)
+	}
+	if slo.TTFT > 0 {
+		ms := float64(slo.TTFT) / float64(time.Millisecond)
+		cs := s.Concurrencies()
+		lo, hi := float64(cs[0]), float64(cs[len(cs)-1])
+		if lo == hi {
+			lo, hi = lo-10, hi+10
+		}
+		line, err := plotter.NewLine(plotter.XYs{{X: lo, Y: ms}, {X: hi, Y: ms}})
+		if err != nil {
+			return fmt.Errorf("chart: SLO line: %w", err)
+		}
+		line.Color = color.RGBA{R: 0xdc, G: 0x26, B: 0x26, A: 0xff}
+		line.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(fmt.Sprintf("SLO: TTFT ≤ %d ms", slo.TTFT.Milliseconds()), line)
+		if p.Y.Max < ms*1.1 {
+			p.Y.Max = ms * 1.1
+		}
+	}
+	c := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, chartHeight), vgimg.UseDPI(chartDPI))}
+	p.Draw(draw.New(c))
+	if _, err := c.WriteTo(w); err != nil {
+		return fmt.Errorf("chart: write PNG: %w", err)
+	}
+	return nil
+}

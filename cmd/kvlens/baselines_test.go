@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// exitCode runs cmd and returns its combined output and exit status.
+func exitCode(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return string(out), 0
+	}
+	exit, ok := err.(*exec.ExitError)
+	if !ok {
+		t.Fatalf("run: %v", err)
+	}
+	return string(out), exit.ExitCode()
+}
+
+const dualJSON = `{"levels":[{"concurrency":40,
+ "round_robin":{"ttft_p50_ms":271.4,"ttft_p95_ms":677.7,"kv_hit_rate_pct":99.7,"tops":1591.052529,"tpot_p50_ms":25.3,"tpot_p95_ms":27.6,"latency_p50_ms":21807.7,"latency_p95_ms":28451.8},
+ "kv_aware":{"ttft_p50_ms":222.7,"ttft_p95_ms":370.9,"kv_hit_rate_pct":100.0,"tops":1615.820497,"tpot_p50_ms":24.4,"tpot_p95_ms":25.5,"latency_p50_ms":19906.5,"latency_p95_ms":25662.1}}]}`
+
+func TestBaselinesCommands(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "kvlens.db")
+	good := filepath.Join(dir, "good.json")
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(good, []byte(dualJSON), 0o644)
+	os.WriteFile(bad, []byte(strings.Replace(dualJSON, `"ttft_p95_ms":370.9`, `"ttft_p95_ms":-1`, 1)), 0o644)
+
+	steps := []struct {
+		name     string
+		args     []string
+		wantExit int
+		want     string // in the output
+	}{
+		{"list shows the three built-in sets on first run", []string{"list"}, 0, "KV 160–200"},
+		{"import stores a seed reference file", []string{"import", good, "--name", "lab"}, 0, `imported "lab": 2 levels of round_robin and kv, from dual format`},
+		{"import refuses a name already taken", []string{"import", good, "--name", "lab"}, 1, "--replace"},
+		{"import of a bad file names the field", []string{"import", bad, "--name", "broken"}, 1, "levels[0].kv_aware.ttft_p95_ms: must be a non-negative number"},
+		{"the bad file left nothing behind", []string{"show", "broken"}, 1, `baseline set "broken": not found`},
+		{"show prints each mode's curve", []string{"show", "lab"}, 0, "KV cache-aware (kv): within the SLO up to 40"},
+		{"export writes the dual format", []string{"export", "lab", "--format", "dual"}, 0, `"kv_aware": {`},
+		{"export refuses the single format for two modes", []string{"export", "lab", "--format", "single"}, 1, "holds one mode"},
+		{"export refuses an unknown format", []string{"export", "lab", "--format", "csv"}, 2, `unknown format "csv"`},
+		{"delete removes a set", []string{"delete", "lab"}, 0, `deleted "lab"`},
+		{"a deleted set is gone", []string{"delete", "lab"}, 1, "not found"},
+		{"a missing argument is a usage error", []string{"show"}, 2, "missing the set's NAME"},
+		{"a stray argument is a usage error", []string{"list", "extra"}, 2, `unexpected argument "extra"`},
+		{"an unknown subcommand is a usage error", []string{"frob"}, 2, `unknown command "frob"`},
+		{"an unknown flag is a usage error", []string{"list", "--nope"}, 2, "flag provided but not defined"},
+		{"a file that does not exist is a failure", []string{"import", filepath.Join(dir, "none.json")}, 1, "no such file"},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			out, code := exitCode(t, kvlens(append(append([]string{"baselines"}, s.args...), "--db", db)...))
+			if code != s.wantExit || !strings.Contains(out, s.want) {
+				t.Fatalf("exit %d, output:\n%s\nwant exit %d and %q", code, out, s.wantExit, s.want)
+			}
+			if code != 0 {
+				if first, _, _ := strings.Cut(out, "\n"); !strings.Contains(first, s.want) && s.wantExit == 1 {
+					t.Fatalf("the error is not on the first line:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+func TestSweepRefusesBadFlags(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "kvlens.db")
+	tests := []struct {
+		name     string
+		args     []string
+		wantExit int
+		want     string
+	}{
+		{"an unknown mode", []string{"--modes", "rr,nonsense"}, 2, `unknown routing policy "nonsense"`},
+		{"a level that is not a number", []string{"--levels", "40,lots"}, 2, `--levels: "lots" is not a concurrency`},
+		{"a mode given twice through its alias", []string{"--modes", "rr,round_robin"}, 2, "round_robin is given twice"},
+		{"a switch command without an external target", []string{"--mode-switch-cmd", "true"}, 2, "give its --target too"},
+		{"two modes on an external router with no way to switch", []string{"--target", "http://127.0.0.1:1/v1", "--modes", "rr,kv"}, 2, "give --mode-switch-cmd"},
+		{"zero snapshots", []string{"--snapshots", "0"}, 2, "snapshots 0"},
+		{"--run without --resume", []string{"--run", "3"}, 2, "--run goes with --resume"},
+		{"--resume with nothing to resume", []string{"--resume"}, 1, "no unfinished sweep run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, code := exitCode(t, kvlens(append([]string{"sweep", "--db", db}, tt.args...)...))
+			if code != tt.wantExit {
+				t.Fatalf("exit %d, want %d; output:\n%s", code, tt.wantExit, out)
+			}
+			if first, _, _ := strings.Cut(out, "\n"); !strings.Contains(first, tt.want) {
+				t.Fatalf("first line %q does not say %q", first, tt.want)
+			}
+		})
+	}
+}
+
+// TestSweepInterruptedThenResumed runs a tiny sweep against the simulated
+// fleet, stops it after its first level is stored (politely with SIGINT, or
+// with SIGKILL), resumes it, and checks the stored set and the report files.
+func TestSweepInterruptedThenResumed(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			db := filepath.Join(dir, "kvlens.db")
+			args := []string{"sweep", "--db", db, "--out", dir, "--name", "tiny", "--levels", "2,3,4", "--modes", "rr",
+				"--warmup", "200ms", "--measure", "1s", "--snapshots", "2", "--max-tokens", "4", "--target-rps", "0"}
+
+			cmd := kvlens(args...)
+			stderr, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(stderr)
+			for lines.Scan() && !strings.Contains(lines.Text(), "[2/3]") {
+			}
+			cmd.Process.Signal(sig) // during the second level's warmup
+			var rest strings.Builder
+			for lines.Scan() {
+				rest.WriteString(lines.Text() + "\n")
+			}
+			if err := cmd.Wait(); err == nil {
+				t.Fatal("the interrupted sweep exited 0")
+			}
+			if sig == syscall.SIGINT && !strings.Contains(rest.String(), "1 of 3 levels are stored: continue with kvlens sweep --resume") {
+				t.Fatalf("the interrupted sweep said:\n%s", rest.String())
+			}
+
+			out, code := exitCode(t, kvlens("sweep", "--db", db, "--out", dir, "--resume"))
+			if code != 0 {
+				t.Fatalf("resume: exit %d\n%s", code, out)
+			}
+			if !strings.Contains(out, "resuming run 1, 1 of 3 levels done") || strings.Contains(out, "[1/3]") {
+				t.Fatalf("the resumed sweep did not skip the finished level:\n%s", out)
+			}
+			show, code := exitCode(t, kvlens("baselines", "show", "tiny", "--db", db))
+			if code != 0 || !strings.Contains(show, "source:     kvlens sweep run 1") {
+				t.Fatalf("show tiny: exit %d\n%s", code, show)
+			}
+			for _, lvl := range []string{"\n     2 ", "\n     3 ", "\n     4 "} {
+				if !strings.Contains(show, lvl) {
+					t.Errorf("the stored set lacks level %s:\n%s", strings.TrimSpace(lvl), show)
+				}
+			}
+			for _, f := range []string{"kvlens-sweep-1.json", "kvlens-sweep-1.md", "kvlens-sweep-1.png"} {
+				if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+					t.Errorf("%s: %v", f, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,517 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/demo"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/store"
+)
+
+// modeAliases are short names accepted by --modes.
+var modeAliases = map[string]string{"rr": "round_robin", "roundrobin": "round_robin", "kv_aware": "kv"}
+
+// parseModes reads --modes: policy names or their aliases, comma-separated.
+// With kvlens's own router each must be a policy router.NewPolicy knows; an
+// external router's modes are passed to --mode-switch-cmd as they are.
+func parseModes(s string, external bool) ([]string, error) {
+	var modes []string
+	for _, m := range strings.Split(s, ",") {
+		m = strings.ReplaceAll(strings.ToLower(strings.TrimSpace(m)), "-", "_")
+		if m == "" {
+			continue
+		}
+		if a, ok := modeAliases[m]; ok {
+			m = a
+		}
+		if !external {
+			if _, err := router.NewPolicy(m); err != nil {
+				return nil, fmt.Errorf("--modes: %w", err)
+			}
+		}
+		if slices.Contains(modes, m) {
+			return nil, fmt.Errorf("--modes: %s is given twice", m)
+		}
+		modes = append(modes, m)
+	}
+	if len(modes) == 0 {
+		return nil, errors.New("--modes: no mode given")
+	}
+	return modes, nil
+}
+
+func parseLevels(s string) ([]int, error) {
+	var levels []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > loadgen.MaxConcurrency {
+			return nil, fmt.Errorf("--levels: %q is not a concurrency from 1 to %d", f, loadgen.MaxConcurrency)
+		}
+		levels = append(levels, n)
+	}
+	if len(levels) == 0 {
+		return nil, errors.New("--levels: no level given")
+	}
+	return levels, nil
+}
+
+// defaultModes compares round-robin with the KV router when this kvlens has
+// one, and measures round-robin alone otherwise.
+func defaultModes() string {
+	if _, err := router.NewPolicy("kv"); err == nil {
+		return "rr,kv"
+	}
+	return "rr"
+}
+
+// sweepOptions are sweep's flags.
+type sweepOptions struct {
+	db, levels, modes, switchCmd, name, out, note string
+	readyTimeout                                  time.Duration
+	resume                                        bool
+	run                                           int64
+	serve                                         demo.Config
+	sweep                                         baselines.SweepConfig
+}
+
+func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(out)
+	def, _ := store.DefaultPath()
+	fs.StringVar(&o.db, "db", def, "path of kvlens's SQLite database, where runs and the resulting set are stored")
+	fs.StringVar(&o.levels, "levels", "40,60,80,100,120", "comma-separated concurrency levels, measured in this order")
+	fs.StringVar(&o.modes, "modes", defaultModes(), "comma-separated routing modes to compare, baseline first (rr = round_robin)")
+	fs.StringVar(&o.switchCmd, "mode-switch-cmd", "", "shell command that switches an external router's mode ({mode} and $KVLENS_MODE hold it); the sweep then waits for --target's /models")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 10*time.Minute, "how long to wait for the target to answer /models after a mode switch")
+	fs.DurationVar(&o.sweep.Warmup, "warmup", 60*time.Second, "load before each level's measurement; the window is reset when it ends")
+	fs.DurationVar(&o.sweep.Measure, "measure", 300*time.Second, "measurement per level")
+	fs.IntVar(&o.sweep.Snapshots, "snapshots", 3, "snapshots per level, one every measure/N, averaged")
+	fs.IntVar(&o.sweep.Repeats, "repeats", 1, "run the whole sweep N times and average, keeping the spread")
+	fs.DurationVar(&o.sweep.Cooldown, "cooldown", 0, "pause with the load stopped after each level")
+	fs.BoolVar(&o.resume, "resume", false, "continue the last unfinished sweep (or --run ID) where it stopped; its stored settings are used")
+	fs.Int64Var(&o.run, "run", 0, "with --resume, the sweep run to continue")
+	fs.StringVar(&o.name, "name", "", `name of the baseline set to store (default "sweep <start time>")`)
+	fs.StringVar(&o.out, "out", ".", "directory for the report files (JSON, Markdown, PNG)")
+	fs.StringVar(&o.note, "deployment-note", "", "extra line for the report's deployment table")
+	fs.StringVar(&o.serve.Addr, "addr", "127.0.0.1:0", "listen address of the dashboard and router proxy during the sweep")
+	fs.IntVar(&o.serve.SimWorkers, "sim-workers", o.serve.SimWorkers, "number of simulated workers to run when --workers is not set")
+	fs.Func("workers", "comma-separated base URLs of real OpenAI-compatible workers (default: run the simulated fleet)", func(s string) error {
+		o.serve.Workers = nil
+		for _, u := range strings.Split(s, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				o.serve.Workers = append(o.serve.Workers, u)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&o.serve.Target, "target", "", "OpenAI base URL to load, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
+	fs.StringVar(&o.serve.Model, "model", o.serve.Model, "model name sent with every request")
+	fs.IntVar(&o.serve.Load.MaxTokens, "max-tokens", o.serve.Load.MaxTokens, "max_tokens of every request")
+	fs.Float64Var(&o.serve.Load.StartRate, "target-rps", o.serve.Load.StartRate, "conversations started per second while ramping up")
+	fs.DurationVar(&o.serve.Load.Window, "window", o.serve.Load.Window, "length of the rolling metrics window")
+	fs.DurationVar(&o.sweep.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT p95 objective drawn on the chart and used in the summary")
+	fs.DurationVar(&o.sweep.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT p95 objective used in the summary")
+	return fs
+}
+
+// runRecord is what a sweep run stores: its settings, and the command line
+// that started it, so that --resume drives the same target.
+type runRecord struct {
+	Args  []string              `json:"args"`
+	Sweep baselines.SweepConfig `json:"sweep"`
+}
+
+func sweepCmd(args []string) int {
+	o := sweepOptions{serve: demo.DefaultConfig()}
+	fs := sweepFlags(&o, os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	usage := func(err error) int {
+		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
+		fs.Usage()
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if o.db == "" {
+		return usage(errors.New("no default location for the database: give --db PATH"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	db, err := store.Open(ctx, o.db)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+
+	var run store.Run
+	if o.resume {
+		if o.run > 0 {
+			run, err = db.Run(ctx, o.run)
+		} else {
+			run, err = db.LastUnfinishedRun(ctx)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: %v\n", err)
+			return 1
+		}
+		if run.Status == store.RunDone {
+			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: run %d is already done\n", run.ID)
+			return 1
+		}
+		var rec runRecord
+		if err := json.Unmarshal(run.Config, &rec); err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: run %d's settings: %v\n", run.ID, err)
+			return 1
+		}
+		// The stored command line decides the target; only --db, --out and
+		// --addr may differ now.
+		dbPath, out, addr := o.db, o.out, o.serve.Addr
+		o = sweepOptions{serve: demo.DefaultConfig()}
+		if err := sweepFlags(&o, io.Discard).Parse(rec.Args); err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: run %d's command line: %v\n", run.ID, err)
+			return 1
+		}
+		o.db, o.out, o.serve.Addr, o.sweep = dbPath, out, addr, rec.Sweep
+		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done\n", run.ID, run.Done, run.Total)
+	} else {
+		if o.run != 0 {
+			return usage(errors.New("--run goes with --resume"))
+		}
+		if err := o.configure(); err != nil {
+			return usage(err)
+		}
+		if _, err := db.Set(ctx, o.sweep.Name); err == nil {
+			return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
+		}
+		rec, _ := json.Marshal(runRecord{Args: args, Sweep: o.sweep})
+		id, err := db.CreateRun(ctx, rec, len(o.sweep.Plan()))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
+			return 1
+		}
+		run = store.Run{ID: id, Total: len(o.sweep.Plan())}
+	}
+	if err := o.execute(ctx, db, run); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// configure builds the sweep's settings from the flags.
+func (o *sweepOptions) configure() error {
+	external := o.serve.Target != ""
+	if o.switchCmd != "" && !external {
+		return errors.New("--mode-switch-cmd switches an external router: give its --target too")
+	}
+	levels, err := parseLevels(o.levels)
+	if err != nil {
+		return err
+	}
+	modes, err := parseModes(o.modes, external)
+	if err != nil {
+		return err
+	}
+	if external && len(modes) > 1 && o.switchCmd == "" {
+		return fmt.Errorf("--target is an external router and --modes has %d modes: give --mode-switch-cmd to switch it between them", len(modes))
+	}
+	if o.serve.SimWorkers < 1 && len(o.serve.Workers) == 0 {
+		return fmt.Errorf("--sim-workers must be at least 1, got %d", o.serve.SimWorkers)
+	}
+	c := &o.sweep
+	c.Levels, c.Modes = levels, modes
+	started := time.Now().UTC()
+	c.Started = started.Format(time.RFC3339)
+	c.Name = o.name
+	if c.Name == "" {
+		c.Name = "sweep " + started.Format("2006-01-02 15:04:05")
+	}
+	c.TargetRPS = o.serve.Load.StartRate
+	c.Window = o.serve.Load.Window
+	cfg := o.serve.Load
+	c.Workload = fmt.Sprintf("Multi-turn chat (%d-%d turns per conversation, max_tokens %d)", cfg.MinTurns, cfg.MaxTurns, cfg.MaxTokens)
+	c.Deployment = o.deployment()
+	return c.Validate()
+}
+
+// deployment describes what the sweep measures, for the report.
+func (o *sweepOptions) deployment() []baselines.Param {
+	var p []baselines.Param
+	add := func(k, v string) { p = append(p, baselines.Param{Name: k, Value: v}) }
+	add("Model", o.serve.Model)
+	switch {
+	case o.serve.Target != "":
+		add("Target", o.serve.Target+" (external router)")
+		if o.switchCmd != "" {
+			add("Mode switch", "`"+o.switchCmd+"`")
+		}
+	case len(o.serve.Workers) > 0:
+		add("Workers", fmt.Sprintf("%d real workers: %s", len(o.serve.Workers), strings.Join(o.serve.Workers, ", ")))
+		add("Frontend", "kvlens router proxy")
+	default:
+		prof := o.serve.SimProfile
+		add("GPU", fmt.Sprintf("%dx simulated worker (kvlens sim)", o.serve.SimWorkers))
+		add("Workers", fmt.Sprintf("%d simulated workers on loopback HTTP", o.serve.SimWorkers))
+		add("Engine profile", fmt.Sprintf("%s: max batch %d, max tokens %d, block size %d, %d KV blocks", prof.Name, prof.MaxBatchSize, prof.MaxNumTokens, prof.BlockSize, prof.KVBlocks))
+		add("Frontend", "kvlens router proxy")
+	}
+	add("Max tokens", strconv.Itoa(o.serve.Load.MaxTokens))
+	if o.note != "" {
+		add("Note", o.note)
+	}
+	return p
+}
+
+// sweepTarget drives the demo's load generator, and switches modes on its
+// router or, with --mode-switch-cmd, on an external one.
+type sweepTarget struct {
+	*loadgen.Generator
+	proxy        *router.Proxy
+	switchCmd    string
+	readyURL     string
+	readyTimeout time.Duration
+	log          io.Writer
+}
+
+func (t *sweepTarget) SetMode(ctx context.Context, mode string) error {
+	if t.readyURL != "" { // an external router
+		if t.switchCmd == "" {
+			return nil // one mode, as the router is configured
+		}
+		if err := baselines.SwitchCommand(ctx, t.switchCmd, mode, t.log); err != nil {
+			return err
+		}
+		return baselines.WaitReady(ctx, clock.Real, t.readyURL, 2*time.Second, t.readyTimeout)
+	}
+	p, err := router.NewPolicy(mode)
+	if err != nil {
+		return err
+	}
+	t.proxy.SetPolicy(p)
+	return nil
+}
+
+// execute runs (or resumes) the sweep, stores its set and writes its reports.
+func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run) error {
+	c := &o.sweep
+	done, err := db.RunLevels(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	serve := o.serve
+	serve.NoStart = true
+	serve.Load.Concurrency = c.Levels[0]
+	serve.Dashboard.SliderMin, serve.Dashboard.SliderMax, serve.Dashboard.SliderStep = slices.Min(c.Levels), slices.Max(c.Levels), 1
+	serve.Dashboard.SLOTTFT, serve.Dashboard.SLOTPOT = c.SLO.TTFT, c.SLO.TPOT
+	if serve.Policy, err = o.firstPolicy(); err != nil {
+		return err
+	}
+	d, err := demo.Start(serve)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		defer cancel()
+		d.Close(shutdown)
+	}()
+	fmt.Printf("kvlens sweep: run %d, %s × %v, %s warmup + %s measure per level; dashboard on %s\n",
+		run.ID, strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, d.URL)
+
+	target := &sweepTarget{Generator: d.Gen, proxy: d.Proxy, switchCmd: o.switchCmd, readyTimeout: o.readyTimeout, log: os.Stderr}
+	if o.serve.Target != "" {
+		target.readyURL = o.serve.Target
+	}
+	progress, finish := progressReporter(os.Stderr)
+	sw := baselines.Sweep{
+		Config: *c, Target: target, Done: done, OnProgress: progress,
+		Save: func(ctx context.Context, rl baselines.RunLevel) error { return db.SaveRunLevel(ctx, run.ID, rl) },
+	}
+	results, err := sw.Run(ctx)
+	finish()
+	if err != nil {
+		// The run stays resumable: its finished levels are stored.
+		reason := err.Error()
+		if errors.Is(err, context.Canceled) {
+			reason = "interrupted"
+		}
+		db.FinishRun(context.Background(), run.ID, store.RunFailed, reason, 0)
+		return fmt.Errorf("%w; %d of %d levels are stored: continue with kvlens sweep --resume --db %s", err, len(results), run.Total, o.db)
+	}
+
+	source := fmt.Sprintf("kvlens sweep run %d", run.ID)
+	set := c.Result(source, results)
+	// A run killed between storing its set and marking itself done stores
+	// the same set again when resumed.
+	old, err := db.Set(ctx, set.Name)
+	setID, err := db.SaveSet(ctx, &set, err == nil && old.Source == source)
+	if err != nil {
+		return err
+	}
+	if err := db.FinishRun(ctx, run.ID, store.RunDone, "", setID); err != nil {
+		return err
+	}
+	fmt.Printf("kvlens sweep: stored baseline set %q in %s\n", set.Name, o.db)
+	files, err := writeOutputs(o.out, fmt.Sprintf("kvlens-sweep-%d", run.ID), &set, *c)
+	for _, f := range files {
+		fmt.Printf("kvlens sweep: wrote %s\n", f)
+	}
+	return err
+}
+
+// firstPolicy is the router's initial policy: the sweep's first mode when
+// kvlens routes, round-robin when an external router does.
+func (o *sweepOptions) firstPolicy() (string, error) {
+	if o.serve.Target != "" {
+		return "round_robin", nil
+	}
+	_, err := router.NewPolicy(o.sweep.Modes[0])
+	return o.sweep.Modes[0], err
+}
+
+// writeOutputs writes the reference JSON, the Markdown report and the chart.
+func writeOutputs(dir, base string, set *baselines.Set, c baselines.SweepConfig) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	format := baselines.FormatDual
+	if len(set.Modes()) == 1 {
+		format = baselines.FormatSingle
+	}
+	data, err := baselines.Encode(set, format)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	write := func(ext string, f func(io.Writer) error) error {
+		path := filepath.Join(dir, base+ext)
+		file, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := f(file); err != nil {
+			file.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := file.Close(); err != nil {
+			return err
+		}
+		files = append(files, path)
+		return nil
+	}
+	if err := write(".json", func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
+		return files, err
+	}
+	if err := write(".md", func(w io.Writer) error {
+		return baselines.WriteMarkdown(w, baselines.Report{Set: set, Config: c})
+	}); err != nil {
+		return files, err
+	}
+	err = write(".png", func(w io.Writer) error { return baselines.WriteChart(w, set, c.SLO) })
+	return files, err
+}
+
+// progressReporter shows a sweep's progress: a bar over the planned time on
+// a terminal, a line per phase otherwise. finish ends the display.
+func progressReporter(w *os.File) (report func(baselines.Progress), finish func()) {
+	describe := func(p baselines.Progress) string {
+		if p.Phase == baselines.PhaseDone {
+			return fmt.Sprintf("%d/%d levels done", p.Finished, p.Steps)
+		}
+		short, _ := baselines.Label(p.Step.Mode)
+		s := fmt.Sprintf("[%d/%d] %s @ %d: %s", p.Finished+1, p.Steps, short, p.Step.Concurrency, p.Phase)
+		if p.Phase == baselines.PhaseMeasure && p.Snapshot > 0 {
+			s += fmt.Sprintf(" (snapshot %d)", p.Snapshot)
+		}
+		return s
+	}
+	if !term.IsTerminal(int(w.Fd())) {
+		return func(p baselines.Progress) {
+			if p.Phase == baselines.PhaseMeasure && p.Snapshot == 0 {
+				return // announced by the snapshots
+			}
+			fmt.Fprintf(w, "kvlens sweep: %s\n", describe(p))
+		}, func() {}
+	}
+	var (
+		mu   sync.Mutex
+		last baselines.Progress
+		bar  *progressbar.ProgressBar
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	position := func() int64 {
+		pos := last.Elapsed
+		if last.PhaseLength > 0 {
+			pos += min(time.Since(last.PhaseStart), last.PhaseLength)
+		}
+		return int64(pos / time.Second)
+	}
+	report = func(p baselines.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		last = p
+		if bar == nil {
+			bar = progressbar.NewOptions64(int64(p.Planned/time.Second),
+				progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(30),
+				progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
+				progressbar.OptionSetItsString("s"), progressbar.OptionThrottle(200*time.Millisecond))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t := time.NewTicker(time.Second)
+				defer t.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+						mu.Lock()
+						bar.Set64(position())
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		bar.Describe(describe(p))
+		bar.Set64(position())
+	}
+	return report, func() {
+		close(stop)
+		wg.Wait()
+		if bar != nil {
+			bar.Finish()
+			fmt.Fprintln(w)
+		}
+	}
+}
