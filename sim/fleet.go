@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/kvlens/kvlens/router/kvevents"
 )
 
 // FleetConfig describes a fleet of simulated workers.
@@ -28,8 +31,16 @@ type FleetConfig struct {
 	BasePort int
 	// Faults are injected in every worker from the start.
 	Faults Faults
-	// Events, when set, returns the KV event sink of worker i.
+	// Events, when set, returns the KV event sink of worker i. It takes
+	// precedence over EventsBind and EventsConnect.
 	Events func(i int) EventSink
+	// EventsBind, when set, makes each worker publish its KV events on a ZMQ
+	// PUB socket bound here, as vLLM does: worker i binds the port plus i
+	// (port 0 means any free port). Fleet.EventEndpoints says where.
+	EventsBind string
+	// EventsConnect, when set, makes each worker dial this ZMQ endpoint (a
+	// router that binds) and publish under its own name as the topic.
+	EventsConnect string
 	// Seed makes output lengths and faults reproducible; worker i uses Seed+i.
 	Seed uint64
 }
@@ -41,8 +52,12 @@ type Fleet struct {
 	URLs []string
 	// Workers are the workers, in the order of URLs.
 	Workers []*Server
-	servers []*http.Server
-	wg      sync.WaitGroup
+	// EventEndpoints holds each worker's KV-event endpoint, in the order of
+	// URLs, when the fleet publishes over ZMQ.
+	EventEndpoints []string
+	servers        []*http.Server
+	publishers     []*kvevents.Publisher
+	wg             sync.WaitGroup
 }
 
 // StartFleet starts the workers cfg describes.
@@ -70,8 +85,18 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 			Name: fmt.Sprintf("sim-%d", i), Profile: cfg.Profile, Model: cfg.Model,
 			Faults: cfg.Faults, Seed: cfg.Seed + uint64(i),
 		}
-		if cfg.Events != nil {
+		switch {
+		case cfg.Events != nil:
 			opts.Events = cfg.Events(i)
+		case cfg.EventsBind != "" || cfg.EventsConnect != "":
+			pub, err := newPublisher(cfg, i, opts.Name)
+			if err != nil {
+				f.Close(context.Background())
+				return nil, fmt.Errorf("sim: worker %d: %w", i, err)
+			}
+			f.publishers = append(f.publishers, pub)
+			f.EventEndpoints = append(f.EventEndpoints, pub.Endpoint())
+			opts.Events = func(b kvevents.Batch) { pub.Publish(b) } // queues; a full queue leaves a seq gap
 		}
 		w, err := NewServer(opts)
 		if err != nil {
@@ -111,6 +136,44 @@ func (f *Fleet) Close(ctx context.Context) error {
 	for _, w := range f.Workers {
 		w.Close()
 	}
+	for _, p := range f.publishers {
+		p.Close()
+	}
 	f.wg.Wait()
 	return errors.Join(errs...)
+}
+
+// newPublisher makes worker i's KV-event publisher: bound at EventsBind with
+// the port offset by i, or dialing EventsConnect with the worker's name as
+// the topic so a shared subscriber can tell the workers apart.
+func newPublisher(cfg FleetConfig, i int, name string) (*kvevents.Publisher, error) {
+	if cfg.EventsConnect != "" {
+		return kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: cfg.EventsConnect, Connect: true, Topic: name})
+	}
+	ep, err := offsetPort(cfg.EventsBind, i)
+	if err != nil {
+		return nil, err
+	}
+	return kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep})
+}
+
+// offsetPort adds i to the port of a tcp://host:port endpoint, as vLLM
+// offsets its event port by data-parallel rank; port 0 stays 0.
+func offsetPort(endpoint string, i int) (string, error) {
+	rest, ok := strings.CutPrefix(endpoint, "tcp://")
+	if !ok {
+		return "", fmt.Errorf("events endpoint %q is not tcp://host:port", endpoint)
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return "", fmt.Errorf("events endpoint %q: %w", endpoint, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("events endpoint %q: bad port", endpoint)
+	}
+	if n > 0 {
+		n += i
+	}
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(n)), nil
 }

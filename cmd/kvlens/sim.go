@@ -60,6 +60,8 @@ func simCmd(args []string) int {
 	fs.StringVar(&cfg.Model, "model", "", "model name to serve (default: the profile's)")
 	faultFlags(fs, &cfg.Faults)
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of output lengths and injected faults")
+	fs.StringVar(&cfg.EventsBind, "events-bind", "", "publish KV events on a ZMQ PUB socket bound here, vLLM-style, such as tcp://*:5557; worker i binds the port plus i")
+	fs.StringVar(&cfg.EventsConnect, "events-connect", "", "publish KV events by dialing this ZMQ endpoint (a router that binds), each worker under its name as topic")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -68,6 +70,10 @@ func simCmd(args []string) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "kvlens sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if cfg.EventsBind != "" && cfg.EventsConnect != "" {
+		fmt.Fprintln(os.Stderr, "kvlens sim: give --events-bind or --events-connect, not both")
 		return 2
 	}
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
@@ -89,6 +95,9 @@ func simCmd(args []string) int {
 	fmt.Printf("kvlens sim: %d workers, profile %s, model %s\n", len(f.URLs), p.Name, firstNonEmpty(cfg.Model, p.Model))
 	for i, u := range f.URLs {
 		fmt.Printf("kvlens sim: worker %d on %s (OpenAI API at %s/v1, metrics at %s/metrics, faults at %s/admin/faults)\n", i, u, u, u, u)
+		if i < len(f.EventEndpoints) {
+			fmt.Printf("kvlens sim: worker %d publishes KV events on %s\n", i, f.EventEndpoints[i])
+		}
 	}
 	<-ctx.Done()
 	fmt.Println("kvlens sim: shutting down")

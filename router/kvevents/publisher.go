@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,4 +299,22 @@ func (p *Publisher) Close() error {
 	}
 	p.wg.Wait()
 	return err
+}
+
+// Endpoint returns where subscribers reach a bound publisher, with the port
+// the system chose when the configured one was 0, and a wildcard host given
+// as 127.0.0.1. A connecting publisher returns its configured endpoint.
+func (p *Publisher) Endpoint() string {
+	if p.cfg.Connect {
+		return p.cfg.Endpoint
+	}
+	tcp, ok := p.sock.Addr().(*net.TCPAddr)
+	if !ok {
+		return p.cfg.Endpoint
+	}
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }

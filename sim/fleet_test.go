@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+func TestFleetPublishesKVEventsOverZMQ(t *testing.T) {
+	f, err := StartFleet(FleetConfig{Count: 2, Profile: fast(), EventsBind: "tcp://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	if len(f.EventEndpoints) != 2 || f.EventEndpoints[0] == f.EventEndpoints[1] {
+		t.Fatalf("event endpoints = %v, want one per worker", f.EventEndpoints)
+	}
+
+	stored := make(chan kvevents.Update, 64)
+	var eps []kvevents.Endpoint
+	for i, ep := range f.EventEndpoints {
+		eps = append(eps, kvevents.Endpoint{Worker: f.Workers[i].name, Addr: ep})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := kvevents.NewSubscriber(ctx, kvevents.SubscriberConfig{Endpoints: eps}, func(u kvevents.Update) { stored <- u })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	time.Sleep(200 * time.Millisecond) // a SUB socket misses what is published before it connects
+
+	prompt := "Explain, in detail, how a paged KV cache lets an inference server reuse the prefix of a long conversation."
+	if _, err := streamChat(t, f.URLs[1], prompt, 4); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's prompt blocks must arrive from worker 1, and the router
+	// must be able to recompute their chain hashes from the token ids.
+	want := blockhash.Chain(tokenizer.Encode(tokenizer.RenderChat([]tokenizer.Message{{Role: "user", Content: prompt}})), fast().BlockSize)
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case u := <-stored:
+			for _, ev := range u.Batch.Events {
+				bs, ok := ev.(*kvevents.BlockStored)
+				if !ok || u.Worker != f.Workers[1].name {
+					continue
+				}
+				got := blockhash.Chain(bs.TokenIDs, bs.BlockSize)
+				if len(want) > 0 && len(got) > 0 && slices.Equal(got[:1], want[:1]) {
+					return
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no BlockStored for the prompt's first block (%d blocks) arrived from %s", len(want), f.Workers[1].name)
+		}
+	}
+}
+
+func TestOffsetPort(t *testing.T) {
+	tests := []struct {
+		name, in string
+		i        int
+		want     string
+		wantErr  bool
+	}{
+		{"worker i binds the port plus i, as vLLM offsets by DP rank", "tcp://*:5557", 2, "tcp://*:5559", false},
+		{"port 0 stays 0 so each worker gets a free port", "tcp://127.0.0.1:0", 3, "tcp://127.0.0.1:0", false},
+		{"a non-tcp endpoint is refused", "ipc:///tmp/x", 0, "", true},
+		{"a missing port is refused", "tcp://host", 0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := offsetPort(tt.in, tt.i)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("offsetPort(%q, %d) = %q, %v", tt.in, tt.i, got, err)
+			}
+		})
+	}
+}
