@@ -24,7 +24,7 @@ func TestOpenAIClientMeasuresAStream(t *testing.T) {
 	defer srv.Close()
 	c := NewOpenAIClient(srv.URL+"/v1", "m", "")
 	var first time.Duration
-	r := c.Chat(context.Background(), oneTurn, func(d time.Duration) { first = d })
+	r := c.Chat(context.Background(), oneTurn, func(_ string, d time.Duration) { first = d })
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}

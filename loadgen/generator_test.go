@@ -18,12 +18,12 @@ type gateTransport struct {
 
 func newGate() *gateTransport { return &gateTransport{gate: make(chan struct{})} }
 
-func (g *gateTransport) Chat(ctx context.Context, req TurnRequest, first func(time.Duration)) Result {
+func (g *gateTransport) Chat(ctx context.Context, req TurnRequest, first func(string, time.Duration)) Result {
 	g.open.Add(1)
 	g.calls.Add(1)
 	defer g.open.Add(-1)
 	if first != nil {
-		first(time.Millisecond)
+		first("", time.Millisecond)
 	}
 	select {
 	case <-g.gate:
@@ -38,7 +38,7 @@ func testConfig(n int) Config {
 	cfg := DefaultConfig()
 	cfg.Concurrency = n
 	cfg.StartRate = 0
-	cfg.MinTurns, cfg.MaxTurns = 5, 5
+	cfg.Turns = UniformTurns(5, 5)
 	cfg.Starters = []Starter{{ID: "s", Topic: "testing", Text: "Some text."}}
 	return cfg
 }
@@ -160,7 +160,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		mutate func(*Config)
 	}{
 		{"no starters", func(c *Config) { c.Starters = nil }},
-		{"min turns above max", func(c *Config) { c.MinTurns, c.MaxTurns = 4, 3 }},
+		{"an empty turn distribution", func(c *Config) { c.Turns = TurnDist{} }},
 		{"zero max tokens", func(c *Config) { c.MaxTokens = 0 }},
 		{"negative start rate", func(c *Config) { c.StartRate = -1 }},
 		{"negative concurrency", func(c *Config) { c.Concurrency = -5 }},

@@ -43,7 +43,7 @@ func TestResultTPOT(t *testing.T) {
 
 func TestWindowRatesDivideByCoveredTime(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	// 10 s after start, 5 requests of 200 tokens each: 0.5 req/s, 100 tok/s,
 	// not the 1/6 of that a fixed 60 s divisor would give.
 	clk.add(10 * time.Second)
@@ -64,7 +64,7 @@ func TestWindowRatesDivideByCoveredTime(t *testing.T) {
 
 func TestWindowErrorsAreInTheDenominator(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	for range 3 {
 		w.ObserveDone(ok(100*time.Millisecond, time.Second, 10))
 	}
@@ -77,10 +77,10 @@ func TestWindowErrorsAreInTheDenominator(t *testing.T) {
 
 func TestWindowForgetsOldSamples(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
-	w.ObserveFirstToken(5 * time.Second) // slow, early
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.ObserveFirstToken("", 5 * time.Second) // slow, early
 	clk.add(30 * time.Second)
-	w.ObserveFirstToken(100 * time.Millisecond)
+	w.ObserveFirstToken("", 100 * time.Millisecond)
 	if got := w.Stats().TTFT.Count; got != 2 {
 		t.Fatalf("after 30 s the window holds %d TTFTs, want 2", got)
 	}
@@ -96,9 +96,9 @@ func TestWindowForgetsOldSamples(t *testing.T) {
 
 func TestWindowQuantilesWithinSketchAccuracy(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	for i := 1; i <= 1000; i++ { // 1..1000 ms
-		w.ObserveFirstToken(time.Duration(i) * time.Millisecond)
+		w.ObserveFirstToken("", time.Duration(i) * time.Millisecond)
 	}
 	q := w.Stats().TTFT
 	for _, c := range []struct {
@@ -113,8 +113,8 @@ func TestWindowQuantilesWithinSketchAccuracy(t *testing.T) {
 
 func TestWindowReset(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
-	w.ObserveFirstToken(time.Second)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.ObserveFirstToken("", time.Second)
 	clk.add(5 * time.Second)
 	w.Reset()
 	clk.add(2 * time.Second)
