@@ -102,8 +102,8 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 		hreq.Header.Set("Authorization", "Bearer "+c.key)
 	}
 
-	var r Result
 	start := time.Now() // monotonic: every duration below is immune to clock steps
+	r := Result{Start: start}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
 		r.Err = err

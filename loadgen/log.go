@@ -83,7 +83,7 @@ type convLog struct {
 	mu   sync.Mutex
 	next uint64
 	ring []*ConversationLog // oldest first once full
-	head int              // index of the oldest entry when full
+	head int                // index of the oldest entry when full
 }
 
 func (l *convLog) open(s *Starter, planned int, now time.Time) *ConversationLog {

@@ -35,6 +35,9 @@ type TurnRequest struct {
 type Result struct {
 	// Text is the answer's content.
 	Text string
+	// Start is when the request was sent: the instant TTFT and E2E count
+	// from (with a monotonic reading).
+	Start time.Time
 	// TTFT is the time from just before sending to the first content chunk.
 	TTFT time.Duration
 	// E2E is the time from just before sending to the last content chunk.

@@ -100,7 +100,6 @@ func parseStarter(id, raw string) (Starter, error) {
 	return s, nil
 }
 
-
 // LoadStarters reads conversation starters from p: a directory of .md or .txt
 // files (each with optional title:/topic: front matter), or a JSONL file of
 // records with fields id, topic, text (and optionally title).

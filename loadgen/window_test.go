@@ -78,9 +78,9 @@ func TestWindowErrorsAreInTheDenominator(t *testing.T) {
 func TestWindowForgetsOldSamples(t *testing.T) {
 	clk := newFakeClock()
 	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
-	w.ObserveFirstToken("", 5 * time.Second) // slow, early
+	w.ObserveFirstToken("", 5*time.Second) // slow, early
 	clk.add(30 * time.Second)
-	w.ObserveFirstToken("", 100 * time.Millisecond)
+	w.ObserveFirstToken("", 100*time.Millisecond)
 	if got := w.Stats().TTFT.Count; got != 2 {
 		t.Fatalf("after 30 s the window holds %d TTFTs, want 2", got)
 	}
@@ -98,7 +98,7 @@ func TestWindowQuantilesWithinSketchAccuracy(t *testing.T) {
 	clk := newFakeClock()
 	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	for i := 1; i <= 1000; i++ { // 1..1000 ms
-		w.ObserveFirstToken("", time.Duration(i) * time.Millisecond)
+		w.ObserveFirstToken("", time.Duration(i)*time.Millisecond)
 	}
 	q := w.Stats().TTFT
 	for _, c := range []struct {
