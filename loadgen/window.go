@@ -394,9 +394,11 @@ var adjustedQuantiles = []struct {
 	name string
 }{{0.5, "p50"}, {0.95, "p95"}, {0.99, "p99"}}
 
-// adjust places failures failures at +Inf above the finite values in s: the
-// q-quantile of the n = finite + failures values is +Inf when q·n exceeds the
-// finite count, and otherwise the finite values' (q·n/finite)-quantile.
+// adjust places failures failures at +Inf above the finite values in s. With
+// the sketch's rank convention (the q-quantile of n values sits at rank
+// q·(n−1)), the q-quantile of all n = finite + failures values is +Inf when
+// q·(n−1) passes the last finite rank, finite−1, and otherwise the finite
+// values' quantile at the same rank. With no failures it equals the plain one.
 func adjust(s *ddsketch.DDSketch, failures int) Adjusted {
 	finite := s.GetCount()
 	n := finite + float64(failures)
@@ -406,8 +408,12 @@ func adjust(s *ddsketch.DDSketch, failures int) Adjusted {
 	}
 	out := []*InfMs{&a.P50, &a.P95, &a.P99}
 	for i, aq := range adjustedQuantiles {
-		q := aq.q * n / finite
-		if finite == 0 || q > 1 {
+		rank := aq.q * (n - 1)
+		q := 0.0
+		if finite > 1 {
+			q = rank / (finite - 1)
+		}
+		if finite == 0 || rank > finite-1 {
 			*out[i] = InfMs(math.Inf(1))
 			a.Infinite = append(a.Infinite, aq.name)
 			continue
