@@ -174,6 +174,8 @@ func New(t Transport, cfg Config, metrics *Metrics) (*Generator, error) {
 		if err := cfg.Turns.valid(); err != nil {
 			return nil, fmt.Errorf("loadgen: %w", err)
 		}
+	} else {
+		blockVocab() // tens of ms, once: not at the first record's due time
 	}
 	if err := checkConcurrency(cfg.Concurrency); err != nil {
 		return nil, err
