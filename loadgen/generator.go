@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,9 +46,12 @@ type Config struct {
 	Seed uint64
 	// Starters are the texts conversations open with.
 	Starters []Starter
-	// User writes follow-up questions; nil means the built-in generator.
-	// When it fails, the built-in one stands in and the fallback is counted.
+	// User writes follow-up questions; nil means UserModel if its URL is
+	// set, else the built-in generator. When it fails, the built-in one
+	// stands in and the fallback is counted.
 	User UserSimulator
+	// UserModel configures an OpenAI-compatible user model endpoint.
+	UserModel UserModelConfig
 	// Trace, when not empty, replaces the conversations with an open-loop
 	// replay of these records on their own schedule.
 	Trace []TraceRecord
@@ -55,6 +59,20 @@ type Config struct {
 	// and the windows; nil means the real clock.
 	Clock clock.Clock
 }
+
+// UserModelConfig points the user simulator at an OpenAI-compatible endpoint.
+type UserModelConfig struct {
+	// URL is the endpoint's base URL, ending in /v1; empty means none.
+	URL string
+	// Model is the model name to ask.
+	Model string
+	// Timeout bounds each question.
+	Timeout time.Duration
+}
+
+// UserModelKeyEnv is the environment variable holding the user model's API
+// key, kept out of flags so it never shows in a process list.
+const UserModelKeyEnv = "KVLENS_USER_MODEL_KEY"
 
 // DefaultConfig is the seeds' workload: 3–5 turns, 1024 max tokens, a 60 s
 // window, conversations started at up to 10 per second.
@@ -68,6 +86,7 @@ func DefaultConfig() Config {
 		Window:         60 * time.Second,
 		SLO:            DefaultSLO,
 		Seed:           1,
+		UserModel:      UserModelConfig{Timeout: 10 * time.Second},
 	}
 }
 
@@ -179,6 +198,12 @@ func New(t Transport, cfg Config, metrics *Metrics) (*Generator, error) {
 	}
 	if err := checkConcurrency(cfg.Concurrency); err != nil {
 		return nil, err
+	}
+	if cfg.User == nil && cfg.UserModel.URL != "" {
+		if cfg.UserModel.Model == "" || cfg.UserModel.Timeout <= 0 {
+			return nil, fmt.Errorf("loadgen: user model at %s needs a model name and a positive timeout", cfg.UserModel.URL)
+		}
+		cfg.User = NewUserModel(cfg.UserModel.URL, cfg.UserModel.Model, os.Getenv(UserModelKeyEnv), cfg.UserModel.Timeout)
 	}
 	clk := cfg.Clock
 	if clk == nil {
