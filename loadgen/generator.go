@@ -408,13 +408,24 @@ func (g *Generator) send(ctx context.Context, req TurnRequest) Result {
 		g.inFlight--
 		g.mu.Unlock()
 	}()
-	if g.cfg.RequestTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, g.cfg.RequestTimeout)
-		defer cancel()
+	if g.cfg.RequestTimeout <= 0 {
+		return g.transport.Chat(ctx, req, g.window.ObserveFirstToken)
 	}
-	return g.transport.Chat(ctx, req, g.window.ObserveFirstToken)
+	// The timeout runs on the generator's clock, not context.WithTimeout's
+	// real one, so a virtual-time run times out in virtual time.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := g.clk.AfterFunc(g.cfg.RequestTimeout, func() { cancel(errRequestTimeout) })
+	defer t.Stop()
+	r := g.transport.Chat(ctx, req, g.window.ObserveFirstToken)
+	if r.Err != nil && errors.Is(context.Cause(ctx), errRequestTimeout) {
+		r.Class = ErrTimeout
+		r.Err = fmt.Errorf("%w after %v: %w", errRequestTimeout, g.cfg.RequestTimeout, r.Err)
+	}
+	return r
 }
+
+var errRequestTimeout = errors.New("request timeout")
 
 // converse plays one conversation to its end, or until it is surplus to the
 // target at a turn boundary, or until ctx ends.
