@@ -46,6 +46,7 @@ func testConfig(n int) Config {
 	cfg.Concurrency = n
 	cfg.StartRate = 0
 	cfg.Turns = UniformTurns(5, 5)
+	cfg.RequestTimeout = 0 // no timeout timers on a test's virtual clock
 	cfg.Starters = []Starter{{ID: "s", Topic: "testing", Text: "Some text."}}
 	return cfg
 }
