@@ -170,7 +170,7 @@ type Generator struct {
 	user      UserStats
 	traceSent int
 	traceDone int
-	lag       *ddsketch.DDSketch
+	lag       *ddsketch.DDSketchWithExactSummaryStatistics
 }
 
 // New returns a stopped generator. metrics may be nil.
@@ -506,6 +506,12 @@ func (g *Generator) leaveIfSurplus() bool {
 	return false
 }
 
+// replayLead is how long before its due time each trace request is handed
+// to its own goroutine, which synthesizes the prompt and then waits for the
+// due time itself: no request waits behind another's wake-up, and a
+// dispatcher descheduled for a moment still has every request on time.
+const replayLead = 100 * time.Millisecond
+
 // replay sends each trace record at its timestamp after the run's start (an
 // open loop: nothing waits for earlier answers), then waits for the answers
 // and closes done.
@@ -517,27 +523,29 @@ func (g *Generator) replay(ctx context.Context, done chan struct{}) {
 	}()
 	trace := g.cfg.Trace
 	origin := trace[0].Timestamp
-	start := g.clk.Now()
+	start := g.clk.Now().Add(replayLead)
 	for i := range trace {
 		rec := &trace[i]
-		// Synthesize before waiting, so the send itself is on time.
-		prompt := TracePrompt(*rec)
 		due := start.Add(time.Duration(rec.Timestamp-origin) * time.Millisecond)
-		if !g.sleep(ctx, due.Sub(g.clk.Now())) {
+		if !g.sleep(ctx, due.Add(-replayLead).Sub(g.clk.Now())) {
 			return
 		}
-		lag := g.clk.Now().Sub(due)
-		g.mu.Lock()
-		g.traceSent++
-		g.lag.Add(ms(max(lag, 0)))
-		g.mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := g.send(ctx, TurnRequest{
-				Messages:  []tokenizer.Message{{Role: "user", Content: prompt}},
+			req := TurnRequest{
+				Messages:  []tokenizer.Message{{Role: "user", Content: TracePrompt(*rec)}},
 				MaxTokens: rec.OutputLength,
-			})
+			}
+			if !g.sleep(ctx, due.Sub(g.clk.Now())) {
+				return
+			}
+			lag := g.clk.Now().Sub(due)
+			g.mu.Lock()
+			g.traceSent++
+			g.lag.Add(ms(max(lag, 0)))
+			g.mu.Unlock()
+			r := g.send(ctx, req)
 			if ctx.Err() != nil {
 				return
 			}

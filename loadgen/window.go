@@ -50,7 +50,7 @@ type Quantiles struct {
 	P95 float64 `json:"p95"`
 	// P99 is the 99th percentile.
 	P99 float64 `json:"p99"`
-	// Mean is the arithmetic mean.
+	// Mean is the arithmetic mean, exact (the sketch keeps the exact sum).
 	Mean float64 `json:"mean"`
 }
 
@@ -148,7 +148,7 @@ type Stats struct {
 
 // tally is one sub-window's figures for all workers or one.
 type tally struct {
-	ttft, tpot, e2e, gaps, isl, osl *ddsketch.DDSketch
+	ttft, tpot, e2e, gaps, isl, osl *ddsketch.DDSketchWithExactSummaryStatistics
 	completed, errors, good         int
 	errorsBeforeFirst               int // failures that never had a first token
 	byClass                         map[ErrorClass]int
@@ -157,8 +157,8 @@ type tally struct {
 	cachedPromptTokens              int
 }
 
-func newSketch() *ddsketch.DDSketch {
-	s, err := ddsketch.NewDefaultDDSketch(sketchAccuracy)
+func newSketch() *ddsketch.DDSketchWithExactSummaryStatistics {
+	s, err := ddsketch.NewDefaultDDSketchWithExactSummaryStatistics(sketchAccuracy)
 	if err != nil {
 		panic(err) // only for an accuracy outside (0, 1)
 	}
@@ -170,7 +170,7 @@ func newTally() *tally {
 }
 
 func (t *tally) merge(o *tally) {
-	for _, p := range [][2]*ddsketch.DDSketch{{t.ttft, o.ttft}, {t.tpot, o.tpot}, {t.e2e, o.e2e}, {t.gaps, o.gaps}, {t.isl, o.isl}, {t.osl, o.osl}} {
+	for _, p := range [][2]*ddsketch.DDSketchWithExactSummaryStatistics{{t.ttft, o.ttft}, {t.tpot, o.tpot}, {t.e2e, o.e2e}, {t.gaps, o.gaps}, {t.isl, o.isl}, {t.osl, o.osl}} {
 		p[0].MergeWith(p[1])
 	}
 	t.completed += o.completed
@@ -399,7 +399,7 @@ var adjustedQuantiles = []struct {
 // q·(n−1)), the q-quantile of all n = finite + failures values is +Inf when
 // q·(n−1) passes the last finite rank, finite−1, and otherwise the finite
 // values' quantile at the same rank. With no failures it equals the plain one.
-func adjust(s *ddsketch.DDSketch, failures int) Adjusted {
+func adjust(s *ddsketch.DDSketchWithExactSummaryStatistics, failures int) Adjusted {
 	finite := s.GetCount()
 	n := finite + float64(failures)
 	a := Adjusted{Count: int(math.Round(n))}
@@ -427,7 +427,7 @@ func adjust(s *ddsketch.DDSketch, failures int) Adjusted {
 	return a
 }
 
-func summarise(s *ddsketch.DDSketch) Quantiles {
+func summarise(s *ddsketch.DDSketchWithExactSummaryStatistics) Quantiles {
 	if s.IsEmpty() {
 		return Quantiles{}
 	}
