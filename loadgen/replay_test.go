@@ -65,10 +65,10 @@ func replayAll(t *testing.T, trace []TraceRecord, h http.Handler) Snapshot {
 	return s
 }
 
-// TestTraceReplayKeepsItsSchedule replays 1,000 requests over about 3 s and
+// TestTraceReplayKeepsItsSchedule replays 1,000 requests over about 2 s and
 // checks how late each was sent against its timestamp.
 func TestTraceReplayKeepsItsSchedule(t *testing.T) {
-	trace := syntheticTrace(1000, 6)
+	trace := syntheticTrace(1000, 4)
 	s := replayAll(t, trace, streamServer(func(*http.Request) streamSpec {
 		return streamSpec{ttft: time.Millisecond, itl: time.Millisecond, tokens: 2, perChunk: 1}
 	}))
@@ -91,7 +91,7 @@ func TestTraceReplayKeepsItsSchedule(t *testing.T) {
 // how late requests were sent: go test -run '^$' -bench TraceReplaySchedule -benchtime 1x ./loadgen
 func BenchmarkTraceReplaySchedule(b *testing.B) {
 	for range b.N {
-		trace := syntheticTrace(1000, 6)
+		trace := syntheticTrace(1000, 4)
 		srv := httptest.NewServer(streamServer(func(*http.Request) streamSpec {
 			return streamSpec{ttft: time.Millisecond, itl: time.Millisecond, tokens: 2, perChunk: 1}
 		}))
