@@ -3,8 +3,8 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
