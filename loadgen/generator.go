@@ -481,6 +481,9 @@ func (g *Generator) followUp(ctx context.Context, c *conversation) (question, so
 		return followUp(*c.starter, c.headings, c.messages[len(c.messages)-1].Content, c.rng), "builtin"
 	}
 	q, err := g.cfg.User.FollowUp(ctx, *c.starter, c.messages)
+	if ctx.Err() != nil {
+		return "", "" // stopped: the conversation ends before its next turn
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err == nil {

@@ -256,8 +256,10 @@ func TestFailedUserModelCallsAreCountedFallbacks(t *testing.T) {
 	waitFor(t, "some conversations", func() bool { return len(g.Conversations()) >= 6 })
 	g.Stop()
 	s := g.Snapshot()
-	if !s.User.Model || s.User.Fallbacks == 0 || s.User.Fallbacks != user.calls.Load() || s.User.ModelQuestions != 0 {
-		t.Fatalf("user stats %+v after %d failed calls: every failure must be a counted fallback", s.User, user.calls.Load())
+	// Every failed call is a counted fallback, except the at most one per
+	// conversation (3) that Stop cut short: those end their conversation.
+	if calls := user.calls.Load(); !s.User.Model || s.User.Fallbacks == 0 || s.User.Fallbacks > calls || s.User.Fallbacks < calls-3 || s.User.ModelQuestions != 0 {
+		t.Fatalf("user stats %+v after %d failed calls: every failure must be a counted fallback", s.User, calls)
 	}
 	if s.User.LastError != "user model unreachable" {
 		t.Fatalf("last error %q", s.User.LastError)

@@ -14,8 +14,9 @@ func TestParseTurns(t *testing.T) {
 		want     string // TurnDist.String, or the error's fragment
 		wantErr  bool
 	}{
-		{"a range is uniform over its counts", "3-5", "3:1,4:1,5:1", false},
-		{"a single count is a fixed length", "5", "5:1", false},
+		{"a range is uniform over its counts", "3-5", "3-5", false},
+		{"a single count is a fixed length", "5", "5", false},
+		{"equal weights over consecutive counts read back as a range", "4:1,3:1", "3-4", false},
 		{"weights are kept and counts sorted", "5:1, 3:1 ,4:2", "3:1,4:2,5:1", false},
 		{"a reversed range is refused", "5-3", "range", true},
 		{"a zero count is refused", "0", "not a count", true},
@@ -103,7 +104,7 @@ func TestLoadStartersFromADirectoryAndAFile(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.Mkdir(bad, 0o755)
 	os.WriteFile(filepath.Join(bad, "x.md"), []byte("---\ntitle: x\nno colon here\n---\nbody"), 0o644)
-	if _, err := LoadStarters(bad); err == nil || !strings.Contains(err.Error(), "x.md: line 3") {
+	if _, err := LoadStarters(bad); err == nil || !strings.Contains(err.Error(), filepath.Join(bad, "x.md")+": line 3") {
 		t.Fatalf("a bad file in a directory: err = %v, want its name and line", err)
 	}
 	f := filepath.Join(t.TempDir(), "s.jsonl")

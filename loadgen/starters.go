@@ -32,15 +32,16 @@ var builtinStarters embed.FS
 
 // BuiltinStarters returns the starters compiled into the binary.
 func BuiltinStarters() []Starter {
-	ss, err := loadStarterFS(builtinStarters, "starters")
+	ss, err := loadStarterFS(builtinStarters, "starters", "starters")
 	if err != nil {
 		panic(err) // the embedded files are checked by a test
 	}
 	return ss
 }
 
-// loadStarterFS reads every .md or .txt file under dir in fsys.
-func loadStarterFS(fsys fs.FS, dir string) ([]Starter, error) {
+// loadStarterFS reads every .md or .txt file under dir in fsys; errors name
+// files under display.
+func loadStarterFS(fsys fs.FS, dir, display string) ([]Starter, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, err
@@ -57,13 +58,13 @@ func loadStarterFS(fsys fs.FS, dir string) ([]Starter, error) {
 		}
 		s, err := parseStarter(strings.TrimSuffix(e.Name(), ext), string(raw))
 		if err != nil {
-			return nil, fmt.Errorf("starters: %s: %w", path.Join(dir, e.Name()), err)
+			return nil, fmt.Errorf("starters: %s: %w", filepath.Join(display, e.Name()), err)
 		}
 		ss = append(ss, s)
 	}
 	sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
 	if len(ss) == 0 {
-		return nil, fmt.Errorf("starters: no .md or .txt files in %s", dir)
+		return nil, fmt.Errorf("starters: no .md or .txt files in %s", display)
 	}
 	return ss, nil
 }
@@ -109,7 +110,7 @@ func LoadStarters(p string) ([]Starter, error) {
 		return nil, fmt.Errorf("starters: %w", err)
 	}
 	if info.IsDir() {
-		return loadStarterFS(os.DirFS(p), ".")
+		return loadStarterFS(os.DirFS(p), ".", p)
 	}
 	f, err := os.Open(p)
 	if err != nil {

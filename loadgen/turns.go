@@ -67,8 +67,19 @@ func ParseTurns(s string) (TurnDist, error) {
 // one would outgrow any context window.
 const maxTurns = 100
 
-// String writes d in the form ParseTurns reads.
+// String writes d in the form ParseTurns reads: a range when d is uniform
+// over consecutive counts, else count:weight pairs.
 func (d TurnDist) String() string {
+	uniform := len(d.Counts) > 0
+	for i, n := range d.Counts {
+		uniform = uniform && d.Weights[i] == 1 && n == d.Counts[0]+i
+	}
+	switch {
+	case uniform && len(d.Counts) == 1:
+		return strconv.Itoa(d.Counts[0])
+	case uniform:
+		return fmt.Sprintf("%d-%d", d.Counts[0], d.Counts[len(d.Counts)-1])
+	}
 	parts := make([]string, len(d.Counts))
 	for i, n := range d.Counts {
 		parts[i] = fmt.Sprintf("%d:%d", n, d.Weights[i])
