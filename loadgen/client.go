@@ -114,7 +114,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	r.Worker = resp.Header.Get(WorkerHeader)
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		r.Err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+		r.Err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.Join(strings.Fields(string(msg)), " "))
 		r.Class = classify(ctx, r.Err, resp.StatusCode, false)
 		return r
 	}
@@ -123,13 +123,21 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	var text strings.Builder
 	var last time.Time
 	var chunk streamChunk
+	var long []byte // a line longer than br's buffer, gathered
 	finished, usage, done := false, false, false
 	for !done {
 		line, err := br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) && len(long)+len(line) <= maxLineBytes {
+			long = append(long, line...)
+			line, err = br.ReadSlice('\n')
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
+		}
 		now := time.Now() // taken before decoding, as the line leaves the buffer
 		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				err = fmt.Errorf("SSE line longer than %d bytes", br.Size())
+				err = fmt.Errorf("SSE line longer than %d bytes", maxLineBytes)
 			} else if errors.Is(err, io.EOF) {
 				break
 			}
@@ -153,7 +161,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 			return r
 		}
 		if chunk.Error != nil {
-			r.Err = fmt.Errorf("server error mid-stream: %s", chunk.Error.Message)
+			r.Err = fmt.Errorf("server error mid-stream: %q", chunk.Error.Message)
 			r.Class = ErrStream
 			return r
 		}
