@@ -224,8 +224,21 @@ type bucket struct {
 	workers map[string]*tally
 }
 
+// maxWorkers bounds the per-worker tallies of one sub-window, so that an
+// endpoint naming a new "worker" in every response cannot grow memory
+// without bound; the rest are tallied together under OtherWorkers.
+const maxWorkers = 64
+
+// OtherWorkers is the per-worker key for workers beyond the first 64 seen in
+// a sub-window.
+const OtherWorkers = "(other)"
+
 func (b *bucket) worker(name string) *tally {
 	t, ok := b.workers[name]
+	if !ok && len(b.workers) >= maxWorkers {
+		name = OtherWorkers
+		t, ok = b.workers[name]
+	}
 	if !ok {
 		t = newTally()
 		b.workers[name] = t

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -232,5 +233,19 @@ func TestWindowPerWorker(t *testing.T) {
 	}
 	if got := Workers(per); len(got) != 2 || got[0] != "w1" {
 		t.Fatalf("Workers = %v", got)
+	}
+}
+
+func TestWindowBoundsTheWorkersItTracks(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(time.Minute, DefaultSLO, clk.now)
+	for i := range 1000 {
+		r := ok(100*time.Millisecond, time.Second, 10)
+		r.Worker = fmt.Sprint("w", i)
+		w.ObserveDone(r)
+	}
+	total, per := w.Summary()
+	if len(per) != maxWorkers+1 || per[OtherWorkers].Completed != 1000-maxWorkers || total.Completed != 1000 {
+		t.Fatalf("%d workers tracked, %d under %s, %d in total; want %d, %d, 1000", len(per), per[OtherWorkers].Completed, OtherWorkers, total.Completed, maxWorkers+1, 1000-maxWorkers)
 	}
 }
