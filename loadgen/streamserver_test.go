@@ -54,27 +54,36 @@ func streamServer(spec func(r *http.Request) streamSpec) http.Handler {
 		w.WriteHeader(200)
 		fl := w.(http.Flusher)
 		chunks := (s.tokens + s.perChunk - 1) / s.perChunk
+		// Build every SSE line before the clock starts mattering, and wait on
+		// one reused timer: the server's own cost per chunk stays small so
+		// that, sharing the process with the client, it disturbs it little.
+		lines := make([][]byte, chunks)
 		var b strings.Builder
-		var firstFrom, first, last time.Time
 		for j := range chunks {
-			if s.cutAfter > 0 && j == s.cutAfter {
-				panic(http.ErrAbortHandler)
-			}
-			due := t0.Add(s.ttft + time.Duration(j*s.perChunk)*s.itl)
-			select {
-			case <-time.After(time.Until(due)):
-			case <-r.Context().Done():
-				return
-			}
 			b.Reset()
 			for i := j * s.perChunk; i < min((j+1)*s.perChunk, s.tokens); i++ {
 				b.WriteString(words[i%len(words)])
 			}
 			content, _ := json.Marshal(b.String())
+			lines[j] = fmt.Appendf(nil, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", content)
+		}
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		var firstFrom, first, last time.Time
+		for j := range chunks {
+			if s.cutAfter > 0 && j == s.cutAfter {
+				panic(http.ErrAbortHandler)
+			}
+			timer.Reset(time.Until(t0.Add(s.ttft + time.Duration(j*s.perChunk)*s.itl)))
+			select {
+			case <-timer.C:
+			case <-r.Context().Done():
+				return
+			}
 			if j == 0 {
 				firstFrom = time.Now()
 			}
-			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", content)
+			w.Write(lines[j])
 			fl.Flush()
 			last = time.Now()
 			if j == 0 {
