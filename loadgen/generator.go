@@ -384,6 +384,10 @@ func (g *Generator) supervise(ctx context.Context, done chan struct{}) {
 			return
 		}
 		g.mu.Lock()
+		if g.live >= g.target { // lowered while we waited
+			g.mu.Unlock()
+			continue
+		}
 		g.live++
 		s := &g.cfg.Starters[g.rng.IntN(len(g.cfg.Starters))]
 		turns := g.cfg.Turns.sample(g.rng)
