@@ -134,6 +134,7 @@ func Start(cfg Config) (*Demo, error) {
 		target = "http://" + loopbackAddr(ln.Addr()) + "/v1"
 	}
 	load := cfg.Load
+	load.SLO = loadgen.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT}
 	if len(load.Starters) == 0 {
 		load.Starters = loadgen.BuiltinStarters()
 	}

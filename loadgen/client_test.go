@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -30,8 +31,9 @@ func TestOpenAIClientMeasuresAStream(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := NewOpenAIClient(srv.URL+"/v1", "m", "")
+	tokenizer.Count("load the vocabulary before timing") // slow under -race
 	var first time.Duration
-	r := c.Chat(context.Background(), oneTurn, func(d time.Duration) { first = d })
+	r := c.Chat(context.Background(), oneTurn, func(_ string, d time.Duration) { first = d })
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -66,6 +68,10 @@ func TestOpenAIClientClassifiesFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, `data: {"choices":[{"delta":{"content":"half"}}]}`+"\n\n")
 		}, ErrStream},
+		{"a stream of only a huge chunk that never ends its line is broken", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"choices":[{"delta":{"content":"`+strings.Repeat("x", 100_000))
+		}, ErrStream},
 		{"a connection cut mid-stream is broken", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, `data: {"choices":[{"delta":{"content":"half"}}]}`+"\n\n")
@@ -82,6 +88,20 @@ func TestOpenAIClientClassifiesFailures(t *testing.T) {
 				t.Fatalf("class %q, err %v; want %q", r.Class, r.Err, tt.want)
 			}
 		})
+	}
+}
+
+func TestOpenAIClientReadsLinesLongerThanItsBuffer(t *testing.T) {
+	long := strings.Repeat("token ", 20_000) // 120 KB in one chunk
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"choices":[{"delta":{"content":"`+long+`"},"finish_reason":"stop"}]}`+"\n\n")
+		io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20000}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	r := NewOpenAIClient(srv.URL+"/v1", "m", "").Chat(context.Background(), oneTurn, nil)
+	if r.Err != nil || r.Text != long || r.OSL != 20000 {
+		t.Fatalf("err %v, %d bytes of text, OSL %d; want the whole 120 KB chunk and OSL from usage", r.Err, len(r.Text), r.OSL)
 	}
 }
 
@@ -145,4 +165,38 @@ func TestBuiltinStartersAreTheSeedsLength(t *testing.T) {
 			t.Errorf("%s: %d tokens, want 3,500–4,000", s.ID, n)
 		}
 	}
+}
+
+// bytesTransport answers every request with body as an SSE stream.
+type bytesTransport struct{ body []byte }
+
+func (b bytesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(bytes.NewReader(b.body)), Request: r,
+	}, nil
+}
+
+func FuzzOpenAIClientStream(f *testing.F) {
+	f.Add([]byte(`data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"))
+	f.Add([]byte(`data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":3}}}` + "\n\n"))
+	f.Add([]byte("data: {\"error\":{\"message\":\"x\\ny\"}}\n\n"))
+	f.Add([]byte(": comment\r\nevent: x\r\ndata:[DONE]\r\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c := NewOpenAIClient("http://fuzz.invalid/v1", "m", "")
+		c.http = &http.Client{Transport: bytesTransport{body}}
+		r := c.Chat(context.Background(), oneTurn, nil)
+		if (r.Err == nil) != (r.Class == "") {
+			t.Fatalf("error %v with class %q", r.Err, r.Class)
+		}
+		if r.Err != nil {
+			if strings.Contains(r.Err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", r.Err)
+			}
+			return
+		}
+		if r.TTFT < 0 || r.E2E < r.TTFT || r.OSL < 0 || len(r.ChunkGaps) > strings.Count(string(body), "data:") {
+			t.Fatalf("inconsistent result %+v", r)
+		}
+	})
 }

@@ -2,9 +2,16 @@ package loadgen
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // gateTransport answers each turn when the test opens the gate, and records
@@ -18,12 +25,12 @@ type gateTransport struct {
 
 func newGate() *gateTransport { return &gateTransport{gate: make(chan struct{})} }
 
-func (g *gateTransport) Chat(ctx context.Context, req TurnRequest, first func(time.Duration)) Result {
+func (g *gateTransport) Chat(ctx context.Context, req TurnRequest, first func(string, time.Duration)) Result {
 	g.open.Add(1)
 	g.calls.Add(1)
 	defer g.open.Add(-1)
 	if first != nil {
-		first(time.Millisecond)
+		first("", time.Millisecond)
 	}
 	select {
 	case <-g.gate:
@@ -38,7 +45,8 @@ func testConfig(n int) Config {
 	cfg := DefaultConfig()
 	cfg.Concurrency = n
 	cfg.StartRate = 0
-	cfg.MinTurns, cfg.MaxTurns = 5, 5
+	cfg.Turns = UniformTurns(5, 5)
+	cfg.RequestTimeout = 0 // no timeout timers on a test's virtual clock
 	cfg.Starters = []Starter{{ID: "s", Topic: "testing", Text: "Some text."}}
 	return cfg
 }
@@ -160,7 +168,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		mutate func(*Config)
 	}{
 		{"no starters", func(c *Config) { c.Starters = nil }},
-		{"min turns above max", func(c *Config) { c.MinTurns, c.MaxTurns = 4, 3 }},
+		{"an empty turn distribution", func(c *Config) { c.Turns = TurnDist{} }},
 		{"zero max tokens", func(c *Config) { c.MaxTokens = 0 }},
 		{"negative start rate", func(c *Config) { c.StartRate = -1 }},
 		{"negative concurrency", func(c *Config) { c.Concurrency = -5 }},
@@ -173,5 +181,138 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Fatal("accepted")
 			}
 		})
+	}
+}
+
+func TestRateZeroSupervisorDoesNotSpin(t *testing.T) {
+	// The original demo's rate 0 was a 1 ms timer. Here, with the target
+	// reached, the supervisor must sleep until something changes.
+	tr := newGate()
+	g, _ := New(tr, testConfig(20), nil)
+	g.Start()
+	defer g.Stop()
+	waitFor(t, "20 requests in flight", func() bool { return tr.open.Load() == 20 })
+	before := g.wakeups.Load()
+	time.Sleep(200 * time.Millisecond)
+	if n := g.wakeups.Load() - before; n > 0 {
+		t.Fatalf("the idle supervisor woke %d times in 200 ms, want 0 (a 1 ms timer would give ~200)", n)
+	}
+	g.SetConcurrency(21)
+	waitFor(t, "the 21st conversation", func() bool { return tr.open.Load() == 21 })
+	if n := g.wakeups.Load() - before; n > 3 {
+		t.Fatalf("raising the target by one took %d wake-ups, want at most 3", n)
+	}
+}
+
+func TestPacingAndThinkTimeRunOnTheGivenClock(t *testing.T) {
+	clk := newManualClock()
+	tr := newGate()
+	cfg := testConfig(5)
+	cfg.StartRate = 10 // one start per 100 ms of clock time
+	cfg.ThinkTime = 5 * time.Second
+	cfg.Clock = clk
+	g, _ := New(tr, cfg, nil)
+	g.Start()
+	defer g.Stop()
+	waitFor(t, "the first start", func() bool { return tr.open.Load() == 1 })
+	time.Sleep(30 * time.Millisecond) // real time must not pace anything
+	if n := tr.open.Load(); n != 1 {
+		t.Fatalf("%d conversations before the clock moved, want 1", n)
+	}
+	for want := int64(2); want <= 5; want++ {
+		waitFor(t, "a pacing timer", func() bool { return clk.pending() == 1 })
+		clk.advance(100 * time.Millisecond)
+		waitFor(t, "the next start", func() bool { return tr.open.Load() == want })
+	}
+	tr.gate <- struct{}{} // one answer: its conversation now thinks for 5 s
+	waitFor(t, "the think timer", func() bool { return clk.pending() == 1 && tr.open.Load() == 4 })
+	clk.advance(4 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if n := tr.open.Load(); n != 4 {
+		t.Fatalf("%d requests open 4 s into a 5 s think time, want 4", n)
+	}
+	clk.advance(time.Second)
+	waitFor(t, "the follow-up after thinking", func() bool { return tr.open.Load() == 5 })
+}
+
+// failingUser is a user simulator whose every call fails.
+type failingUser struct{ calls atomic.Int64 }
+
+func (f *failingUser) FollowUp(context.Context, Starter, []tokenizer.Message) (string, error) {
+	f.calls.Add(1)
+	return "", errors.New("user model unreachable")
+}
+
+func TestFailedUserModelCallsAreCountedFallbacks(t *testing.T) {
+	tr := newGate()
+	close(tr.gate) // every turn answers at once
+	user := &failingUser{}
+	cfg := testConfig(3)
+	cfg.Turns = UniformTurns(3, 3)
+	cfg.User = user
+	reg := prometheus.NewRegistry()
+	g, _ := New(tr, cfg, NewMetrics(reg))
+	g.Start()
+	waitFor(t, "some conversations", func() bool { return len(g.Conversations()) >= 6 })
+	g.Stop()
+	s := g.Snapshot()
+	// Every failed call is a counted fallback, except the at most one per
+	// conversation (3) that Stop cut short: those end their conversation.
+	if calls := user.calls.Load(); !s.User.Model || s.User.Fallbacks == 0 || s.User.Fallbacks > calls || s.User.Fallbacks < calls-3 || s.User.ModelQuestions != 0 {
+		t.Fatalf("user stats %+v after %d failed calls: every failure must be a counted fallback", s.User, calls)
+	}
+	if s.User.LastError != "user model unreachable" {
+		t.Fatalf("last error %q", s.User.LastError)
+	}
+	if got := testutil.ToFloat64(g.metrics.fallbacks); got != float64(s.User.Fallbacks) {
+		t.Fatalf("Prometheus counts %v fallbacks, snapshot %d", got, s.User.Fallbacks)
+	}
+	var c ConversationLog
+	for _, sum := range g.Conversations() {
+		if sum.Turns >= 2 {
+			c, _ = g.Conversation(sum.ID)
+		}
+	}
+	if len(c.Turns) < 2 || c.Turns[1].QuestionSource != "fallback" || c.Turns[1].Question == "" {
+		t.Fatalf("logged conversation %+v: turn 1 must be marked as a fallback", c)
+	}
+}
+
+func TestConversationLogKeepsTheLast200WithText(t *testing.T) {
+	tr := newGate()
+	close(tr.gate)
+	cfg := testConfig(20)
+	cfg.Turns = UniformTurns(2, 2)
+	g, _ := New(tr, cfg, nil)
+	g.Start()
+	waitFor(t, "more than 200 conversations", func() bool {
+		l := g.Conversations()
+		return len(l) == LogSize && l[0].ID > LogSize+20
+	})
+	g.Stop()
+	list := g.Conversations()
+	if len(list) != LogSize {
+		t.Fatalf("log holds %d conversations, want %d", len(list), LogSize)
+	}
+	for i := 1; i < len(list); i++ {
+		if list[i].ID >= list[i-1].ID {
+			t.Fatalf("list not newest first at %d: %d then %d", i, list[i-1].ID, list[i].ID)
+		}
+	}
+	if _, ok := g.Conversation(1); ok {
+		t.Fatal("conversation 1 is still in a log that has seen far more than 200")
+	}
+	var c ConversationLog
+	for _, s := range list {
+		if s.Done && s.Turns == 2 {
+			c, _ = g.Conversation(s.ID)
+			break
+		}
+	}
+	if len(c.Turns) != 2 || c.Turns[0].QuestionSource != "opening" || c.Turns[1].QuestionSource != "builtin" {
+		t.Fatalf("conversation %+v", c)
+	}
+	if strings.Contains(c.Turns[0].Question, "Some text.") || c.Turns[0].Answer == "" || c.Turns[0].OSL != 10 || c.Turns[0].E2E != 10 {
+		t.Fatalf("turn 0 %+v: want the question without the starter text, the answer and its metrics", c.Turns[0])
 	}
 }

@@ -35,6 +35,9 @@ type TurnRequest struct {
 type Result struct {
 	// Text is the answer's content.
 	Text string
+	// Start is when the request was sent: the instant TTFT and E2E count
+	// from (with a monotonic reading).
+	Start time.Time
 	// TTFT is the time from just before sending to the first content chunk.
 	TTFT time.Duration
 	// E2E is the time from just before sending to the last content chunk.
@@ -47,8 +50,14 @@ type Result struct {
 	ISL int
 	// CachedTokens is usage.prompt_tokens_details.cached_tokens.
 	CachedTokens int
+	// ChunkGaps are the gaps between consecutive content chunks, the raw
+	// inter-chunk latency: not ITL, since a chunk may carry several tokens.
+	ChunkGaps []time.Duration
 	// Worker is the worker that served the request, from the router header.
 	Worker string
+	// Turn is the turn's index in its conversation, from 0; in trace replay,
+	// the record's line number.
+	Turn int
 	// Err is why the request failed; nil on success.
 	Err error
 	// Class classifies Err.
@@ -66,9 +75,10 @@ func (r Result) TPOT() (time.Duration, bool) {
 }
 
 // A Transport sends one chat turn and measures it. onFirstToken, when not nil,
-// is called once with the TTFT as soon as the first content arrives.
+// is called once with the serving worker (may be "") and the TTFT as soon as
+// the first content arrives.
 type Transport interface {
-	Chat(ctx context.Context, req TurnRequest, onFirstToken func(time.Duration)) Result
+	Chat(ctx context.Context, req TurnRequest, onFirstToken func(worker string, ttft time.Duration)) Result
 }
 
 // classify maps an error to its class, given the HTTP status if there was one
@@ -83,7 +93,7 @@ func classify(ctx context.Context, err error, status int, midStream bool) ErrorC
 		return ErrHTTP5xx
 	case status >= 400:
 		return ErrHTTP4xx
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ErrTimeout
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ErrCancelled

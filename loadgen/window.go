@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"encoding/json"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -12,76 +14,248 @@ import (
 // window slides one sub-window at a time: 12 gives 5 s steps over 60 s.
 const windowBuckets = 12
 
-// sketchAccuracy is the relative accuracy of every quantile: 1%, so a 600 ms
-// p95 is reported within ±6 ms.
-const sketchAccuracy = 0.01
+// sketchAccuracy is the relative accuracy of every quantile: 0.2%, so a 200 ms
+// TTFT is reported within ±0.4 ms, inside the 1 ms the accuracy test demands.
+const sketchAccuracy = 0.002
 
-// Quantiles summarises one metric over a window, in milliseconds.
+// SLO is the service-level objective a request must meet, in full, to count
+// towards goodput.
+type SLO struct {
+	// TTFT is the most time to first token a good request may take.
+	TTFT time.Duration `json:"ttft_ns"`
+	// TPOT is the most time per output token a good request may take; a
+	// request with no TPOT (OSL − k < 1) is judged on TTFT alone.
+	TPOT time.Duration `json:"tpot_ns"`
+}
+
+// DefaultSLO is seed 003's objective: TTFT ≤ 600 ms and TPOT ≤ 60 ms.
+var DefaultSLO = SLO{TTFT: 600 * time.Millisecond, TPOT: 60 * time.Millisecond}
+
+func (s SLO) met(r Result) bool {
+	if r.Err != nil || r.TTFT > s.TTFT {
+		return false
+	}
+	tpot, ok := r.TPOT()
+	return !ok || tpot <= s.TPOT
+}
+
+// Quantiles summarises one metric over a window: in milliseconds for times,
+// in tokens for ISL and OSL.
 type Quantiles struct {
-	// Count is how many requests the figures cover.
+	// Count is how many requests (or, for chunk gaps, gaps) the figures cover.
 	Count int `json:"count"`
-	// P50 is the median, in ms; NaN-free: 0 when Count is 0.
+	// P50 is the median; 0 when Count is 0.
 	P50 float64 `json:"p50"`
-	// P95 is the 95th percentile, in ms.
+	// P95 is the 95th percentile.
 	P95 float64 `json:"p95"`
-	// P99 is the 99th percentile, in ms.
+	// P99 is the 99th percentile.
 	P99 float64 `json:"p99"`
-	// Mean is the arithmetic mean, in ms.
+	// Mean is the arithmetic mean, exact (the sketch keeps the exact sum).
 	Mean float64 `json:"mean"`
 }
 
+// InfMs is a time in milliseconds that may be +Inf. JSON has no infinity, so
+// +Inf is written as null.
+type InfMs float64
+
+// IsInf reports whether m is +Inf.
+func (m InfMs) IsInf() bool { return math.IsInf(float64(m), 1) }
+
+// MarshalJSON writes +Inf as null.
+func (m InfMs) MarshalJSON() ([]byte, error) {
+	if m.IsInf() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(m))
+}
+
+// UnmarshalJSON reads null as +Inf.
+func (m *InfMs) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*m = InfMs(math.Inf(1))
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(m))
+}
+
+// Adjusted are error-adjusted percentiles (AIPerf's adj_): every failed
+// request counts as +Inf, so a shed rate cannot hide behind a good-looking
+// latency. A percentile is +Inf once failures exceed the share above it,
+// for example p95 once more than 5% failed.
+type Adjusted struct {
+	// Count is the successes plus failures the figures cover.
+	Count int `json:"count"`
+	// P50 is the error-adjusted median, in ms; null in JSON when +Inf.
+	P50 InfMs `json:"p50"`
+	// P95 is the error-adjusted 95th percentile, in ms; null when +Inf.
+	P95 InfMs `json:"p95"`
+	// P99 is the error-adjusted 99th percentile, in ms; null when +Inf.
+	P99 InfMs `json:"p99"`
+	// Infinite names the percentiles that are +Inf ("p50", "p95", "p99"), so
+	// a JSON reader need not guess what null means.
+	Infinite []string `json:"infinite,omitempty"`
+}
+
 // Stats is everything a rolling window knows, as defined in
-// shared/reference/metrics.md.
+// shared/reference/metrics.md, for all workers or for one.
 type Stats struct {
 	// Covered is how much time the window spans: its full length once it has
 	// run that long, less right after start or reset. Rates divide by it.
 	Covered time.Duration `json:"covered_ns"`
-	// TTFT is time to first token: send to the first chunk with content.
+	// TTFT is time to first token, ms: send to the first chunk with content,
+	// recorded as soon as that chunk arrives.
 	TTFT Quantiles `json:"ttft"`
-	// TPOT is time per output token, (E2E − TTFT)/(OSL − 1), for OSL ≥ 2.
+	// TPOT is time per output token (ITL), ms: (E2E − TTFT)/(OSL − k), where
+	// k is the first chunk's tokens, for OSL − k ≥ 1.
 	TPOT Quantiles `json:"tpot"`
-	// E2E is end-to-end latency: send to the last content chunk.
+	// E2E is end-to-end latency, ms: send to the last content chunk.
 	E2E Quantiles `json:"e2e"`
+	// InterChunk is the raw gap between consecutive content chunks, ms; it
+	// is not ITL when chunks carry several tokens.
+	InterChunk Quantiles `json:"inter_chunk"`
+	// ISL is the prompt length of completed requests, in tokens.
+	ISL Quantiles `json:"isl"`
+	// OSL is the output length of completed requests, in tokens.
+	OSL Quantiles `json:"osl"`
+	// AdjTTFT is TTFT with each failure that never got a first token as +Inf.
+	AdjTTFT Adjusted `json:"adj_ttft"`
+	// AdjTPOT is TPOT with each failure as +Inf.
+	AdjTPOT Adjusted `json:"adj_tpot"`
+	// AdjE2E is E2E with each failure as +Inf.
+	AdjE2E Adjusted `json:"adj_e2e"`
 	// Completed counts requests that finished successfully.
 	Completed int `json:"completed"`
 	// Errors counts failed requests, of every class.
 	Errors int `json:"errors"`
+	// ErrorsByClass counts failed requests by class; nil when there are none.
+	ErrorsByClass map[ErrorClass]int `json:"errors_by_class,omitempty"`
 	// ErrorRate is Errors / (Completed + Errors), from 0 to 1.
 	ErrorRate float64 `json:"error_rate"`
+	// Good counts completed requests that met every SLO.
+	Good int `json:"good"`
+	// GoodputPerSec is Good divided by Covered, requests per second.
+	GoodputPerSec float64 `json:"goodput_per_sec"`
+	// SLOAttainment is Good / (Completed + Errors), from 0 to 1.
+	SLOAttainment float64 `json:"slo_attainment"`
 	// RequestsPerSec is Completed divided by Covered.
 	RequestsPerSec float64 `json:"requests_per_sec"`
-	// OutputTokensPerSec is the sum of completed requests' OSL divided by Covered.
+	// OutputTokensPerSec is the sum of completed requests' OSL divided by
+	// Covered, tokens per second.
 	OutputTokensPerSec float64 `json:"output_tokens_per_sec"`
 	// KVHitRate is Σ cached prompt tokens / Σ prompt tokens, from 0 to 1.
 	KVHitRate float64 `json:"kv_hit_rate"`
 }
 
-type bucket struct {
-	start              time.Time
-	ttft, tpot, e2e    *ddsketch.DDSketch
-	completed, errors  int
-	outputTokens       int
-	promptTokens       int
-	cachedPromptTokens int
+// tally is one sub-window's figures for all workers or one.
+type tally struct {
+	ttft, tpot, e2e, gaps, isl, osl *ddsketch.DDSketchWithExactSummaryStatistics
+	completed, errors, good         int
+	errorsBeforeFirst               int // failures that never had a first token
+	byClass                         map[ErrorClass]int
+	outputTokens                    int
+	promptTokens                    int
+	cachedPromptTokens              int
 }
 
-func newSketch() *ddsketch.DDSketch {
-	s, err := ddsketch.NewDefaultDDSketch(sketchAccuracy)
+func newSketch() *ddsketch.DDSketchWithExactSummaryStatistics {
+	s, err := ddsketch.NewDefaultDDSketchWithExactSummaryStatistics(sketchAccuracy)
 	if err != nil {
 		panic(err) // only for an accuracy outside (0, 1)
 	}
 	return s
 }
 
-func newBucket(start time.Time) *bucket {
-	return &bucket{start: start, ttft: newSketch(), tpot: newSketch(), e2e: newSketch()}
+func newTally() *tally {
+	return &tally{ttft: newSketch(), tpot: newSketch(), e2e: newSketch(), gaps: newSketch(), isl: newSketch(), osl: newSketch()}
 }
 
-// Window is a rolling time window of request metrics. It is safe for
-// concurrent use.
+func (t *tally) merge(o *tally) {
+	for _, p := range [][2]*ddsketch.DDSketchWithExactSummaryStatistics{{t.ttft, o.ttft}, {t.tpot, o.tpot}, {t.e2e, o.e2e}, {t.gaps, o.gaps}, {t.isl, o.isl}, {t.osl, o.osl}} {
+		p[0].MergeWith(p[1])
+	}
+	t.completed += o.completed
+	t.errors += o.errors
+	t.good += o.good
+	t.errorsBeforeFirst += o.errorsBeforeFirst
+	for c, n := range o.byClass {
+		if t.byClass == nil {
+			t.byClass = map[ErrorClass]int{}
+		}
+		t.byClass[c] += n
+	}
+	t.outputTokens += o.outputTokens
+	t.promptTokens += o.promptTokens
+	t.cachedPromptTokens += o.cachedPromptTokens
+}
+
+func (t *tally) done(r Result, slo SLO) {
+	if r.Err != nil {
+		t.errors++
+		if r.TTFT == 0 {
+			t.errorsBeforeFirst++
+		}
+		if t.byClass == nil {
+			t.byClass = map[ErrorClass]int{}
+		}
+		t.byClass[r.Class]++
+		return
+	}
+	t.completed++
+	if slo.met(r) {
+		t.good++
+	}
+	t.outputTokens += r.OSL
+	t.promptTokens += r.ISL
+	t.cachedPromptTokens += r.CachedTokens
+	t.e2e.Add(ms(r.E2E))
+	t.isl.Add(float64(r.ISL))
+	t.osl.Add(float64(r.OSL))
+	if tpot, ok := r.TPOT(); ok {
+		t.tpot.Add(ms(tpot))
+	}
+	for _, g := range r.ChunkGaps {
+		t.gaps.Add(ms(g))
+	}
+}
+
+type bucket struct {
+	start   time.Time
+	total   *tally
+	workers map[string]*tally
+}
+
+// maxWorkers bounds the per-worker tallies of one sub-window, so that an
+// endpoint naming a new "worker" in every response cannot grow memory
+// without bound; the rest are tallied together under OtherWorkers.
+const maxWorkers = 64
+
+// OtherWorkers is the per-worker key for workers beyond the first 64 seen in
+// a sub-window.
+const OtherWorkers = "(other)"
+
+func (b *bucket) worker(name string) *tally {
+	t, ok := b.workers[name]
+	if !ok && len(b.workers) >= maxWorkers {
+		name = OtherWorkers
+		t, ok = b.workers[name]
+	}
+	if !ok {
+		t = newTally()
+		b.workers[name] = t
+	}
+	return t
+}
+
+func newBucket(start time.Time) *bucket {
+	return &bucket{start: start, total: newTally(), workers: map[string]*tally{}}
+}
+
+// Window is a rolling time window of request metrics, for all workers and
+// per worker. It is safe for concurrent use.
 type Window struct {
 	length time.Duration
 	step   time.Duration
+	slo    SLO
 	now    func() time.Time
 
 	mu      sync.Mutex
@@ -89,9 +263,10 @@ type Window struct {
 	buckets []*bucket // oldest first; the last one is current
 }
 
-// NewWindow returns a window of the given length that reads time from now.
-func NewWindow(length time.Duration, now func() time.Time) *Window {
-	w := &Window{length: length, step: length / windowBuckets, now: now}
+// NewWindow returns a window of the given length that judges goodput by slo
+// and reads time from now.
+func NewWindow(length time.Duration, slo SLO, now func() time.Time) *Window {
+	w := &Window{length: length, step: length / windowBuckets, slo: slo, now: now}
 	w.Reset()
 	return w
 }
@@ -125,12 +300,16 @@ func (w *Window) current(now time.Time) *bucket {
 }
 
 // ObserveFirstToken records a time to first token as soon as it is known, so
-// the dashboard shows TTFT long before the first answer completes.
-func (w *Window) ObserveFirstToken(ttft time.Duration) {
+// the dashboard shows TTFT long before the first answer completes. worker may
+// be "" when the server does not say.
+func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b := w.current(w.now())
-	b.ttft.Add(ms(ttft))
+	b.total.ttft.Add(ms(ttft))
+	if worker != "" {
+		b.worker(worker).ttft.Add(ms(ttft))
+	}
 }
 
 // ObserveDone records a finished request.
@@ -138,38 +317,35 @@ func (w *Window) ObserveDone(r Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b := w.current(w.now())
-	if r.Err != nil {
-		b.errors++
-		return
-	}
-	b.completed++
-	b.outputTokens += r.OSL
-	b.promptTokens += r.ISL
-	b.cachedPromptTokens += r.CachedTokens
-	b.e2e.Add(ms(r.E2E))
-	if tpot, ok := r.TPOT(); ok {
-		b.tpot.Add(ms(tpot))
+	b.total.done(r, w.slo)
+	if r.Worker != "" {
+		b.worker(r.Worker).done(r, w.slo)
 	}
 }
 
-// Stats summarises the window as of now.
+// Stats summarises the window, for all workers, as of now.
 func (w *Window) Stats() Stats {
+	total, _ := w.Summary()
+	return total
+}
+
+// Summary summarises the window as of now, for all workers and for each
+// worker that served a request in it (keyed by the worker header).
+func (w *Window) Summary() (total Stats, workers map[string]Stats) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
 	w.current(now)
-	ttft, tpot, e2e := newSketch(), newSketch(), newSketch()
-	var s Stats
-	var out, prompt, cached int
+	all := newTally()
+	per := map[string]*tally{}
 	for _, b := range w.buckets {
-		ttft.MergeWith(b.ttft)
-		tpot.MergeWith(b.tpot)
-		e2e.MergeWith(b.e2e)
-		s.Completed += b.completed
-		s.Errors += b.errors
-		out += b.outputTokens
-		prompt += b.promptTokens
-		cached += b.cachedPromptTokens
+		all.merge(b.total)
+		for name, t := range b.workers {
+			if per[name] == nil {
+				per[name] = newTally()
+			}
+			per[name].merge(t)
+		}
 	}
 	// Buckets sit on a grid of steps from the reset, and one that straddles
 	// the window's start is kept whole, so the data span from the grid line
@@ -178,22 +354,93 @@ func (w *Window) Stats() Stats {
 	if cut := now.Add(-w.length); cut.After(from) {
 		from = from.Add(cut.Sub(from).Truncate(w.step))
 	}
-	s.Covered = now.Sub(from)
-	s.TTFT, s.TPOT, s.E2E = summarise(ttft), summarise(tpot), summarise(e2e)
+	covered := now.Sub(from)
+	total = all.stats(covered)
+	if len(per) > 0 {
+		workers = make(map[string]Stats, len(per))
+		for name, t := range per {
+			workers[name] = t.stats(covered)
+		}
+	}
+	return total, workers
+}
+
+func (t *tally) stats(covered time.Duration) Stats {
+	s := Stats{
+		Covered:   covered,
+		TTFT:      summarise(t.ttft),
+		TPOT:      summarise(t.tpot),
+		E2E:       summarise(t.e2e),
+		ISL:       summarise(t.isl),
+		OSL:       summarise(t.osl),
+		Completed: t.completed,
+		Errors:    t.errors,
+		Good:      t.good,
+	}
+	s.InterChunk = summarise(t.gaps)
+	s.AdjTTFT = adjust(t.ttft, t.errorsBeforeFirst)
+	s.AdjTPOT = adjust(t.tpot, t.errors)
+	s.AdjE2E = adjust(t.e2e, t.errors)
+	if len(t.byClass) > 0 {
+		s.ErrorsByClass = make(map[ErrorClass]int, len(t.byClass))
+		for c, n := range t.byClass {
+			s.ErrorsByClass[c] = n
+		}
+	}
 	if n := s.Completed + s.Errors; n > 0 {
 		s.ErrorRate = float64(s.Errors) / float64(n)
+		s.SLOAttainment = float64(s.Good) / float64(n)
 	}
-	if secs := s.Covered.Seconds(); secs > 0 {
+	if secs := covered.Seconds(); secs > 0 {
 		s.RequestsPerSec = float64(s.Completed) / secs
-		s.OutputTokensPerSec = float64(out) / secs
+		s.OutputTokensPerSec = float64(t.outputTokens) / secs
+		s.GoodputPerSec = float64(s.Good) / secs
 	}
-	if prompt > 0 {
-		s.KVHitRate = float64(cached) / float64(prompt)
+	if t.promptTokens > 0 {
+		s.KVHitRate = float64(t.cachedPromptTokens) / float64(t.promptTokens)
 	}
 	return s
 }
 
-func summarise(s *ddsketch.DDSketch) Quantiles {
+var adjustedQuantiles = []struct {
+	q    float64
+	name string
+}{{0.5, "p50"}, {0.95, "p95"}, {0.99, "p99"}}
+
+// adjust places failures failures at +Inf above the finite values in s. With
+// the sketch's rank convention (the q-quantile of n values sits at rank
+// q·(n−1)), the q-quantile of all n = finite + failures values is +Inf when
+// q·(n−1) passes the last finite rank, finite−1, and otherwise the finite
+// values' quantile at the same rank. With no failures it equals the plain one.
+func adjust(s *ddsketch.DDSketchWithExactSummaryStatistics, failures int) Adjusted {
+	finite := s.GetCount()
+	n := finite + float64(failures)
+	a := Adjusted{Count: int(math.Round(n))}
+	if n == 0 {
+		return a
+	}
+	out := []*InfMs{&a.P50, &a.P95, &a.P99}
+	for i, aq := range adjustedQuantiles {
+		rank := aq.q * (n - 1)
+		q := 0.0
+		if finite > 1 {
+			q = rank / (finite - 1)
+		}
+		if finite == 0 || rank > finite-1 {
+			*out[i] = InfMs(math.Inf(1))
+			a.Infinite = append(a.Infinite, aq.name)
+			continue
+		}
+		v, err := s.GetValueAtQuantile(q)
+		if err != nil {
+			v = 0
+		}
+		*out[i] = InfMs(v)
+	}
+	return a
+}
+
+func summarise(s *ddsketch.DDSketchWithExactSummaryStatistics) Quantiles {
 	if s.IsEmpty() {
 		return Quantiles{}
 	}
@@ -204,6 +451,16 @@ func summarise(s *ddsketch.DDSketch) Quantiles {
 		P50:   q[0], P95: q[1], P99: q[2],
 		Mean: s.GetSum() / n,
 	}
+}
+
+// Workers returns the names in a per-worker map, sorted.
+func Workers(m map[string]Stats) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

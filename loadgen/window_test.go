@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -43,7 +45,7 @@ func TestResultTPOT(t *testing.T) {
 
 func TestWindowRatesDivideByCoveredTime(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	// 10 s after start, 5 requests of 200 tokens each: 0.5 req/s, 100 tok/s,
 	// not the 1/6 of that a fixed 60 s divisor would give.
 	clk.add(10 * time.Second)
@@ -64,7 +66,7 @@ func TestWindowRatesDivideByCoveredTime(t *testing.T) {
 
 func TestWindowErrorsAreInTheDenominator(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	for range 3 {
 		w.ObserveDone(ok(100*time.Millisecond, time.Second, 10))
 	}
@@ -77,10 +79,10 @@ func TestWindowErrorsAreInTheDenominator(t *testing.T) {
 
 func TestWindowForgetsOldSamples(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
-	w.ObserveFirstToken(5 * time.Second) // slow, early
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.ObserveFirstToken("", 5*time.Second) // slow, early
 	clk.add(30 * time.Second)
-	w.ObserveFirstToken(100 * time.Millisecond)
+	w.ObserveFirstToken("", 100*time.Millisecond)
 	if got := w.Stats().TTFT.Count; got != 2 {
 		t.Fatalf("after 30 s the window holds %d TTFTs, want 2", got)
 	}
@@ -96,9 +98,9 @@ func TestWindowForgetsOldSamples(t *testing.T) {
 
 func TestWindowQuantilesWithinSketchAccuracy(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
 	for i := 1; i <= 1000; i++ { // 1..1000 ms
-		w.ObserveFirstToken(time.Duration(i) * time.Millisecond)
+		w.ObserveFirstToken("", time.Duration(i)*time.Millisecond)
 	}
 	q := w.Stats().TTFT
 	for _, c := range []struct {
@@ -113,13 +115,137 @@ func TestWindowQuantilesWithinSketchAccuracy(t *testing.T) {
 
 func TestWindowReset(t *testing.T) {
 	clk := newFakeClock()
-	w := NewWindow(60*time.Second, clk.now)
-	w.ObserveFirstToken(time.Second)
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.ObserveFirstToken("", time.Second)
 	clk.add(5 * time.Second)
 	w.Reset()
 	clk.add(2 * time.Second)
 	s := w.Stats()
 	if s.TTFT.Count != 0 || s.Covered != 2*time.Second {
 		t.Fatalf("after reset: %d samples over %v; want 0 over 2s", s.TTFT.Count, s.Covered)
+	}
+}
+
+func TestWindowAdjustedPercentiles(t *testing.T) {
+	fail := Result{Err: errors.New("503"), Class: ErrHTTP503}
+	tests := []struct {
+		name                string
+		good, failed        int
+		wantP50, wantP95inf bool // P50 finite; P95 infinite
+		wantP99inf          bool
+	}{
+		{"no failures leave the percentiles finite", 100, 0, true, false, false},
+		{"4% failures reach p99 but not p95", 96, 4, true, false, true},
+		{"6% failures make p95 infinite", 94, 6, true, true, true},
+		{"a majority of failures makes even p50 infinite", 40, 60, false, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock()
+			w := NewWindow(time.Minute, DefaultSLO, clk.now)
+			for i := range tt.good {
+				w.ObserveDone(ok(100*time.Millisecond, time.Duration(1000+i)*time.Millisecond, 10))
+			}
+			for range tt.failed {
+				w.ObserveDone(fail)
+			}
+			a := w.Stats().AdjE2E
+			if a.Count != tt.good+tt.failed {
+				t.Fatalf("count %d, want %d", a.Count, tt.good+tt.failed)
+			}
+			if a.P50.IsInf() == tt.wantP50 || a.P95.IsInf() != tt.wantP95inf || a.P99.IsInf() != tt.wantP99inf {
+				t.Fatalf("p50 %v, p95 %v, p99 %v", a.P50, a.P95, a.P99)
+			}
+		})
+	}
+}
+
+func TestAdjustedPercentilesSitAboveThePlainOnes(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(time.Minute, DefaultSLO, clk.now)
+	for i := 1; i <= 100; i++ {
+		w.ObserveDone(ok(100*time.Millisecond, time.Duration(i)*10*time.Millisecond, 10))
+	}
+	w.ObserveDone(Result{Err: errors.New("cut"), Class: ErrStream})
+	w.ObserveDone(Result{Err: errors.New("cut"), Class: ErrStream})
+	s := w.Stats()
+	// 2 failures among 102: the p95 rank is 0.95 × 101 = 95.95, which among
+	// the 100 finite values 10..1000 ms is about 960 ms, against the plain
+	// p95 at rank 0.95 × 99 = 94.05, about 950 ms.
+	if !(float64(s.AdjE2E.P95) > s.E2E.P95) || math.Abs(float64(s.AdjE2E.P95)-960) > 5 {
+		t.Fatalf("adjusted p95 %v, plain p95 %v; want about 960 above about 950", s.AdjE2E.P95, s.E2E.P95)
+	}
+	if s.ErrorsByClass[ErrStream] != 2 {
+		t.Fatalf("errors by class %v, want 2 broken_stream", s.ErrorsByClass)
+	}
+}
+
+func TestAdjustedInfinityIsNullInJSON(t *testing.T) {
+	a := Adjusted{Count: 10, P50: 5, P95: InfMs(math.Inf(1)), P99: InfMs(math.Inf(1)), Infinite: []string{"p95", "p99"}}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"count":10,"p50":5,"p95":null,"p99":null,"infinite":["p95","p99"]}`; string(b) != want {
+		t.Fatalf("JSON %s, want %s", b, want)
+	}
+	var back Adjusted
+	if err := json.Unmarshal(b, &back); err != nil || !back.P95.IsInf() || back.P50 != 5 {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+func TestGoodputAndSLOAttainment(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(time.Minute, SLO{TTFT: 600 * time.Millisecond, TPOT: 60 * time.Millisecond}, clk.now)
+	clk.add(10 * time.Second)
+	w.ObserveDone(ok(500*time.Millisecond, 500*time.Millisecond+99*50*time.Millisecond, 100)) // good: TPOT 50 ms
+	w.ObserveDone(ok(700*time.Millisecond, 700*time.Millisecond+99*50*time.Millisecond, 100)) // TTFT misses
+	w.ObserveDone(ok(500*time.Millisecond, 500*time.Millisecond+99*70*time.Millisecond, 100)) // TPOT misses
+	w.ObserveDone(ok(600*time.Millisecond, 600*time.Millisecond, 1))                          // good: no TPOT, TTFT on the line
+	w.ObserveDone(Result{Err: errors.New("429"), Class: ErrHTTP429})                          // failure
+	s := w.Stats()
+	if s.Good != 2 || s.SLOAttainment != 2.0/5 || s.GoodputPerSec != 0.2 {
+		t.Fatalf("good %d, attainment %v, goodput %v/s; want 2, 0.4, 0.2", s.Good, s.SLOAttainment, s.GoodputPerSec)
+	}
+}
+
+func TestWindowPerWorker(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(time.Minute, DefaultSLO, clk.now)
+	clk.add(10 * time.Second)
+	w.ObserveFirstToken("w1", 100*time.Millisecond)
+	w.ObserveFirstToken("w2", 300*time.Millisecond)
+	r1 := ok(100*time.Millisecond, time.Second, 10)
+	r1.Worker = "w1"
+	r2 := ok(300*time.Millisecond, time.Second, 10)
+	r2.Worker, r2.CachedTokens = "w2", 0
+	w.ObserveDone(r1)
+	w.ObserveDone(r2)
+	w.ObserveDone(Result{Worker: "w2", Err: errors.New("503"), Class: ErrHTTP503})
+	w.ObserveDone(Result{Err: errors.New("refused"), Class: ErrConnect}) // no worker
+	total, per := w.Summary()
+	if total.Completed != 2 || total.Errors != 2 || len(per) != 2 {
+		t.Fatalf("total %d ok %d errors, %d workers; want 2, 2, 2", total.Completed, total.Errors, len(per))
+	}
+	if w1, w2 := per["w1"], per["w2"]; w1.KVHitRate != 0.9 || w2.KVHitRate != 0 || w2.ErrorRate != 0.5 || math.Abs(w2.TTFT.P50-300) > 1 || w1.RequestsPerSec != 0.1 {
+		t.Fatalf("w1 %+v\nw2 %+v", w1, w2)
+	}
+	if got := Workers(per); len(got) != 2 || got[0] != "w1" {
+		t.Fatalf("Workers = %v", got)
+	}
+}
+
+func TestWindowBoundsTheWorkersItTracks(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(time.Minute, DefaultSLO, clk.now)
+	for i := range 1000 {
+		r := ok(100*time.Millisecond, time.Second, 10)
+		r.Worker = fmt.Sprint("w", i)
+		w.ObserveDone(r)
+	}
+	total, per := w.Summary()
+	if len(per) != maxWorkers+1 || per[OtherWorkers].Completed != 1000-maxWorkers || total.Completed != 1000 {
+		t.Fatalf("%d workers tracked, %d under %s, %d in total; want %d, %d, 1000", len(per), per[OtherWorkers].Completed, OtherWorkers, total.Completed, maxWorkers+1, 1000-maxWorkers)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/demo"
+	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 )
 
@@ -53,6 +54,22 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Dashboard.Access.Token, "control-token", cfg.Dashboard.Access.Token, "operator token: only browsers on this machine or that entered it may change the demo (default: a random token, printed at start)")
 	fs.BoolVar(open, "open-controls", false, "let every browser change the demo, with no operator token")
 	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address)")
+	fs.Func("starters", "directory of .md/.txt conversation starters, or a JSONL file with id, topic, text (default: the 10 built-in ones)", func(p string) error {
+		ss, err := loadgen.LoadStarters(p)
+		cfg.Load.Starters = ss
+		return err
+	})
+	fs.Var(&cfg.Load.Turns, "turns", "turns per conversation: a range like 3-5, a count, or weights like 3:1,4:2,5:1")
+	fs.DurationVar(&cfg.Load.ThinkTime, "think-time", cfg.Load.ThinkTime, "pause between an answer and the next question")
+	fs.DurationVar(&cfg.Load.RequestTimeout, "request-timeout", cfg.Load.RequestTimeout, "give up on a request after this long (0: never)")
+	fs.StringVar(&cfg.Load.UserModel.URL, "user-model-url", cfg.Load.UserModel.URL, "OpenAI base URL of a model that writes follow-up questions (key from $"+loadgen.UserModelKeyEnv+"; default: built-in questions)")
+	fs.StringVar(&cfg.Load.UserModel.Model, "user-model", cfg.Load.UserModel.Model, "model name at --user-model-url")
+	fs.DurationVar(&cfg.Load.UserModel.Timeout, "user-model-timeout", cfg.Load.UserModel.Timeout, "give up on a follow-up question after this long, and fall back to a built-in one (counted)")
+	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule instead of conversations", func(p string) error {
+		recs, err := loadgen.LoadTrace(p)
+		cfg.Load.Trace = recs
+		return err
+	})
 	return fs
 }
 

@@ -259,7 +259,7 @@ func (o *sweepOptions) configure() error {
 	c.TargetRPS = o.serve.Load.StartRate
 	c.Window = o.serve.Load.Window
 	cfg := o.serve.Load
-	c.Workload = fmt.Sprintf("Multi-turn chat (%d-%d turns per conversation, max_tokens %d)", cfg.MinTurns, cfg.MaxTurns, cfg.MaxTokens)
+	c.Workload = fmt.Sprintf("Multi-turn chat (%s turns per conversation, max_tokens %d)", cfg.Turns.String(), cfg.MaxTokens)
 	c.Deployment = o.deployment()
 	return c.Validate()
 }

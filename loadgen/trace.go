@@ -1,0 +1,181 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+// TraceBlockTokens is the block size of a Mooncake trace's hash_ids.
+const TraceBlockTokens = 512
+
+// TraceRecord is one request of a Mooncake-format trace.
+type TraceRecord struct {
+	// Timestamp is when to send the request, in ms from the trace's origin.
+	Timestamp int64 `json:"timestamp"`
+	// InputLength is the prompt length, in tokens.
+	InputLength int `json:"input_length"`
+	// OutputLength is the answer length asked for, in tokens (max_tokens).
+	OutputLength int `json:"output_length"`
+	// HashIDs name the prompt's 512-token blocks: equal ids are equal blocks,
+	// and ids are chained, so an equal id implies an equal prefix.
+	HashIDs []int64 `json:"hash_ids"`
+	// Line is the record's line in its file, from 1.
+	Line int `json:"-"`
+}
+
+// traceLine has pointers so a missing field can be told from a zero.
+type traceLine struct {
+	Timestamp    *float64 `json:"timestamp"`
+	InputLength  *int     `json:"input_length"`
+	OutputLength *int     `json:"output_length"`
+	HashIDs      *[]int64 `json:"hash_ids"`
+}
+
+// maxTraceTokens bounds a record's lengths: far beyond any context window,
+// yet small enough that a typo cannot make the replay allocate gigabytes.
+const maxTraceTokens = 1 << 20
+
+// LoadTrace reads a Mooncake-format JSONL trace from path.
+func LoadTrace(path string) ([]TraceRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	return ParseTrace(f, filepath.Base(path))
+}
+
+// ParseTrace reads a Mooncake-format JSONL trace: one object a line with
+// timestamp (ms), input_length, output_length and hash_ids. Unknown fields
+// are ignored, blank lines skipped; records are returned in timestamp order.
+// Errors name the file and line.
+func ParseTrace(r io.Reader, name string) ([]TraceRecord, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	var recs []TraceRecord
+	line := 0
+	for sc.Scan() {
+		line++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		var tl traceLine
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err := dec.Decode(&tl); err != nil {
+			return nil, fmt.Errorf("trace: %s line %d: %w", name, line, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("trace: %s line %d: more than one JSON value", name, line)
+		}
+		fail := func(format string, a ...any) ([]TraceRecord, error) {
+			return nil, fmt.Errorf("trace: %s line %d: %s", name, line, fmt.Sprintf(format, a...))
+		}
+		switch {
+		case tl.Timestamp == nil:
+			return fail("missing timestamp")
+		case tl.InputLength == nil:
+			return fail("missing input_length")
+		case tl.OutputLength == nil:
+			return fail("missing output_length")
+		case tl.HashIDs == nil:
+			return fail("missing hash_ids")
+		case *tl.Timestamp < 0 || *tl.Timestamp > 1e15:
+			return fail("timestamp %v ms is outside 0..1e15", *tl.Timestamp)
+		case *tl.InputLength < 1 || *tl.InputLength > maxTraceTokens:
+			return fail("input_length %d is outside 1..%d", *tl.InputLength, maxTraceTokens)
+		case *tl.OutputLength < 1 || *tl.OutputLength > maxTraceTokens:
+			return fail("output_length %d is outside 1..%d", *tl.OutputLength, maxTraceTokens)
+		case len(*tl.HashIDs)*TraceBlockTokens > maxTraceTokens:
+			return fail("%d hash_ids are more than input_length could need", len(*tl.HashIDs))
+		}
+		recs = append(recs, TraceRecord{
+			Timestamp:    int64(*tl.Timestamp),
+			InputLength:  *tl.InputLength,
+			OutputLength: *tl.OutputLength,
+			HashIDs:      *tl.HashIDs,
+			Line:         line,
+		})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("trace: %s line %d: %w", name, line+1, err)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("trace: %s: no records", name)
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Timestamp < recs[j].Timestamp })
+	return recs, nil
+}
+
+// blockVocabSize is how many words prompt blocks are drawn from: enough that
+// two different hash ids never share a block by chance.
+const blockVocabSize = 2048
+
+var (
+	vocabOnce sync.Once
+	vocab     []string // each " word", one cl100k token on its own
+)
+
+// blockVocab returns words that are each a single token with a leading space
+// and letters only. cl100k's pre-tokenizer splits text before every space
+// followed by letters, and BPE never merges across that split, so any
+// sequence of these words encodes to exactly one token per word, whatever
+// comes before or after it: block boundaries cannot shift.
+func blockVocab() []string {
+	vocabOnce.Do(func() {
+		for id := uint32(0); len(vocab) < blockVocabSize && id < 200_000; id++ {
+			w := tokenizer.Decode([]uint32{id})
+			if len(w) < 4 || len(w) > 12 || w[0] != ' ' || strings.TrimLeft(w[1:], "abcdefghijklmnopqrstuvwxyz") != "" {
+				continue
+			}
+			if ids := tokenizer.Encode(w); len(ids) != 1 || ids[0] != id {
+				continue
+			}
+			vocab = append(vocab, w)
+		}
+	})
+	return vocab
+}
+
+// blockWords appends to b the first n of the 512 words of the block named by
+// seed: the same seed gives the same words, every time.
+func blockWords(b *strings.Builder, seed uint64, n int) {
+	v := blockVocab()
+	rng := rand.New(rand.NewPCG(seed, 0x6b766c656e73))
+	for range n {
+		b.WriteString(v[rng.IntN(len(v))])
+	}
+}
+
+// TracePrompt synthesizes the prompt of rec: InputLength tokens, where the
+// i-th 512-token block is determined by HashIDs[i] alone, so equal hash_ids
+// become identical token blocks. Tokens beyond the hash_ids' reach are unique
+// to the record.
+func TracePrompt(rec TraceRecord) string {
+	var b strings.Builder
+	left := rec.InputLength
+	for _, h := range rec.HashIDs {
+		if left <= 0 {
+			break
+		}
+		n := min(left, TraceBlockTokens)
+		blockWords(&b, uint64(h), n)
+		left -= n
+	}
+	if left > 0 {
+		// A seed outside the hash-id space: high bit set, plus the line.
+		blockWords(&b, 1<<63|uint64(rec.Line)<<20|uint64(rec.Timestamp&0xfffff), left)
+	}
+	return b.String()
+}

@@ -1,0 +1,74 @@
+package loadgen
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+func TestBlockVocabIsSingleTokenWords(t *testing.T) {
+	v := blockVocab()
+	if len(v) != blockVocabSize {
+		t.Fatalf("%d block words, want %d", len(v), blockVocabSize)
+	}
+	for _, w := range v[:50] {
+		if n := tokenizer.Count(w); n != 1 {
+			t.Fatalf("%q is %d tokens", w, n)
+		}
+	}
+}
+
+func TestTracePromptTokenization(t *testing.T) {
+	recs := []TraceRecord{
+		{Line: 1, InputLength: 3 * TraceBlockTokens, HashIDs: []int64{1, 2, 3}},
+		{Line: 2, InputLength: 2*TraceBlockTokens + 100, HashIDs: []int64{1, 2, 4}},
+		{Line: 3, InputLength: 700, HashIDs: []int64{9}}, // longer than its hash ids
+		{Line: 4, InputLength: 5, HashIDs: []int64{1, 2}},
+	}
+	enc := make([][]uint32, len(recs))
+	for i, r := range recs {
+		p := TracePrompt(r)
+		enc[i] = tokenizer.Encode(p)
+		if len(enc[i]) != r.InputLength {
+			t.Fatalf("record %d: prompt is %d tokens, want input_length %d", r.Line, len(enc[i]), r.InputLength)
+		}
+	}
+	b := TraceBlockTokens
+	t.Run("equal hash ids are identical token blocks", func(t *testing.T) {
+		if !slices.Equal(enc[0][:2*b], enc[1][:2*b]) {
+			t.Fatal("records sharing hash ids 1, 2 differ in their first two blocks")
+		}
+		if !slices.Equal(enc[3], enc[0][:5]) {
+			t.Fatal("a 5-token prompt is not the first 5 tokens of its block")
+		}
+	})
+	t.Run("different hash ids are different blocks", func(t *testing.T) {
+		if slices.Equal(enc[0][2*b:3*b], enc[1][2*b:2*b+100]) || slices.Equal(enc[0][:b], enc[2][:b]) {
+			t.Fatal("different hash ids gave equal blocks")
+		}
+	})
+	t.Run("block boundaries survive the chat template", func(t *testing.T) {
+		// The worker tokenizes the rendered chat: the prompt's tokens must
+		// appear there unchanged, not merged with the template around them.
+		ids := tokenizer.Encode(tokenizer.RenderChat([]tokenizer.Message{{Role: "user", Content: TracePrompt(recs[1])}}))
+		if !containsRun(ids, enc[1]) {
+			t.Fatal("the prompt's tokens changed inside the chat template")
+		}
+	})
+	t.Run("a prompt is the same every time", func(t *testing.T) {
+		if TracePrompt(recs[0]) != TracePrompt(recs[0]) {
+			t.Fatal("TracePrompt is not deterministic")
+		}
+	})
+}
+
+// containsRun reports whether sub occurs in s as a contiguous run.
+func containsRun(s, sub []uint32) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if slices.Equal(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
