@@ -35,6 +35,9 @@ type Request struct {
 type Candidate struct {
 	// Worker is the worker itself.
 	Worker *Worker
+	// Position is the worker's place in the fleet's list, unhealthy
+	// workers included.
+	Position int
 	// Overlap is how many leading blocks of the request's chain the index
 	// says the worker holds.
 	Overlap int

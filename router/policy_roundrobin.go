@@ -4,7 +4,8 @@ import "sync/atomic"
 
 // RoundRobin sends each request to the next healthy worker in turn.
 type RoundRobin struct {
-	next atomic.Uint64
+	// last is the Position of the worker picked last, plus one.
+	last atomic.Int64
 }
 
 var _ Policy = (*RoundRobin)(nil)
@@ -13,7 +14,16 @@ var _ Policy = (*RoundRobin)(nil)
 func (*RoundRobin) Name() string { return "round_robin" }
 
 // Pick implements Policy. Unhealthy workers never reach it as candidates, so
-// the turn passes over them.
+// the turn passes over them to the next healthy worker in the fleet's order.
 func (p *RoundRobin) Pick(_ *Request, cands []Candidate) int {
-	return int((p.next.Add(1) - 1) % uint64(len(cands)))
+	after := p.last.Load() - 1
+	pick := 0
+	for i, c := range cands {
+		if int64(c.Position) > after {
+			pick = i
+			break
+		}
+	}
+	p.last.Store(int64(cands[pick].Position) + 1)
+	return pick
 }

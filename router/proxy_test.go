@@ -10,27 +10,6 @@ import (
 	"time"
 )
 
-func TestParseWorkers(t *testing.T) {
-	tests := []struct {
-		name    string
-		urls    []string
-		wantErr string
-	}{
-		{"http base URLs are accepted", []string{"http://127.0.0.1:8000", "https://gpu-1:8000/"}, ""},
-		{"an empty list is refused", nil, "no workers"},
-		{"a URL without scheme is refused", []string{"127.0.0.1:8000"}, "not an http(s) base URL"},
-		{"a non-http scheme is refused", []string{"tcp://x:1"}, "not an http(s) base URL"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseWorkers(tt.urls)
-			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("err = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 // slowSSE answers with three SSE chunks 50 ms apart, naming itself in each.
 func slowSSE(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

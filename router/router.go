@@ -77,10 +77,10 @@ type Router struct {
 
 	// mu is the decision lock: candidates are read, the policy picks and
 	// the request is booked under it, so the next decision sees the booking.
-	mu        sync.Mutex
-	settings  Settings
-	bookings  map[*Booking]struct{}
-	lastSweep time.Time
+	mu         sync.Mutex
+	settings   Settings
+	bookings   map[*Booking]struct{}
+	lastSweep  time.Time
 	staleFreed int64
 	shed       int64
 	retries    atomic.Int64
@@ -211,11 +211,13 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 
 	var wbuf [64]*Worker
 	var nbuf [64]string
-	workers, names := wbuf[:0], nbuf[:0]
-	for _, w := range r.pool.Workers() {
+	var pbuf [64]int
+	workers, names, pos := wbuf[:0], nbuf[:0], pbuf[:0]
+	for i, w := range r.pool.Workers() {
 		if w.Healthy() && !slices.Contains(exclude, w) {
 			workers = append(workers, w)
 			names = append(names, w.Name)
+			pos = append(pos, i)
 		}
 	}
 	if len(workers) == 0 {
@@ -242,7 +244,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	for i, w := range workers {
 		l := &w.load
 		c := Candidate{
-			Worker: w, Overlap: overlap[i], IndexBlocks: sizes[i],
+			Worker: w, Position: pos[i], Overlap: overlap[i], IndexBlocks: sizes[i],
 			InFlight: l.inflight, PrefillTokens: l.prefillTokens, ContextTokens: l.contextTokens,
 			ActiveBlocks: len(l.blocks), ActiveDepth: l.depth(req.Chain), Capacity: max(1, w.Capacity),
 		}
