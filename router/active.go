@@ -18,18 +18,15 @@ type load struct {
 	contextTokens int
 	// blocks reference-counts the prompt blocks of booked requests, so a
 	// prefix shared by several requests counts once.
-	blocks map[uint64]int32
+	blocks blockMap
 }
 
 func (l *load) add(b *Booking) {
-	if l.blocks == nil {
-		l.blocks = make(map[uint64]int32)
-	}
 	l.inflight++
 	l.prefillTokens += b.prefill
 	l.contextTokens += b.isl
 	for _, h := range b.chain {
-		l.blocks[h]++
+		l.blocks.set(h, l.blocks.get(h)+1)
 	}
 }
 
@@ -44,11 +41,7 @@ func (l *load) remove(b *Booking) {
 	}
 	l.contextTokens -= b.isl
 	for _, h := range b.chain {
-		if n := l.blocks[h] - 1; n > 0 {
-			l.blocks[h] = n
-		} else {
-			delete(l.blocks, h)
-		}
+		l.blocks.set(h, l.blocks.get(h)-1)
 	}
 }
 
@@ -56,7 +49,7 @@ func (l *load) remove(b *Booking) {
 // active on this worker.
 func (l *load) depth(chain []uint64) int {
 	for i, h := range chain {
-		if l.blocks[h] == 0 {
+		if l.blocks.get(h) == 0 {
 			return i
 		}
 	}

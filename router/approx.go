@@ -40,7 +40,7 @@ type Approx struct {
 	maxPairs  int
 	t         table
 	slots     slots
-	items     map[approxKey]int32
+	items     blockMap // pairKey → arena index + 1
 	arena     []approxItem
 	free      []int32
 	head      int32
@@ -58,8 +58,12 @@ func NewApprox(clk clock.Clock, ttl time.Duration, maxPairs int) *Approx {
 	if maxPairs <= 0 {
 		maxPairs = DefaultApproxMaxBlocks
 	}
-	return &Approx{clk: clk, ttl: ttl, maxPairs: maxPairs, items: make(map[approxKey]int32), head: -1, tail: -1}
+	return &Approx{clk: clk, ttl: ttl, maxPairs: maxPairs, head: -1, tail: -1}
 }
+
+// pairKey folds a (block, worker) pair into one 64-bit key. Distinct pairs
+// collide with probability about 2^-64, as two chain hashes do.
+func (k approxKey) pairKey() uint64 { return k.h ^ (uint64(k.slot)+1)*0x9e3779b97f4a7c15 }
 
 func (a *Approx) unlink(i int32) {
 	it := &a.arena[i]
@@ -89,7 +93,7 @@ func (a *Approx) pushBack(i int32) {
 func (a *Approx) drop(i int32) {
 	it := a.arena[i]
 	a.unlink(i)
-	delete(a.items, it.key)
+	a.items.set(it.key.pairKey(), 0)
 	a.t.remove(it.key.h, int(it.key.slot))
 	a.perWorker[it.key.slot]--
 	a.free = append(a.free, i)
@@ -114,7 +118,8 @@ func (a *Approx) Insert(worker string, chain []uint64) {
 	exp := now + int64(a.ttl)
 	for _, h := range chain {
 		k := approxKey{h, int32(s)}
-		if i, ok := a.items[k]; ok {
+		if v := a.items.get(k.pairKey()); v != 0 {
+			i := int32(v - 1)
 			a.arena[i].expiry = exp
 			a.unlink(i)
 			a.pushBack(i)
@@ -129,13 +134,13 @@ func (a *Approx) Insert(worker string, chain []uint64) {
 		}
 		a.arena[i] = approxItem{key: k, expiry: exp}
 		a.pushBack(i)
-		a.items[k] = i
+		a.items.set(k.pairKey(), uint64(i)+1)
 		a.t.add(h, s)
 		a.perWorker[s]++
 	}
-	if len(a.items) > a.maxPairs {
+	if a.items.len() > a.maxPairs {
 		target := int(float64(a.maxPairs) * approxPruneRatio)
-		for len(a.items) > target {
+		for a.items.len() > target {
 			a.drop(a.head)
 			a.pruned++
 		}
@@ -166,7 +171,7 @@ func (a *Approx) Len() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expireLocked(a.clk.Now().UnixNano())
-	return len(a.items)
+	return a.items.len()
 }
 
 // Pruned counts pairs dropped because the index was full.
@@ -199,7 +204,7 @@ func (a *Approx) Clear() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.t = table{}
-	clear(a.items)
+	a.items = blockMap{}
 	a.arena, a.free = a.arena[:0], a.free[:0]
 	a.head, a.tail = -1, -1
 	clear(a.perWorker)

@@ -18,22 +18,22 @@ const DefaultMaxIndexBlocks = 1 << 22
 
 // table maps a block's chain hash to the set of workers holding it. Workers
 // are numbered by slot; group g holds slots 64g to 64g+63 as one bitset, so
-// up to 64 workers cost one 16-byte map entry per distinct block, and a
-// lookup is one map probe per 64 workers. Because a chain hash already
+// up to 64 workers cost one 16-byte blockMap slot per distinct block, and a
+// lookup is one probe per 64 workers. Because a chain hash already
 // encodes the whole prefix before it, this flat map answers the same
 // questions as Dynamo's radix tree.
 type table struct {
-	groups []map[uint64]uint64
+	groups []*blockMap
 }
 
 func (t *table) add(h uint64, slot int) bool {
 	g, bit := slot>>6, uint64(1)<<(slot&63)
 	for len(t.groups) <= g {
-		t.groups = append(t.groups, make(map[uint64]uint64))
+		t.groups = append(t.groups, &blockMap{})
 	}
 	m := t.groups[g]
-	old := m[h]
-	m[h] = old | bit
+	old := m.get(h)
+	m.set(h, old|bit)
 	return old&bit == 0
 }
 
@@ -43,23 +43,19 @@ func (t *table) remove(h uint64, slot int) bool {
 		return false
 	}
 	m := t.groups[g]
-	old, ok := m[h]
-	if !ok || old&bit == 0 {
+	old := m.get(h)
+	if old&bit == 0 {
 		return false
 	}
-	if old &^= bit; old == 0 {
-		delete(m, h)
-	} else {
-		m[h] = old
-	}
+	m.set(h, old&^bit)
 	return true
 }
 
-// distinct is the number of distinct blocks, counted in the first group.
+// distinct is the number of distinct blocks, counted in the fullest group.
 func (t *table) distinct() int {
 	n := 0
 	for _, m := range t.groups {
-		n = max(n, len(m))
+		n = max(n, m.len())
 	}
 	return n
 }
@@ -75,7 +71,7 @@ func (t *table) match(chain []uint64, depth []int) {
 		var active uint64
 		i := 0
 		for ; i < len(chain); i++ {
-			b := m[chain[i]]
+			b := m.get(chain[i])
 			if i == 0 {
 				active = b
 			} else {
@@ -363,16 +359,39 @@ func (x *Index) FindMatches(chain []uint64, workers []string, dst []int) []int {
 // matchNames runs table.match and reports the depths of named workers.
 func matchNames(t *table, sl *slots, chain []uint64, workers []string, dst []int) []int {
 	dst = grow(dst, len(workers))
+	clear(dst)
 	var buf [128]int
 	depth := buf[:]
 	if n := len(t.groups) << 6; n > len(depth) {
 		depth = make([]int, n)
 	}
-	t.match(chain, depth[:len(t.groups)<<6])
-	for i, name := range workers {
-		dst[i] = 0
-		if s, ok := sl.get(name); ok && s < len(t.groups)<<6 {
-			dst[i] = depth[s]
+	depth = depth[:len(t.groups)<<6]
+	t.match(chain, depth)
+	// Usually only a few workers match at all: find those few in workers by
+	// a scan, which beats looking every name up.
+	hits := 0
+	for _, d := range depth {
+		if d > 0 {
+			hits++
+		}
+	}
+	if hits > 8 {
+		for i, name := range workers {
+			if s, ok := sl.get(name); ok && s < len(depth) {
+				dst[i] = depth[s]
+			}
+		}
+		return dst
+	}
+	for s, d := range depth {
+		if d == 0 {
+			continue
+		}
+		for i, name := range workers {
+			if name == sl.names[s] {
+				dst[i] = d
+				break
+			}
 		}
 	}
 	return dst

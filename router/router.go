@@ -80,6 +80,7 @@ type Router struct {
 	mu         sync.Mutex
 	settings   Settings
 	bookings   map[*Booking]struct{}
+	cands      []Candidate // reused by every decision
 	lastSweep  time.Time
 	staleFreed int64
 	shed       int64
@@ -202,7 +203,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	start := time.Now()
 	req.BlockSize = r.blockSize
 	if req.Chain == nil && len(req.TokenIDs) > 0 {
-		req.Chain = blockhash.Chain(req.TokenIDs, r.blockSize)
+		req.Chain = blockhash.Extend(make([]uint64, 0, len(req.TokenIDs)/r.blockSize), req.TokenIDs, r.blockSize)
 	}
 	if req.Tokens == 0 {
 		req.Tokens = len(req.TokenIDs)
@@ -235,9 +236,8 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	}
 	looked := time.Now()
 
-	var cbuf [64]Candidate
-	cands := cbuf[:0]
 	r.mu.Lock()
+	cands := r.cands[:0]
 	now := r.clk.Now()
 	r.sweepLocked(now)
 	busy := 0
@@ -246,7 +246,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 		c := Candidate{
 			Worker: w, Position: pos[i], Overlap: overlap[i], IndexBlocks: sizes[i],
 			InFlight: l.inflight, PrefillTokens: l.prefillTokens, ContextTokens: l.contextTokens,
-			ActiveBlocks: len(l.blocks), ActiveDepth: l.depth(req.Chain), Capacity: max(1, w.Capacity),
+			ActiveBlocks: l.blocks.len(), ActiveDepth: l.depth(req.Chain), Capacity: max(1, w.Capacity),
 		}
 		if float64(c.InFlight) >= r.settings.BusyThreshold*float64(c.Capacity) {
 			busy++
@@ -261,6 +261,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	}
 	i := p.Pick(req, cands)
 	c := cands[i]
+	r.cands = cands
 	b := &Booking{
 		Worker: c.Worker, Overlap: c.Overlap, Policy: p.Name(), r: r,
 		chain: req.Chain, isl: req.Tokens, prefill: uncachedTokens(req, &c), at: now,
@@ -270,9 +271,11 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	r.mu.Unlock()
 	done := time.Now()
 
-	// Every decision feeds the predicted index, so that switching to
-	// kv_approx starts warm.
-	r.approx.Insert(c.Worker.Name, req.Chain)
+	// The predicted index learns from decisions for workers that publish no
+	// events, and from every decision while kv_approx is live.
+	if c.Worker.Events == "" || usesPrediction(p) {
+		r.approx.Insert(c.Worker.Name, req.Chain)
+	}
 	c.Worker.routed.Add(1)
 	c.Worker.predictedHit.Add(int64(min(req.Tokens, c.Overlap*r.blockSize)))
 	m := r.metrics
@@ -354,7 +357,7 @@ func (r *Router) Workers() []WorkerState {
 	for i, w := range ws {
 		out[i].InFlight = w.load.inflight
 		out[i].ActivePrefillTokens = w.load.prefillTokens
-		out[i].ActiveBlocks = len(w.load.blocks)
+		out[i].ActiveBlocks = w.load.blocks.len()
 	}
 	r.mu.Unlock()
 	return out
