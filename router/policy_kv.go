@@ -12,8 +12,9 @@ package router
 // shared system prompt no longer makes a loaded worker look cheap. Costs
 // within half a block or 2% of each other are treated as equal and the tie
 // goes to the worker with fewer in-flight requests, then less queued prefill,
-// then the earlier worker in the list — never to chance, so a conversation
-// does not alternate between equally good workers (Dynamo issue #3581).
+// then less context in flight, then fewer cached blocks, then the earlier
+// worker in the list — never to chance, so a conversation does not
+// alternate between equally good workers (Dynamo issue #3581).
 // When every worker is full, the request goes to the one least full for its
 // capacity. Approximate selects the predicted index instead of KV events.
 type KV struct {
@@ -70,12 +71,18 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 }
 
 // lighter reports whether a carries less load than b: fewer in-flight
-// requests, then less queued prefill.
+// requests, then less queued prefill, then less context in flight, then
+// fewer cached blocks (a fuller cache evicts sooner).
 func lighter(a, b *Candidate) bool {
-	if a.InFlight != b.InFlight {
+	switch {
+	case a.InFlight != b.InFlight:
 		return a.InFlight < b.InFlight
+	case a.PrefillTokens != b.PrefillTokens:
+		return a.PrefillTokens < b.PrefillTokens
+	case a.ContextTokens != b.ContextTokens:
+		return a.ContextTokens < b.ContextTokens
 	}
-	return a.PrefillTokens < b.PrefillTokens
+	return a.IndexBlocks < b.IndexBlocks
 }
 
 // leastFull returns the candidate with the lowest in-flight to capacity
