@@ -348,3 +348,20 @@ func every(ctx context.Context, clk clock.Clock, d time.Duration, f func()) {
 		}
 	}
 }
+
+// Watch keeps the pool current until ctx ends: it asks every worker's
+// /health every healthEvery (timing out after the same), and resolves each
+// DNS source every DNSRefresh. A nil resolver means net.DefaultResolver.
+func (p *Pool) Watch(ctx context.Context, clk clock.Clock, client *http.Client, dns []DNSSource, r Resolver, healthEvery time.Duration, logf func(string, ...any)) {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	var wg sync.WaitGroup
+	for _, src := range dns {
+		wg.Go(func() { p.Discover(ctx, clk, r, src, logf) })
+	}
+	wg.Go(func() {
+		every(ctx, clk, healthEvery, func() { p.CheckHealth(ctx, client, healthEvery) })
+	})
+	wg.Wait()
+}
