@@ -11,9 +11,11 @@ import (
 
 // DefaultMaxIndexBlocks bounds the event-fed index: at most this many
 // (worker, block) pairs. 64 workers of 12,300 blocks each (one H200's KV
-// cache at B=32) need 787,200; the default leaves room for 5× that. Measured
-// by BenchmarkIndexMemory at about 90 bytes per pair when blocks are shared
-// by two workers, the bound is about 380 MB.
+// cache at B=32) need 787,200; the default leaves room for 5× that.
+// BenchmarkIndexMemory measures 55 bytes of heap per pair (1,000,000
+// distinct blocks, each held by two workers: 109 MB), so the bound is about
+// 230 MB: a pair costs one entry in its worker's engine-id map (about 37
+// bytes) and a share of one 16-byte slot of the block table.
 const DefaultMaxIndexBlocks = 1 << 22
 
 // table maps a block's chain hash to the set of workers holding it. Workers

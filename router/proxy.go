@@ -103,6 +103,9 @@ func (px *Proxy) models(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusBadGateway, "router: "+last.Error())
 }
 
+// chatTokens caches the tokens of chat messages across requests.
+var chatTokens = newTokenCache()
+
 // PromptTokens tokenizes a request body as the workers do: a chat request's
 // messages through the shared chat template, a completion's prompt as is.
 // A body it cannot read yields no tokens; the worker will judge it.
@@ -118,7 +121,7 @@ func PromptTokens(path string, body []byte) []uint32 {
 		if len(req.Messages) == 0 {
 			return nil
 		}
-		return tokenizer.Encode(tokenizer.RenderChat(req.Messages))
+		return chatTokens.chat(req.Messages)
 	}
 	var s string
 	if json.Unmarshal(req.Prompt, &s) == nil {
