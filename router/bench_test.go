@@ -2,6 +2,7 @@ package router
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -211,16 +212,41 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// BenchmarkPromptTokens is the tokenization the proxy adds before a decision:
-// a chat request of about 12,800 tokens, rendered and encoded.
+// BenchmarkPromptTokens is the tokenization the proxy adds before a decision,
+// for a chat of about 12,800 tokens: "cold" tokenizes all of it (a prompt
+// never seen), "follow-up" a conversation whose history earlier turns
+// already tokenized, plus a new question.
 func BenchmarkPromptTokens(b *testing.B) {
-	body := longChatBody(12800)
-	b.ReportAllocs()
-	n := 0
-	for i := 0; i < b.N; i++ {
-		n = len(PromptTokens("/v1/chat/completions", body))
+	history := longChatBody(12800)
+	var req struct {
+		Messages []tokenizer.Message `json:"messages"`
 	}
-	b.ReportMetric(float64(n), "tokens")
+	if err := json.Unmarshal(history, &req); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cold", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n = len(tokenizer.Encode(tokenizer.RenderChat(req.Messages)))
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
+	b.Run("follow-up", func(b *testing.B) {
+		PromptTokens("/v1/chat/completions", history)
+		bodies := make([][]byte, b.N)
+		for i := range bodies {
+			msgs := append(slices.Clone(req.Messages), tokenizer.Message{Role: "user", Content: fmt.Sprintf("And question %d?", i)})
+			bodies[i], _ = json.Marshal(map[string]any{"model": "m", "messages": msgs})
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n = len(PromptTokens("/v1/chat/completions", bodies[i]))
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
 }
 
 func longChatBody(tokens int) []byte {
