@@ -138,6 +138,9 @@ func (a *Approx) Insert(worker string, chain []uint64) {
 		a.t.add(h, s)
 		a.perWorker[s]++
 	}
+	for i := 1; i < len(chain); i++ {
+		a.t.link(chain[i-1], chain[i])
+	}
 	if a.items.len() > a.maxPairs {
 		target := int(float64(a.maxPairs) * approxPruneRatio)
 		for a.items.len() > target {

@@ -91,12 +91,15 @@ func reportPercentiles(b *testing.B, prefix string, d []time.Duration) {
 func BenchmarkFindMatches(b *testing.B) {
 	x := sharedBenchIndex(b)
 	names := benchNames()
-	chains := make([][]uint64, 64)
+	// Every prompt in turn, in a scattered order, so that lookups do not
+	// find a few prompts warm in the cache.
+	chains := make([][]uint64, benchPrompts)
 	for i := range chains {
-		chains[i] = benchChain(i * 37)
+		chains[i] = benchChain(i * 37 % benchPrompts)
 	}
 	dst := make([]int, len(names))
 	lat := make([]time.Duration, 0, b.N)
+	runtime.GC() // the build's garbage is not the lookup's cost
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -114,6 +117,55 @@ func BenchmarkFindMatches(b *testing.B) {
 
 func benchChain(p int) []uint64 {
 	return (&Router{blockSize: benchB}).Hash(benchPrompt(p))
+}
+
+// BenchmarkFindMatchesFragmented is BenchmarkFindMatches on an index whose
+// prompts were stored 8 blocks at a time, all 2,500 prompts interleaved, as
+// turns of many conversations arrive: a prompt's blocks are scattered
+// through memory instead of laid out in order.
+func BenchmarkFindMatchesFragmented(b *testing.B) {
+	x := NewIndex(benchB, 0)
+	names := benchNames()
+	const step = 8
+	prompts := make([][]uint32, benchPrompts)
+	for p := range prompts {
+		prompts[p] = benchPrompt(p)
+	}
+	for s := 0; s < benchBlocks; s += step {
+		for p := range benchPrompts {
+			ev := &kvevents.BlockStored{BlockHashes: ids(p*benchBlocks+s+1, step), TokenIDs: prompts[p][s*benchB : (s+step)*benchB], BlockSize: benchB}
+			if s > 0 {
+				ev.Parent, ev.HasParent = uint64(p*benchBlocks+s), true
+			}
+			for _, w := range []string{names[p%benchWorkers], names[(p+7)%benchWorkers]} {
+				if err := x.Apply(w, ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	prompts = nil
+	// Every prompt in turn, in a scattered order, so that lookups do not
+	// find a few prompts warm in the cache.
+	chains := make([][]uint64, benchPrompts)
+	for i := range chains {
+		chains[i] = benchChain(i * 37 % benchPrompts)
+	}
+	dst := make([]int, len(names))
+	lat := make([]time.Duration, 0, b.N)
+	runtime.GC() // the build's garbage is not the lookup's cost
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		dst = x.FindMatches(chains[i%len(chains)], names, dst)
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	if d := x.FindMatches(chains[0], names, nil); d[0] != benchBlocks || d[7] != benchBlocks {
+		b.Fatalf("prompt 0 matched %v; want 400 on w00 and w07", d[:8])
+	}
+	reportPercentiles(b, "", lat)
 }
 
 // BenchmarkApply feeds block events to an index already holding 1,000,000

@@ -2,7 +2,6 @@ package router
 
 import (
 	"fmt"
-	"math/bits"
 	"sync"
 
 	"github.com/kvlens/kvlens/blockhash"
@@ -12,85 +11,11 @@ import (
 // DefaultMaxIndexBlocks bounds the event-fed index: at most this many
 // (worker, block) pairs. 64 workers of 12,300 blocks each (one H200's KV
 // cache at B=32) need 787,200; the default leaves room for 5× that.
-// BenchmarkIndexMemory measures 55 bytes of heap per pair (1,000,000
-// distinct blocks, each held by two workers: 109 MB), so the bound is about
-// 230 MB: a pair costs one entry in its worker's engine-id map (about 37
-// bytes) and a share of one 16-byte slot of the block table.
+// BenchmarkIndexMemory measures 68 bytes of heap per pair (1,000,000
+// distinct blocks, each held by two workers: 137 MB), so the bound is about
+// 290 MB: a pair costs one entry in its worker's engine-id map (about 37
+// bytes) and a share of its block's 24-byte node and 16-byte hash slot.
 const DefaultMaxIndexBlocks = 1 << 22
-
-// table maps a block's chain hash to the set of workers holding it. Workers
-// are numbered by slot; group g holds slots 64g to 64g+63 as one bitset, so
-// up to 64 workers cost one 16-byte blockMap slot per distinct block, and a
-// lookup is one probe per 64 workers. Because a chain hash already
-// encodes the whole prefix before it, this flat map answers the same
-// questions as Dynamo's radix tree.
-type table struct {
-	groups []*blockMap
-}
-
-func (t *table) add(h uint64, slot int) bool {
-	g, bit := slot>>6, uint64(1)<<(slot&63)
-	for len(t.groups) <= g {
-		t.groups = append(t.groups, &blockMap{})
-	}
-	m := t.groups[g]
-	old := m.get(h)
-	m.set(h, old|bit)
-	return old&bit == 0
-}
-
-func (t *table) remove(h uint64, slot int) bool {
-	g, bit := slot>>6, uint64(1)<<(slot&63)
-	if g >= len(t.groups) {
-		return false
-	}
-	m := t.groups[g]
-	old := m.get(h)
-	if old&bit == 0 {
-		return false
-	}
-	m.set(h, old&^bit)
-	return true
-}
-
-// distinct is the number of distinct blocks, counted in the fullest group.
-func (t *table) distinct() int {
-	n := 0
-	for _, m := range t.groups {
-		n = max(n, m.len())
-	}
-	return n
-}
-
-// match sets depth[slot] to how many leading blocks of chain each slot holds,
-// walking from the root as Dynamo's find_matches does: a worker that drops
-// out at depth i scores i; one present to the end scores len(chain). depth
-// must have room for every slot; it is zeroed first.
-func (t *table) match(chain []uint64, depth []int) {
-	clear(depth)
-	for g, m := range t.groups {
-		base := g << 6
-		var active uint64
-		i := 0
-		for ; i < len(chain); i++ {
-			b := m.get(chain[i])
-			if i == 0 {
-				active = b
-			} else {
-				for gone := active &^ b; gone != 0; gone &= gone - 1 {
-					depth[base+bits.TrailingZeros64(gone)] = i
-				}
-				active &= b
-			}
-			if active == 0 {
-				break
-			}
-		}
-		for ; active != 0; active &= active - 1 {
-			depth[base+bits.TrailingZeros64(active)] = len(chain)
-		}
-	}
-}
 
 // slots numbers worker names densely, reusing freed numbers, so that the
 // table's bitsets stay as small as the worker count allows.
@@ -263,6 +188,9 @@ func (x *Index) store(worker string, e *kvevents.BlockStored) error {
 			x.pairs++
 		}
 	}
+	for i := max(1, base); i < len(chain); i++ {
+		x.t.link(chain[i-1], chain[i])
+	}
 	x.counts[0][0] += uint64(n)
 	return nil
 }
@@ -364,10 +292,10 @@ func matchNames(t *table, sl *slots, chain []uint64, workers []string, dst []int
 	clear(dst)
 	var buf [128]int
 	depth := buf[:]
-	if n := len(t.groups) << 6; n > len(depth) {
+	if n := t.width(); n > len(depth) {
 		depth = make([]int, n)
 	}
-	depth = depth[:len(t.groups)<<6]
+	depth = depth[:t.width()]
 	t.match(chain, depth)
 	// Usually only a few workers match at all: find those few in workers by
 	// a scan, which beats looking every name up.
