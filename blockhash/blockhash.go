@@ -11,6 +11,7 @@ package blockhash
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 )
@@ -49,12 +50,16 @@ func Extend(chain []uint64, tokens []uint32, b int) []uint64 {
 	if b <= 0 {
 		return chain
 	}
-	buf := make([]byte, 4*b)
-	for off := 0; off+b <= len(tokens); off += b {
-		for i, t := range tokens[off : off+b] {
-			binary.LittleEndian.PutUint32(buf[4*i:], t)
-		}
-		local := xxh3.HashSeed(buf, Seed)
+	n := len(tokens) / b * b
+	if n == 0 {
+		return chain
+	}
+	// On a little-endian machine the token ids already sit in memory as the
+	// bytes to hash, so hash them in place: copying them out first stalls
+	// on store-to-load forwarding and makes hashing about 4 times slower.
+	raw := littleEndianBytes(tokens[:n])
+	for off := 0; off < n; off += b {
+		local := xxh3.HashSeed(raw[4*off:4*(off+b)], Seed)
 		if len(chain) == 0 {
 			chain = append(chain, local)
 		} else {
@@ -62,4 +67,17 @@ func Extend(chain []uint64, tokens []uint32, b int) []uint64 {
 		}
 	}
 	return chain
+}
+
+// littleEndianBytes returns tokens as little-endian u32 bytes: the memory
+// itself on little-endian machines, a copy elsewhere.
+func littleEndianBytes(tokens []uint32) []byte {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(tokens))), 4*len(tokens))
+	}
+	buf := make([]byte, 4*len(tokens))
+	for i, t := range tokens {
+		binary.LittleEndian.PutUint32(buf[4*i:], t)
+	}
+	return buf
 }

@@ -65,3 +65,30 @@ func BenchmarkChain400Blocks(b *testing.B) {
 		Chain(tokens, 32)
 	}
 }
+
+func TestExtendHashesInPlaceAsLocalAndNextDo(t *testing.T) {
+	tokens := make([]uint32, 32*9+5)
+	for i := range tokens {
+		tokens[i] = uint32(i*2654435761) ^ 0xdeadbeef
+	}
+	for _, b := range []int{1, 16, 32, 64} {
+		var want []uint64
+		for off := 0; off+b <= len(tokens); off += b {
+			local := Local(tokens[off : off+b])
+			if len(want) == 0 {
+				want = append(want, local)
+			} else {
+				want = append(want, Next(want[len(want)-1], local))
+			}
+		}
+		got := Chain(tokens, b)
+		if len(got) != len(want) {
+			t.Fatalf("b=%d: %d hashes, want %d", b, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("b=%d: block %d hash %#x, want %#x", b, i, got[i], want[i])
+			}
+		}
+	}
+}

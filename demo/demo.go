@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
@@ -41,6 +43,10 @@ type Config struct {
 	Model string
 	// Policy is the initial routing policy.
 	Policy string
+	// Router configures the router: block size, admission, busy threshold.
+	Router router.Config
+	// MaxBatchSize is each worker's batch capacity unless its spec sets one.
+	MaxBatchSize int
 	// NoStart leaves the load stopped until someone presses Start.
 	NoStart bool
 	// Load configures the load generator.
@@ -59,7 +65,11 @@ func DefaultConfig() Config {
 		SimProfile: sim.MustProfile(sim.DefaultProfile),
 		Model:      sim.DefaultModel,
 		Policy:     "round_robin",
-		Load:       loadgen.DefaultConfig(),
+		Router: router.Config{
+			BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1,
+		},
+		MaxBatchSize: router.DefaultCapacity,
+		Load:         loadgen.DefaultConfig(),
 		Dashboard: web.Options{
 			SliderMin: 60, SliderMax: 180, SliderStep: 20,
 			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
@@ -121,13 +131,19 @@ func Start(cfg Config) (*Demo, error) {
 		d.WorkerURLs = d.fleet.URLs
 		kind = "simulated H200"
 	}
-	workers, err := router.ParseWorkers(d.WorkerURLs)
+	fleet, err := router.ParseFleet(d.WorkerURLs)
 	if err != nil {
 		return fail(fmt.Errorf("--workers: %w", err))
 	}
-	d.Proxy = router.New(workers, policy)
+	workers := fleet.Static
+	pool := router.NewPool(workers)
+	pool.SetCapacity(cfg.MaxBatchSize)
 
 	reg := prometheus.NewRegistry()
+	rcfg := cfg.Router
+	rcfg.Registerer = reg
+	d.Proxy = router.NewProxy(router.NewRouter(pool, policy, rcfg))
+
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	target := cfg.Target
 	if target == "" {
@@ -157,8 +173,15 @@ func Start(cfg Config) (*Demo, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	d.srv = &http.Server{Handler: d.Web.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	d.wg.Add(2)
+	mux := http.NewServeMux()
+	mux.Handle(router.AdminPrefix+"/", d.Proxy.Admin())
+	mux.Handle("/", d.Web.Handler())
+	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	d.wg.Add(3)
+	go func() {
+		defer d.wg.Done()
+		pool.Watch(ctx, clock.Real, d.Proxy.Client(), fleet.DNS, nil, 2*time.Second, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "kvlens: "+f+"\n", a...) })
+	}()
 	go func() { defer d.wg.Done(); d.Web.Hub().Run(ctx) }()
 	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
 	if !cfg.NoStart {

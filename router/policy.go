@@ -2,11 +2,17 @@ package router
 
 import (
 	"errors"
-	"sync/atomic"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 )
 
 // ErrNoWorker means no worker can take the request.
-var ErrNoWorker = errors.New("no worker available")
+var ErrNoWorker = errors.New("no healthy worker available")
+
+// ErrBusy means the admission policy shed the request because every worker
+// is busy. Its text is what Dynamo answers in the same case.
+var ErrBusy = errors.New("all workers are busy, please retry later")
 
 // Request is what a policy may look at to pick a worker.
 type Request struct {
@@ -14,32 +20,72 @@ type Request struct {
 	Path string
 	// Body is the raw JSON request body.
 	Body []byte
+	// TokenIDs is the rendered prompt, tokenized as the workers do; the
+	// router hashes it when Chain is nil.
+	TokenIDs []uint32
+	// Tokens is the prompt length in tokens (ISL).
+	Tokens int
+	// Chain is the prompt's block-hash chain, one hash per full block.
+	Chain []uint64
+	// BlockSize is tokens per block.
+	BlockSize int
 }
 
-// A Policy picks the worker for each request. Implementations must be safe for
-// concurrent use.
+// Candidate is one healthy worker as a policy sees it at decision time.
+type Candidate struct {
+	// Worker is the worker itself.
+	Worker *Worker
+	// Position is the worker's place in the fleet's list, unhealthy
+	// workers included.
+	Position int
+	// Overlap is how many leading blocks of the request's chain the index
+	// says the worker holds.
+	Overlap int
+	// IndexBlocks is how many blocks the index holds for the worker.
+	IndexBlocks int
+	// InFlight counts requests booked on the worker and not finished.
+	InFlight int
+	// PrefillTokens sums the uncached prompt tokens of booked requests that
+	// have no first token yet.
+	PrefillTokens int
+	// ContextTokens sums the prompt tokens of every booked request.
+	ContextTokens int
+	// ActiveBlocks counts the distinct prompt blocks of booked requests.
+	ActiveBlocks int
+	// ActiveDepth is how many leading blocks of the request's chain booked
+	// requests on the worker already hold.
+	ActiveDepth int
+	// Capacity is the worker's batch capacity (max_batch_size).
+	Capacity int
+}
+
+// A Policy picks the worker for each request. The Router calls Pick under
+// its decision lock, one decision at a time, and books the request on the
+// chosen worker before the next decision.
 type Policy interface {
 	// Name is the policy's identifier, as used in flags and the admin API.
 	Name() string
-	// Pick chooses one of workers, which is never empty.
-	Pick(r *Request, workers []*Worker) (*Worker, error)
+	// Pick returns the index in cands of the chosen worker; cands is never
+	// empty.
+	Pick(r *Request, cands []Candidate) int
 }
 
-// RoundRobin sends each request to the next worker in turn.
-type RoundRobin struct {
-	next atomic.Uint64
+// Knobs are the tunable settings of the cost-based policies.
+type Knobs struct {
+	// Weight is W, the weight of prefill blocks against decode blocks
+	// (Dynamo's overlap_score_weight).
+	Weight float64 `json:"weight"`
+	// Temperature softens the choice; 0 takes the lowest cost.
+	Temperature float64 `json:"temperature"`
+	// Seed seeds the random choices; 0 picks a random seed.
+	Seed uint64 `json:"-"`
 }
 
-var _ Policy = (*RoundRobin)(nil)
+// DefaultKnobs are Dynamo's defaults: W = 1, temperature 0.
+func DefaultKnobs() Knobs { return Knobs{Weight: 1, Temperature: 0} }
 
-// Name implements Policy.
-func (*RoundRobin) Name() string { return "round_robin" }
-
-// Pick implements Policy.
-func (p *RoundRobin) Pick(_ *Request, workers []*Worker) (*Worker, error) {
-	i := p.next.Add(1) - 1
-	return workers[i%uint64(len(workers))], nil
-}
+// Policies lists the policy names in the order people meet them.
+var Policies = []string{"round_robin", "random", "least_loaded", "dynamo", "kv", "kv_approx"}
 
 // Describe gives a policy's name in plain words, for people.
 func Describe(name string) string {
@@ -60,11 +106,43 @@ func Describe(name string) string {
 	return name
 }
 
-// NewPolicy returns the policy called name.
-func NewPolicy(name string) (Policy, error) {
+// NewPolicy returns the policy called name with DefaultKnobs.
+func NewPolicy(name string) (Policy, error) { return NewPolicyWith(name, DefaultKnobs()) }
+
+// NewPolicyWith returns the policy called name with knobs k.
+func NewPolicyWith(name string, k Knobs) (Policy, error) {
+	if k.Weight < 0 || k.Temperature < 0 {
+		return nil, fmt.Errorf("policy %s: weight %g and temperature %g must not be negative", name, k.Weight, k.Temperature)
+	}
+	rng := newRand(k.Seed)
 	switch name {
 	case "round_robin":
 		return &RoundRobin{}, nil
+	case "random":
+		return &Random{rng: rng}, nil
+	case "least_loaded":
+		return &LeastLoaded{}, nil
+	case "dynamo":
+		return &Dynamo{Weight: k.Weight, Temperature: k.Temperature, rng: rng}, nil
+	case "kv":
+		return &KV{Weight: k.Weight}, nil
+	case "kv_approx":
+		return &KV{Weight: k.Weight, Approximate: true}, nil
 	}
-	return nil, errors.New("unknown routing policy " + `"` + name + `"` + " (available: round_robin)")
+	return nil, fmt.Errorf("unknown routing policy %q (available: %s)", name, strings.Join(Policies, ", "))
+}
+
+func newRand(seed uint64) *rand.Rand {
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// predicted is implemented by policies that read the approximate index.
+type predicted interface{ predicted() bool }
+
+func usesPrediction(p Policy) bool {
+	q, ok := p.(predicted)
+	return ok && q.predicted()
 }

@@ -1,5 +1,7 @@
 // Package router is kvlens's OpenAI-compatible proxy: for each request it
-// picks a worker with a Policy and streams the worker's answer back.
+// picks a worker with a Policy, using a global index of which worker holds
+// which KV blocks and what each worker has in flight, and streams the
+// worker's answer back.
 package router
 
 import (
@@ -9,58 +11,41 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // Header names the proxy sets on every routed response.
 const (
 	// HeaderWorker carries the name of the worker that served the request.
 	HeaderWorker = "X-Kvlens-Worker"
+	// HeaderOverlap carries how many leading prompt blocks the index said the
+	// worker held when the request was routed.
+	HeaderOverlap = "X-Kvlens-Overlap-Blocks"
 )
 
 // maxBodyBytes bounds a proxied request body (8 MiB).
 const maxBodyBytes = 8 << 20
 
-// Worker is one inference worker behind the proxy.
-type Worker struct {
-	// Name identifies the worker in headers and on the dashboard.
-	Name string
-	// URL is the worker's base URL, without the /v1 suffix.
-	URL *url.URL
-}
-
-// ParseWorkers turns base URLs into workers named w0, w1, ...
-func ParseWorkers(urls []string) ([]*Worker, error) {
-	var ws []*Worker
-	for i, raw := range urls {
-		u, err := url.Parse(strings.TrimSuffix(raw, "/"))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("worker %d: %q is not an http(s) base URL", i, raw)
-		}
-		ws = append(ws, &Worker{Name: fmt.Sprintf("w%d", i), URL: u})
-	}
-	if len(ws) == 0 {
-		return nil, errors.New("no workers given")
-	}
-	return ws, nil
-}
-
 // Proxy routes OpenAI requests to workers.
 type Proxy struct {
-	workers []*Worker
-	client  *http.Client
-	policy  atomic.Pointer[policyBox]
+	rt     *Router
+	client *http.Client
 }
 
-type policyBox struct{ Policy }
-
-// New returns a proxy over workers that starts with policy p.
+// New returns a proxy over a fixed set of workers that starts with policy p
+// and every Router default.
 func New(workers []*Worker, p Policy) *Proxy {
-	px := &Proxy{
-		workers: workers,
+	return NewProxy(NewRouter(NewPool(workers), p, Config{}))
+}
+
+// NewProxy returns a proxy that routes with rt.
+func NewProxy(rt *Router) *Proxy {
+	return &Proxy{
+		rt: rt,
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // workers are addressed directly, never through HTTP_PROXY
 			MaxIdleConnsPerHost: 256,
@@ -68,21 +53,25 @@ func New(workers []*Worker, p Policy) *Proxy {
 			DisableCompression:  true, // compression would buffer the stream
 		}},
 	}
-	px.policy.Store(&policyBox{p})
-	return px
 }
+
+// Router returns the proxy's router.
+func (px *Proxy) Router() *Router { return px.rt }
+
+// Client is the HTTP client the proxy calls workers with.
+func (px *Proxy) Client() *http.Client { return px.client }
 
 // Policy returns the active policy.
-func (px *Proxy) Policy() Policy { return px.policy.Load().Policy }
+func (px *Proxy) Policy() Policy { return px.rt.Policy() }
 
-// SetPolicy switches the active policy. Requests already routed keep their
-// worker; the next decision uses p.
-func (px *Proxy) SetPolicy(p Policy) {
-	px.policy.Store(&policyBox{p})
-}
+// SetPolicy switches the active policy without dropping requests in flight.
+func (px *Proxy) SetPolicy(p Policy) { px.rt.SetPolicy(p) }
+
+// PolicyName returns the active policy's identifier.
+func (px *Proxy) PolicyName() string { return px.rt.Policy().Name() }
 
 // Workers returns the workers behind the proxy.
-func (px *Proxy) Workers() []*Worker { return px.workers }
+func (px *Proxy) Workers() []*Worker { return px.rt.pool.Workers() }
 
 // ServeHTTP proxies /v1/chat/completions, /v1/completions and /v1/models.
 func (px *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,10 +79,59 @@ func (px *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && (r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions"):
 		px.route(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
-		px.forward(w, r, px.workers[0], nil)
+		px.models(w, r)
 	default:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("router: no route for %s %s", r.Method, r.URL.Path))
 	}
+}
+
+// models asks the first healthy worker that answers.
+func (px *Proxy) models(w http.ResponseWriter, r *http.Request) {
+	var last error = ErrNoWorker
+	for _, wk := range px.Workers() {
+		if !wk.Healthy() {
+			continue
+		}
+		resp, err := px.send(r, wk, nil)
+		if err != nil {
+			last = err
+			continue
+		}
+		px.stream(w, r, resp, wk, nil)
+		return
+	}
+	writeError(w, http.StatusBadGateway, "router: "+last.Error())
+}
+
+// chatTokens caches the tokens of chat messages across requests.
+var chatTokens = newTokenCache()
+
+// PromptTokens tokenizes a request body as the workers do: a chat request's
+// messages through the shared chat template, a completion's prompt as is.
+// A body it cannot read yields no tokens; the worker will judge it.
+func PromptTokens(path string, body []byte) []uint32 {
+	var req struct {
+		Messages []tokenizer.Message `json:"messages"`
+		Prompt   json.RawMessage     `json:"prompt"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	if path == "/v1/chat/completions" {
+		if len(req.Messages) == 0 {
+			return nil
+		}
+		return chatTokens.chat(req.Messages)
+	}
+	var s string
+	if json.Unmarshal(req.Prompt, &s) == nil {
+		return tokenizer.Encode(s)
+	}
+	var ids []uint32
+	if json.Unmarshal(req.Prompt, &ids) == nil {
+		return ids
+	}
+	return nil
 }
 
 func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
@@ -102,24 +140,52 @@ func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "router: read request body: "+err.Error())
 		return
 	}
-	wk, err := px.Policy().Pick(&Request{Path: r.URL.Path, Body: body}, px.workers)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "router: "+err.Error())
+	req := &Request{Path: r.URL.Path, Body: body, TokenIDs: PromptTokens(r.URL.Path, body)}
+	var tried []*Worker
+	var lastErr error
+	for {
+		b, err := px.rt.Decide(req, tried)
+		switch {
+		case errors.Is(err, ErrBusy):
+			writeError(w, http.StatusServiceUnavailable, "router: "+err.Error())
+			return
+		case err != nil && lastErr != nil:
+			writeError(w, http.StatusBadGateway, "router: "+lastErr.Error())
+			return
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, "router: "+err.Error())
+			return
+		}
+		resp, err := px.send(r, b.Worker, body)
+		if err != nil {
+			b.Release()
+			if r.Context().Err() != nil {
+				return // the client left; nobody to answer
+			}
+			// Nothing reached the client yet, so another worker may serve it.
+			// This one gets no new requests until its health check passes.
+			b.Worker.SetHealthy(false)
+			b.Worker.errors.Add(1)
+			px.rt.metrics.UpstreamErrors.WithLabelValues(b.Worker.Name).Inc()
+			px.rt.retries.Add(1)
+			px.rt.metrics.Retries.Inc()
+			tried, lastErr = append(tried, b.Worker), err
+			continue
+		}
+		px.stream(w, r, resp, b.Worker, b)
 		return
 	}
-	px.forward(w, r, wk, body)
 }
 
-// forward sends r to wk and streams the answer back, flushing after every
-// read so that SSE chunks reach the client as the worker sends them.
-func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, wk *Worker, body []byte) {
+// send starts the upstream request; it returns once the worker's response
+// headers arrive.
+func (px *Proxy) send(r *http.Request, wk *Worker, body []byte) (*http.Response, error) {
 	target := *wk.URL
 	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
 	target.RawQuery = r.URL.RawQuery
 	up, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), bytes.NewReader(body))
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "router: build upstream request: "+err.Error())
-		return
+		return nil, fmt.Errorf("build request for worker %s: %w", wk.Name, err)
 	}
 	for _, h := range []string{"Content-Type", "Accept", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
@@ -128,13 +194,23 @@ func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, wk *Worker, bod
 	}
 	resp, err := px.client.Do(up)
 	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client left; nobody to answer
-		}
-		writeError(w, http.StatusBadGateway, fmt.Sprintf("router: worker %s unreachable: %v", wk.Name, err))
-		return
+		return nil, fmt.Errorf("worker %s unreachable: %w", wk.Name, err)
 	}
+	return resp, nil
+}
+
+// stream copies resp to the client, flushing after every read so that SSE
+// chunks reach the client as the worker sends them. A booking b, if any, is
+// told of the first content token and released when the stream ends however
+// it ends.
+func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, wk *Worker, b *Booking) {
 	defer resp.Body.Close()
+	sc := &streamScanner{}
+	if b != nil {
+		defer b.Release()
+		sc.onContent = b.FirstToken
+		w.Header().Set(HeaderOverlap, strconv.Itoa(b.Overlap))
+	}
 	for _, h := range []string{"Content-Type", "Cache-Control"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
@@ -142,6 +218,10 @@ func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, wk *Worker, bod
 	}
 	w.Header().Set(HeaderWorker, wk.Name)
 	w.WriteHeader(resp.StatusCode)
+	if resp.StatusCode >= 500 {
+		wk.errors.Add(1)
+		px.rt.metrics.UpstreamErrors.WithLabelValues(wk.Name).Inc()
+	}
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {
@@ -153,13 +233,22 @@ func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, wk *Worker, bod
 			if flusher != nil {
 				flusher.Flush()
 			}
+			sc.Write(buf[:n])
 		}
-		if err == io.EOF || r.Context().Err() != nil {
+		if err == io.EOF {
+			sc.Close()
+			wk.actualHit.Add(int64(sc.cached))
+			return
+		}
+		if r.Context().Err() != nil {
 			return
 		}
 		if err != nil {
-			// The worker's stream broke. Abort ours too, so the client sees
-			// a cut stream instead of a clean but truncated answer.
+			// The worker's stream broke after bytes reached the client, so
+			// it is never retried. Abort ours too, so the client sees a cut
+			// stream instead of a clean but truncated answer.
+			wk.errors.Add(1)
+			px.rt.metrics.UpstreamErrors.WithLabelValues(wk.Name).Inc()
 			panic(http.ErrAbortHandler)
 		}
 	}
@@ -170,6 +259,3 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "code": status}})
 }
-
-// PolicyName returns the active policy's identifier.
-func (px *Proxy) PolicyName() string { return px.Policy().Name() }

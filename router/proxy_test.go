@@ -10,44 +10,6 @@ import (
 	"time"
 )
 
-func TestRoundRobinPolicy(t *testing.T) {
-	ws, _ := ParseWorkers([]string{"http://a", "http://b", "http://c"})
-	p := &RoundRobin{}
-	var got []string
-	for range 7 {
-		w, err := p.Pick(&Request{}, ws)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, w.Name)
-	}
-	// 3 workers, 7 picks => each in turn, wrapping after the third.
-	if want := "w0 w1 w2 w0 w1 w2 w0"; strings.Join(got, " ") != want {
-		t.Fatalf("picks = %v, want %s", got, want)
-	}
-}
-
-func TestParseWorkers(t *testing.T) {
-	tests := []struct {
-		name    string
-		urls    []string
-		wantErr string
-	}{
-		{"http base URLs are accepted", []string{"http://127.0.0.1:8000", "https://gpu-1:8000/"}, ""},
-		{"an empty list is refused", nil, "no workers"},
-		{"a URL without scheme is refused", []string{"127.0.0.1:8000"}, "not an http(s) base URL"},
-		{"a non-http scheme is refused", []string{"tcp://x:1"}, "not an http(s) base URL"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseWorkers(tt.urls)
-			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("err = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 // slowSSE answers with three SSE chunks 50 ms apart, naming itself in each.
 func slowSSE(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -121,15 +83,6 @@ func TestProxyErrors(t *testing.T) {
 				t.Fatalf("got %d %s", resp.StatusCode, raw)
 			}
 		})
-	}
-}
-
-func TestNewPolicy(t *testing.T) {
-	if p, err := NewPolicy("round_robin"); err != nil || p.Name() != "round_robin" {
-		t.Fatalf("NewPolicy(round_robin) = %v, %v", p, err)
-	}
-	if _, err := NewPolicy("magic"); err == nil || !strings.Contains(err.Error(), "available") {
-		t.Fatalf("unknown policy error = %v, want one listing the available ones", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvlens/kvlens/demo"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 )
 
@@ -29,18 +30,17 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 		cfg.SimProfile = p
 		return err
 	})
-	fs.Func("workers", "comma-separated base URLs of real OpenAI-compatible workers (default: run the simulated fleet)", func(s string) error {
-		cfg.Workers = nil
-		for _, u := range strings.Split(s, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				cfg.Workers = append(cfg.Workers, u)
-			}
-		}
+	fs.Func("workers", "comma-separated real OpenAI-compatible workers, each a base URL, name=URL[,events=tcp://host:port][,capacity=N], or dns://service:port[?events=PORT] (default: run the simulated fleet)", func(s string) error {
+		cfg.Workers = router.SplitWorkerList(s)
 		return nil
 	})
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
-	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: round_robin")
+	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
+	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed) or shed (503 when every worker is busy)")
+	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
+	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=")
+	fs.IntVar(&cfg.Router.BlockSize, "block-size", cfg.Router.BlockSize, "KV block size in tokens, as the workers use")
 	fs.BoolVar(&cfg.NoStart, "no-start", cfg.NoStart, "wait for Start on the dashboard instead of starting the load at once")
 	fs.IntVar(&cfg.Load.Concurrency, "concurrency", cfg.Load.Concurrency, "initial number of simultaneous conversations (must be on the slider's scale)")
 	fs.IntVar(&cfg.Dashboard.SliderMin, "slider-min", cfg.Dashboard.SliderMin, "lowest concurrency on the slider")
@@ -136,6 +136,12 @@ func randomToken() string {
 // checkServe catches flag values that parse but make no sense.
 func checkServe(cfg demo.Config) error {
 	switch {
+	case cfg.Router.Admission != router.AdmitQueue && cfg.Router.Admission != router.AdmitShed:
+		return fmt.Errorf("--admission must be queue or shed, got %q", cfg.Router.Admission)
+	case !(cfg.Router.BusyThreshold > 0):
+		return fmt.Errorf("--busy-threshold must be positive, got %g", cfg.Router.BusyThreshold)
+	case cfg.MaxBatchSize < 1 || cfg.Router.BlockSize < 1:
+		return fmt.Errorf("--max-batch-size and --block-size must be at least 1")
 	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0:
 		return fmt.Errorf("--sim-workers must be at least 1, got %d", cfg.SimWorkers)
 	case cfg.Dashboard.SliderStep < 1:

@@ -1,0 +1,96 @@
+package router
+
+import "time"
+
+// DefaultStaleBooking is how long a booking may stay open before it is
+// presumed lost and freed, as in Dynamo.
+const DefaultStaleBooking = 300 * time.Second
+
+// load is one worker's active sequences: the requests booked on it and not
+// yet finished. The Router's lock guards it.
+type load struct {
+	// inflight counts booked requests.
+	inflight int
+	// prefillTokens sums ISL − overlap·B over requests without a first token.
+	prefillTokens int
+	// contextTokens sums the prompt tokens of every booked request, shared
+	// prefixes counted once per request.
+	contextTokens int
+	// blocks reference-counts the prompt blocks of booked requests, so a
+	// prefix shared by several requests counts once.
+	blocks blockMap
+}
+
+func (l *load) add(b *Booking) {
+	l.inflight++
+	l.prefillTokens += b.prefill
+	l.contextTokens += b.isl
+	for _, h := range b.chain {
+		l.blocks.set(h, l.blocks.get(h)+1)
+	}
+}
+
+func (l *load) prefillDone(b *Booking) {
+	l.prefillTokens -= b.prefill
+}
+
+func (l *load) remove(b *Booking) {
+	l.inflight--
+	if !b.prefilled {
+		l.prefillTokens -= b.prefill
+	}
+	l.contextTokens -= b.isl
+	for _, h := range b.chain {
+		l.blocks.set(h, l.blocks.get(h)-1)
+	}
+}
+
+// depth is how many leading blocks of chain are already held by requests
+// active on this worker.
+func (l *load) depth(chain []uint64) int {
+	for i, h := range chain {
+		if l.blocks.get(h) == 0 {
+			return i
+		}
+	}
+	return len(chain)
+}
+
+// Booking is one request's claim on a worker, from the routing decision to
+// the end of its stream. Its methods are safe for concurrent use and
+// idempotent.
+type Booking struct {
+	// Worker is the chosen worker.
+	Worker *Worker
+	// Overlap is how many leading prompt blocks the index said Worker held.
+	Overlap int
+	// Policy is the name of the policy that decided.
+	Policy string
+
+	r         *Router
+	chain     []uint64
+	isl       int
+	prefill   int
+	at        time.Time
+	prefilled bool
+	done      bool
+}
+
+// FirstToken marks the request's prefill complete: its tokens stop counting
+// as queued prefill on the worker.
+func (b *Booking) FirstToken() {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	if b.prefilled || b.done {
+		return
+	}
+	b.prefilled = true
+	b.Worker.load.prefillDone(b)
+}
+
+// Release frees the booking, at stream end, error or client disconnect.
+func (b *Booking) Release() {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	b.r.releaseLocked(b)
+}

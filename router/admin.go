@@ -1,0 +1,110 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// AdminPrefix is where the admin API lives.
+const AdminPrefix = "/admin/router"
+
+// Admin returns the router's admin API, to mount at AdminPrefix:
+//
+//	GET  /admin/router/policy    the policy and its knobs
+//	PUT  /admin/router/policy    change any of them: {"policy":"kv","weight":1,"temperature":0,"admission":"shed","busy_threshold":0.9}
+//	GET  /admin/router/workers   per-worker state and the router's totals
+//	POST /admin/router/reset     reset every worker's prefix cache and clear the indexes
+func (px *Proxy) Admin() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+AdminPrefix+"/policy", px.getPolicy)
+	mux.HandleFunc("PUT "+AdminPrefix+"/policy", px.putPolicy)
+	mux.HandleFunc("GET "+AdminPrefix+"/workers", px.getWorkers)
+	mux.HandleFunc("POST "+AdminPrefix+"/reset", px.reset)
+	return mux
+}
+
+type policyJSON struct {
+	Settings
+	// Available lists the policy names PUT accepts.
+	Available []string `json:"available"`
+}
+
+func (px *Proxy) getPolicy(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, policyJSON{px.rt.Settings(), Policies})
+}
+
+func (px *Proxy) putPolicy(w http.ResponseWriter, r *http.Request) {
+	s := px.rt.Settings()
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		writeError(w, http.StatusBadRequest, "router: policy settings: "+err.Error())
+		return
+	}
+	if err := px.rt.Apply(s); err != nil {
+		writeError(w, http.StatusBadRequest, "router: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, policyJSON{px.rt.Settings(), Policies})
+}
+
+func (px *Proxy) getWorkers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Workers []WorkerState `json:"workers"`
+		Counts  Counts        `json:"counts"`
+	}{px.rt.Workers(), px.rt.Counts()})
+}
+
+// reset asks every worker to drop its prefix cache (vLLM's POST
+// /reset_prefix_cache) and clears both indexes, whatever the workers answer.
+func (px *Proxy) reset(w http.ResponseWriter, r *http.Request) {
+	ws := px.Workers()
+	results := make(map[string]string, len(ws))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, wk := range ws {
+		wg.Go(func() {
+			msg := "ok"
+			if err := px.resetWorker(r.Context(), wk); err != nil {
+				msg = err.Error()
+			}
+			mu.Lock()
+			results[wk.Name] = msg
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	px.rt.index.Clear()
+	px.rt.approx.Clear()
+	writeJSON(w, http.StatusOK, map[string]any{"workers": results})
+}
+
+func (px *Proxy) resetWorker(ctx context.Context, wk *Worker) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL.JoinPath("/reset_prefix_cache").String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := px.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", wk.Name, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("reset %s: %s", wk.Name, resp.Status)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

@@ -1,0 +1,407 @@
+package router
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/router/kvevents"
+)
+
+// DefaultMaxIndexBlocks bounds the event-fed index: at most this many
+// (worker, block) pairs. 64 workers of 12,300 blocks each (one H200's KV
+// cache at B=32) need 787,200; the default leaves room for 5× that.
+// BenchmarkIndexMemory measures 68 bytes of heap per pair (1,000,000
+// distinct blocks, each held by two workers: 137 MB), so the bound is about
+// 290 MB: a pair costs one entry in its worker's engine-id map (about 37
+// bytes) and a share of its block's 24-byte node and 16-byte hash slot.
+const DefaultMaxIndexBlocks = 1 << 22
+
+// slots numbers worker names densely, reusing freed numbers, so that the
+// table's bitsets stay as small as the worker count allows.
+type slots struct {
+	byName map[string]int
+	names  []string // by slot; "" when free
+	free   []int
+}
+
+func (s *slots) get(name string) (int, bool) {
+	i, ok := s.byName[name]
+	return i, ok
+}
+
+func (s *slots) take(name string) int {
+	if i, ok := s.byName[name]; ok {
+		return i
+	}
+	if s.byName == nil {
+		s.byName = make(map[string]int)
+	}
+	var i int
+	if n := len(s.free); n > 0 {
+		i, s.free = s.free[n-1], s.free[:n-1]
+		s.names[i] = name
+	} else {
+		i = len(s.names)
+		s.names = append(s.names, name)
+	}
+	s.byName[name] = i
+	return i
+}
+
+func (s *slots) release(name string) {
+	if i, ok := s.byName[name]; ok {
+		delete(s.byName, name)
+		s.names[i] = ""
+		s.free = append(s.free, i)
+	}
+}
+
+// Event outcomes, as counted in EventStats.
+const (
+	// OutcomeApplied counts blocks stored or removed as the event said.
+	OutcomeApplied = "applied"
+	// OutcomeUnknownParent counts blocks of stores dropped because their
+	// parent block was not in that worker's index.
+	OutcomeUnknownParent = "unknown_parent"
+	// OutcomeUnknownBlock counts removed blocks the index did not hold.
+	OutcomeUnknownBlock = "unknown_block"
+	// OutcomeInvalid counts blocks of events that contradict themselves, such
+	// as token ids that do not fill the blocks or a foreign block size.
+	OutcomeInvalid = "invalid"
+	// OutcomeFull counts blocks dropped when the index hit its bound.
+	OutcomeFull = "index_full"
+)
+
+var eventKinds = [...]string{"BlockStored", "BlockRemoved", "AllBlocksCleared"}
+var eventOutcomes = [...]string{OutcomeApplied, OutcomeUnknownParent, OutcomeUnknownBlock, OutcomeInvalid, OutcomeFull}
+
+// EventStats counts block events by kind and outcome. Stores and removals
+// count blocks; AllBlocksCleared counts events.
+type EventStats map[string]map[string]uint64
+
+type workerBlocks struct {
+	// engine maps the engine's opaque block id to kvlens's chain hash.
+	engine map[uint64]uint64
+}
+
+// Index is the global prefix index fed by KV events: which worker holds which
+// block, by chain hash. It is safe for concurrent use; lookups share a read
+// lock and events take the write lock.
+type Index struct {
+	mu        sync.RWMutex
+	blockSize int
+	maxPairs  int
+	t         table
+	slots     slots
+	workers   []*workerBlocks // by slot
+	pairs     int
+	scratch   []uint64
+	counts    [len(eventKinds)][len(eventOutcomes)]uint64
+	resets    uint64
+}
+
+// NewIndex returns an empty index for blocks of blockSize tokens that holds
+// at most maxPairs (worker, block) pairs; maxPairs <= 0 means
+// DefaultMaxIndexBlocks.
+func NewIndex(blockSize, maxPairs int) *Index {
+	if maxPairs <= 0 {
+		maxPairs = DefaultMaxIndexBlocks
+	}
+	return &Index{blockSize: blockSize, maxPairs: maxPairs}
+}
+
+// BlockSize is tokens per block.
+func (x *Index) BlockSize() int { return x.blockSize }
+
+func (x *Index) worker(name string) (int, *workerBlocks) {
+	s := x.slots.take(name)
+	for len(x.workers) <= s {
+		x.workers = append(x.workers, nil)
+	}
+	if x.workers[s] == nil {
+		x.workers[s] = &workerBlocks{engine: make(map[uint64]uint64)}
+	}
+	return s, x.workers[s]
+}
+
+// Apply applies one event that worker published. A store whose parent the
+// index does not know is dropped whole, since its blocks could not be placed
+// in any prefix; a removal skips blocks it does not know and applies the
+// rest. The error, if any, describes what was dropped; the index stays
+// consistent either way.
+func (x *Index) Apply(worker string, ev kvevents.Event) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch e := ev.(type) {
+	case *kvevents.BlockStored:
+		return x.store(worker, e)
+	case *kvevents.BlockRemoved:
+		return x.remove(worker, e)
+	case *kvevents.AllBlocksCleared:
+		x.clearLocked(worker)
+		x.counts[2][0]++
+		return nil
+	}
+	return fmt.Errorf("router: index: unknown event %T from %s", ev, worker)
+}
+
+func (x *Index) store(worker string, e *kvevents.BlockStored) error {
+	n := len(e.BlockHashes)
+	if e.BlockSize != x.blockSize || len(e.TokenIDs) != n*e.BlockSize {
+		x.counts[0][3] += uint64(n)
+		return fmt.Errorf("router: index: store from %s: %d token ids for %d blocks of %d (index block size %d)", worker, len(e.TokenIDs), n, e.BlockSize, x.blockSize)
+	}
+	s, w := x.worker(worker)
+	chain := x.scratch[:0]
+	if e.HasParent {
+		p, ok := w.engine[e.Parent]
+		if !ok {
+			x.counts[0][1] += uint64(n)
+			return fmt.Errorf("router: index: store from %s: unknown parent block %#x, %d blocks dropped", worker, e.Parent, n)
+		}
+		chain = append(chain, p)
+	}
+	base := len(chain)
+	chain = blockhash.Extend(chain, e.TokenIDs, x.blockSize)
+	x.scratch = chain
+	if x.pairs+n > x.maxPairs {
+		x.pruneLocked()
+		if x.pairs+n > x.maxPairs {
+			x.counts[0][4] += uint64(n)
+			return fmt.Errorf("router: index: store from %s: index full at %d blocks, %d blocks dropped", worker, x.pairs, n)
+		}
+	}
+	for i, eh := range e.BlockHashes {
+		h := chain[base+i]
+		if old, ok := w.engine[eh]; ok {
+			if old == h {
+				continue
+			}
+			// The engine reused an id for other content: forget the old block.
+			if x.t.remove(old, s) {
+				x.pairs--
+			}
+		}
+		w.engine[eh] = h
+		if x.t.add(h, s) {
+			x.pairs++
+		}
+	}
+	for i := max(1, base); i < len(chain); i++ {
+		x.t.link(chain[i-1], chain[i])
+	}
+	x.counts[0][0] += uint64(n)
+	return nil
+}
+
+func (x *Index) remove(worker string, e *kvevents.BlockRemoved) error {
+	s, ok := x.slots.get(worker)
+	if !ok {
+		x.counts[1][2] += uint64(len(e.BlockHashes))
+		return nil
+	}
+	w := x.workers[s]
+	for _, eh := range e.BlockHashes {
+		h, ok := w.engine[eh]
+		if !ok {
+			x.counts[1][2]++
+			continue
+		}
+		delete(w.engine, eh)
+		if x.t.remove(h, s) {
+			x.pairs--
+		}
+		x.counts[1][0]++
+	}
+	return nil
+}
+
+// pruneLocked frees room when the index is full by clearing the worker that
+// holds the most blocks, as a sequence gap would: an index past its bound
+// most likely missed that worker's removals, and it rebuilds from the events
+// that follow.
+func (x *Index) pruneLocked() {
+	best, most := "", 0
+	for s, w := range x.workers {
+		if w != nil && len(w.engine) > most {
+			best, most = x.slots.names[s], len(w.engine)
+		}
+	}
+	if best != "" {
+		x.clearLocked(best)
+		x.resets++
+	}
+}
+
+func (x *Index) clearLocked(worker string) {
+	s, ok := x.slots.get(worker)
+	if !ok {
+		return
+	}
+	w := x.workers[s]
+	for _, h := range w.engine {
+		if x.t.remove(h, s) {
+			x.pairs--
+		}
+	}
+	clear(w.engine)
+}
+
+// ClearWorker drops every block of worker, for a sequence gap, a publisher
+// restart or a reset; the worker's index rebuilds from later events.
+func (x *Index) ClearWorker(worker string) {
+	x.mu.Lock()
+	x.clearLocked(worker)
+	x.mu.Unlock()
+}
+
+// RemoveWorker drops worker and its blocks, for a worker that left the fleet.
+func (x *Index) RemoveWorker(worker string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.clearLocked(worker)
+	if s, ok := x.slots.get(worker); ok {
+		x.workers[s] = nil
+		x.slots.release(worker)
+	}
+}
+
+// Clear empties the index.
+func (x *Index) Clear() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, name := range x.slots.names {
+		if name != "" {
+			x.clearLocked(name)
+		}
+	}
+}
+
+// FindMatches sets dst[i] to how many leading blocks of chain workers[i]
+// holds, and returns dst, grown to len(workers) when needed.
+func (x *Index) FindMatches(chain []uint64, workers []string, dst []int) []int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return matchNames(&x.t, &x.slots, chain, workers, dst)
+}
+
+// matchNames runs table.match and reports the depths of named workers.
+func matchNames(t *table, sl *slots, chain []uint64, workers []string, dst []int) []int {
+	dst = grow(dst, len(workers))
+	clear(dst)
+	var buf [128]int
+	depth := buf[:]
+	if n := t.width(); n > len(depth) {
+		depth = make([]int, n)
+	}
+	depth = depth[:t.width()]
+	t.match(chain, depth)
+	// Usually only a few workers match at all: find those few in workers by
+	// a scan, which beats looking every name up.
+	hits := 0
+	for _, d := range depth {
+		if d > 0 {
+			hits++
+		}
+	}
+	if hits > 8 {
+		for i, name := range workers {
+			if s, ok := sl.get(name); ok && s < len(depth) {
+				dst[i] = depth[s]
+			}
+		}
+		return dst
+	}
+	for s, d := range depth {
+		if d == 0 {
+			continue
+		}
+		for i, name := range workers {
+			if name == sl.names[s] {
+				dst[i] = d
+				break
+			}
+		}
+	}
+	return dst
+}
+
+func grow(dst []int, n int) []int {
+	if cap(dst) < n {
+		return make([]int, n)
+	}
+	return dst[:n]
+}
+
+// Overlap returns every worker's matched depth for chain, skipping zeros.
+func (x *Index) Overlap(chain []uint64) map[string]int {
+	x.mu.RLock()
+	names := make([]string, 0, len(x.slots.byName))
+	for n := range x.slots.byName {
+		names = append(names, n)
+	}
+	x.mu.RUnlock()
+	d := x.FindMatches(chain, names, nil)
+	out := make(map[string]int)
+	for i, n := range names {
+		if d[i] > 0 {
+			out[n] = d[i]
+		}
+	}
+	return out
+}
+
+// Blocks returns how many blocks the index holds for worker.
+func (x *Index) Blocks(worker string) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if s, ok := x.slots.get(worker); ok && x.workers[s] != nil {
+		return len(x.workers[s].engine)
+	}
+	return 0
+}
+
+// Size returns the number of (worker, block) pairs and of distinct blocks.
+func (x *Index) Size() (pairs, distinct int) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.pairs, x.t.distinct()
+}
+
+// Stats returns the event counts since the index was made.
+func (x *Index) Stats() EventStats {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(EventStats)
+	for k, kind := range eventKinds {
+		out[kind] = make(map[string]uint64)
+		for o, outcome := range eventOutcomes {
+			if c := x.counts[k][o]; c > 0 {
+				out[kind][outcome] = c
+			}
+		}
+	}
+	return out
+}
+
+// Prunes counts workers cleared because the index was full.
+func (x *Index) Prunes() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.resets
+}
+
+// Sizes sets dst[i] to how many blocks the index holds for workers[i].
+func (x *Index) Sizes(workers []string, dst []int) []int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	dst = grow(dst, len(workers))
+	for i, name := range workers {
+		dst[i] = 0
+		if s, ok := x.slots.get(name); ok && x.workers[s] != nil {
+			dst[i] = len(x.workers[s].engine)
+		}
+	}
+	return dst
+}

@@ -1,0 +1,85 @@
+package router
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the router's Prometheus metrics.
+type Metrics struct {
+	// Decisions counts routing decisions, by worker and policy.
+	Decisions *prometheus.CounterVec
+	// OverlapBlocks is the distribution of matched prefix length on the
+	// chosen worker, in blocks.
+	OverlapBlocks prometheus.Histogram
+	// Overhead is the time a routing decision takes, by stage (hashing,
+	// lookup, scoring, total), in seconds.
+	Overhead *prometheus.HistogramVec
+	// SequenceGaps counts gaps in a worker's KV-event sequence numbers, by
+	// worker; each one clears that worker's index.
+	SequenceGaps *prometheus.CounterVec
+	// Retries counts requests sent to another worker after a connect failure.
+	Retries prometheus.Counter
+	// Shed counts requests refused with 503 because every worker was busy.
+	Shed prometheus.Counter
+	// UpstreamErrors counts requests that failed at the worker, by worker.
+	UpstreamErrors *prometheus.CounterVec
+
+	hashing, lookup, scoring, total prometheus.Observer
+}
+
+// NewMetrics makes the router's metrics and registers them, and a collector
+// of idx's event counts, with reg; a nil reg registers nothing.
+func NewMetrics(reg prometheus.Registerer, idx *Index) *Metrics {
+	m := &Metrics{
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_router_decisions_total", Help: "Routing decisions, by worker and policy.",
+		}, []string{"worker", "policy"}),
+		OverlapBlocks: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kvlens_router_overlap_blocks", Help: "Matched prefix on the chosen worker, in blocks.",
+			Buckets: []float64{0, 1, 4, 16, 64, 128, 256, 512, 1024},
+		}),
+		Overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kvlens_router_overhead_seconds", Help: "Time spent deciding a route, by stage (hashing, lookup, scoring, total).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 16),
+		}, []string{"stage"}),
+		SequenceGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_router_kv_event_sequence_gaps_total", Help: "Gaps in a worker's KV-event sequence numbers.",
+		}, []string{"worker"}),
+		Retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvlens_router_retries_total", Help: "Requests retried on another worker after a connect failure.",
+		}),
+		Shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvlens_router_shed_total", Help: "Requests refused with 503 because every worker was busy.",
+		}),
+		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_router_upstream_errors_total", Help: "Requests that failed at the worker.",
+		}, []string{"worker"}),
+	}
+	m.hashing = m.Overhead.WithLabelValues("hashing")
+	m.lookup = m.Overhead.WithLabelValues("lookup")
+	m.scoring = m.Overhead.WithLabelValues("scoring")
+	m.total = m.Overhead.WithLabelValues("total")
+	if reg != nil {
+		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors)
+		if idx != nil {
+			reg.MustRegister(eventCollector{idx})
+		}
+	}
+	return m
+}
+
+var eventsDesc = prometheus.NewDesc("kvlens_router_kv_events_total",
+	"KV-event blocks applied to the index, by event type and outcome (AllBlocksCleared counts events).",
+	[]string{"type", "outcome"}, nil)
+
+// eventCollector reads the index's own counters at scrape time, which keeps
+// Prometheus off the event-apply path.
+type eventCollector struct{ idx *Index }
+
+func (c eventCollector) Describe(ch chan<- *prometheus.Desc) { ch <- eventsDesc }
+
+func (c eventCollector) Collect(ch chan<- prometheus.Metric) {
+	for kind, outcomes := range c.idx.Stats() {
+		for outcome, n := range outcomes {
+			ch <- prometheus.MustNewConstMetric(eventsDesc, prometheus.CounterValue, float64(n), kind, outcome)
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package router
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// fleet returns n workers named a, b, c, ... with capacity 64.
+func fleet(n int) []*Worker {
+	ws, _ := ParseWorkers(func() []string {
+		var s []string
+		for i := range n {
+			s = append(s, fmt.Sprintf("%c=http://%c:8000", 'a'+i, 'a'+i))
+		}
+		return s
+	}())
+	return ws
+}
+
+// cands wraps workers as idle candidates.
+func cands(ws []*Worker) []Candidate {
+	out := make([]Candidate, len(ws))
+	for i, w := range ws {
+		out[i] = Candidate{Worker: w, Capacity: w.Capacity}
+	}
+	return out
+}
+
+func TestRoundRobinPolicy(t *testing.T) {
+	ws := fleet(3)
+	rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{})
+	var got []string
+	for i := range 7 {
+		if i == 3 {
+			ws[1].SetHealthy(false) // b fails its health check after 3 picks
+		}
+		b, err := rt.Decide(&Request{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b.Worker.Name)
+		b.Release()
+	}
+	// 3 picks over a, b, c; then b is skipped and the turn goes over a and c.
+	if want := "a b c b a c a"; strings.Join(got, " ") == want {
+		t.Fatalf("an unhealthy worker was picked: %v", got)
+	}
+	if want := "a b c a c a c"; strings.Join(got, " ") != want {
+		t.Fatalf("picks = %v, want %s", got, want)
+	}
+}
+
+func TestRandomPolicy(t *testing.T) {
+	p, _ := NewPolicyWith("random", Knobs{Seed: 7})
+	cs := cands(fleet(4))
+	counts := make([]int, len(cs))
+	for range 4000 {
+		counts[p.Pick(&Request{}, cs)]++
+	}
+	// 4000 uniform picks over 4 => 1000 each, give or take 4 standard deviations (~110).
+	for i, n := range counts {
+		if n < 890 || n > 1110 {
+			t.Fatalf("worker %d picked %d times of 4000: not uniform (%v)", i, n, counts)
+		}
+	}
+}
+
+func TestLeastLoadedPolicy(t *testing.T) {
+	tests := []struct {
+		name     string
+		inflight []int
+		blocks   []int
+		want     int
+	}{
+		{"the worker with the fewest requests wins", []int{3, 1, 2}, []int{0, 50, 0}, 1},
+		{"equal requests are broken by fewer active blocks", []int{2, 2, 2}, []int{30, 10, 20}, 1},
+		{"a full tie goes to the first worker", []int{1, 1}, []int{5, 5}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := cands(fleet(len(tt.inflight)))
+			for i := range cs {
+				cs[i].InFlight, cs[i].ActiveBlocks = tt.inflight[i], tt.blocks[i]
+			}
+			if got := (LeastLoaded{}).Pick(&Request{}, cs); got != tt.want {
+				t.Fatalf("picked %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDynamoCost(t *testing.T) {
+	// ISL 100 tokens at B=10 => 10 full blocks.
+	r := &Request{Tokens: 100, BlockSize: 10, Chain: make([]uint64, 10)}
+	tests := []struct {
+		name string
+		c    Candidate
+		w    float64
+		want float64
+	}{
+		// prefill 100/10 = 10; decode 0 + 10 − 0 = 10.
+		{"an idle worker with nothing cached costs prefill plus decode blocks", Candidate{}, 1, 20},
+		// prefill (100−60)/10 = 4; decode 10.
+		{"cached blocks cut the prefill term", Candidate{Overlap: 6}, 1, 14},
+		// prefill (35 + 100)/10 = 13.5 (fractions kept); decode 0 + 10.
+		{"queued prefill tokens add, fractional blocks kept", Candidate{PrefillTokens: 35}, 1, 23.5},
+		// prefill 10; decode 40 + 10 − 4 = 46.
+		{"active blocks add and the active depth is subtracted", Candidate{ActiveBlocks: 40, ActiveDepth: 4}, 1, 56},
+		// 2 × 10 + 10.
+		{"W scales the prefill term only", Candidate{}, 2, 30},
+		// overlap beyond the prompt never makes prefill negative: 0 + 10.
+		{"an overlap longer than the prompt costs no prefill", Candidate{Overlap: 12}, 1, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DynamoCost(r, &tt.c, tt.w); math.Abs(got-tt.want) > 1e-9 {
+				t.Fatalf("cost = %g, want %g", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDynamoPolicy(t *testing.T) {
+	r := &Request{Tokens: 320, BlockSize: 32, Chain: make([]uint64, 10)}
+	tests := []struct {
+		name    string
+		set     func(cs []Candidate)
+		temp    float64
+		allowed []int // picks the policy may make over 200 tries
+		all     bool  // every allowed pick must occur
+	}{
+		{"temperature 0 takes the cheapest worker", func(cs []Candidate) { cs[1].Overlap = 5 }, 0, []int{1}, true},
+		{"equal costs go to the smallest index first", func(cs []Candidate) {
+			cs[0].IndexBlocks, cs[1].IndexBlocks, cs[2].IndexBlocks = 50, 10, 30
+		}, 0, []int{1}, true},
+		{"equal costs and index sizes are broken at random", func(cs []Candidate) {}, 0, []int{0, 1, 2}, true},
+		{"a loaded worker loses to an idle one despite a cache hit", func(cs []Candidate) {
+			cs[0].Overlap, cs[0].ActiveBlocks = 10, 500
+		}, 0, []int{1, 2}, true},
+		{"temperature samples every worker, the cheap one most", func(cs []Candidate) { cs[1].Overlap = 10 }, 1, []int{0, 1, 2}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _ := NewPolicyWith("dynamo", Knobs{Weight: 1, Temperature: tt.temp, Seed: 3})
+			cs := cands(fleet(3))
+			tt.set(cs)
+			counts := map[int]int{}
+			for range 200 {
+				counts[p.Pick(r, cs)]++
+			}
+			for i := range counts {
+				if !containsInt(tt.allowed, i) {
+					t.Fatalf("picked %d; allowed %v (counts %v)", i, tt.allowed, counts)
+				}
+			}
+			if tt.all && len(counts) != len(tt.allowed) {
+				t.Fatalf("picks %v never covered all of %v", counts, tt.allowed)
+			}
+			if tt.temp > 0 && counts[1] <= counts[0] {
+				t.Fatalf("sampling favoured a dearer worker: %v", counts)
+			}
+		})
+	}
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestKVPolicy(t *testing.T) {
+	// 3200-token prompt at B=32 => 100 blocks.
+	r := &Request{Tokens: 3200, BlockSize: 32, Chain: make([]uint64, 100)}
+	tests := []struct {
+		name string
+		set  func(cs []Candidate)
+		want int
+	}{
+		{"the worker holding the prompt wins when loads are equal", func(cs []Candidate) { cs[2].Overlap = 90 }, 2},
+		{"a worker at its batch capacity is skipped despite a full cache hit", func(cs []Candidate) {
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 64, 64
+			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
+			cs[2].InFlight, cs[2].Capacity = 8, 8
+		}, 1},
+		{"queued prefill counts against a worker", func(cs []Candidate) {
+			cs[0].Overlap, cs[0].PrefillTokens = 50, 40000
+		}, 1},
+		{"a shared prefix does not hide in-flight load", func(cs []Candidate) {
+			// Worker a holds the shared prompt for 20 requests; Dynamo counts
+			// its blocks once, KV counts each request's context.
+			cs[0].Overlap, cs[0].InFlight, cs[0].ContextTokens, cs[0].ActiveBlocks = 100, 20, 20*3200, 110
+		}, 1},
+		{"near-ties go to the worker with fewer requests, not to chance", func(cs []Candidate) {
+			cs[0].InFlight, cs[0].ContextTokens = 3, 30
+			cs[1].InFlight, cs[1].ContextTokens = 1, 40
+			cs[2].InFlight, cs[2].ContextTokens = 2, 20
+		}, 1},
+		{"when every worker is full, the least full for its capacity takes it", func(cs []Candidate) {
+			cs[0].InFlight, cs[0].Capacity = 70, 64
+			cs[1].InFlight, cs[1].Capacity = 130, 128
+			cs[2].InFlight, cs[2].Capacity = 66, 64
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := cands(fleet(3))
+			tt.set(cs)
+			p := &KV{Weight: 1}
+			for range 20 { // deterministic: the same pick every time
+				if got := p.Pick(r, cs); got != tt.want {
+					t.Fatalf("picked %d, want %d", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestKVApproxPolicy(t *testing.T) {
+	clk := newFakeClock()
+	ws := fleet(3)
+	p, _ := NewPolicy("kv_approx")
+	rt := NewRouter(NewPool(ws), p, Config{Clock: clk, BlockSize: testB})
+	first, err := rt.Decide(&Request{TokenIDs: toks(1, 20)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Release()
+	// No KV events at all: the prediction alone brings the follow-up back.
+	follow, _ := rt.Decide(&Request{TokenIDs: toks(1, 30)}, nil)
+	follow.Release()
+	if follow.Worker != first.Worker || follow.Overlap != 20 {
+		t.Fatalf("follow-up went to %s with overlap %d; want %s with 20", follow.Worker.Name, follow.Overlap, first.Worker.Name)
+	}
+	// After the TTL the prediction is gone.
+	clk.Advance(DefaultApproxTTL + 1)
+	late, _ := rt.Decide(&Request{TokenIDs: toks(1, 30)}, nil)
+	late.Release()
+	if late.Overlap != 0 {
+		t.Fatalf("overlap %d after the TTL, want 0", late.Overlap)
+	}
+}
+
+func TestNewPolicy(t *testing.T) {
+	for _, name := range Policies {
+		p, err := NewPolicy(name)
+		if err != nil || p.Name() != name {
+			t.Fatalf("NewPolicy(%s) = %v, %v", name, p, err)
+		}
+		if Describe(name) == name {
+			t.Errorf("Describe(%s) has no plain words", name)
+		}
+	}
+	if _, err := NewPolicy("magic"); err == nil || !strings.Contains(err.Error(), "available: round_robin") {
+		t.Fatalf("unknown policy error = %v, want one listing the available ones", err)
+	}
+	if _, err := NewPolicyWith("dynamo", Knobs{Weight: -1}); err == nil {
+		t.Fatal("a negative weight was accepted")
+	}
+}

@@ -1,0 +1,383 @@
+package router
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/clock"
+)
+
+// DefaultBlockSize is tokens per KV block: the seeds' TensorRT-LLM setting.
+const DefaultBlockSize = 32
+
+// Admission policies.
+const (
+	// AdmitQueue never sheds: every request goes to a worker.
+	AdmitQueue = "queue"
+	// AdmitShed refuses a request with 503 when every worker is busy, as
+	// Dynamo's busy monitor does.
+	AdmitShed = "shed"
+)
+
+// Config configures a Router. The zero value takes every default.
+type Config struct {
+	// BlockSize is tokens per block; 0 means DefaultBlockSize.
+	BlockSize int
+	// Clock times bookings and predictions; nil means the wall clock.
+	Clock clock.Clock
+	// Knobs tune the cost-based policies; the zero value means DefaultKnobs.
+	Knobs *Knobs
+	// Admission is AdmitQueue (the default) or AdmitShed.
+	Admission string
+	// BusyThreshold makes a worker busy, for shedding, when its in-flight
+	// requests reach BusyThreshold × its capacity; 0 means 1.
+	BusyThreshold float64
+	// MaxIndexBlocks bounds the event index; 0 means DefaultMaxIndexBlocks.
+	MaxIndexBlocks int
+	// StaleBooking frees bookings older than this; 0 means
+	// DefaultStaleBooking.
+	StaleBooking time.Duration
+	// Registerer receives the router's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Settings are the router's run-time switches, as the admin API shows them.
+type Settings struct {
+	// Policy is the active policy's name.
+	Policy string `json:"policy"`
+	// Weight and Temperature are the cost-based policies' knobs.
+	Weight      float64 `json:"weight"`
+	Temperature float64 `json:"temperature"`
+	// Admission is queue or shed.
+	Admission string `json:"admission"`
+	// BusyThreshold is the fraction of batch capacity at which a worker is
+	// busy for shedding.
+	BusyThreshold float64 `json:"busy_threshold"`
+}
+
+// Router decides which worker serves each request and tracks what every
+// worker has in flight. It is safe for concurrent use.
+type Router struct {
+	pool      *Pool
+	index     *Index
+	approx    *Approx
+	clk       clock.Clock
+	blockSize int
+	stale     time.Duration
+	metrics   *Metrics
+
+	policy atomic.Pointer[policyBox]
+
+	// mu is the decision lock: candidates are read, the policy picks and
+	// the request is booked under it, so the next decision sees the booking.
+	mu         sync.Mutex
+	settings   Settings
+	bookings   map[*Booking]struct{}
+	cands      []Candidate // reused by every decision
+	lastSweep  time.Time
+	staleFreed int64
+	shed       int64
+	retries    atomic.Int64
+}
+
+type policyBox struct{ Policy }
+
+// NewRouter returns a router over pool that starts with policy p.
+func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	if cfg.Knobs == nil {
+		k := DefaultKnobs()
+		cfg.Knobs = &k
+	}
+	if cfg.Admission == "" {
+		cfg.Admission = AdmitQueue
+	}
+	if cfg.BusyThreshold <= 0 {
+		cfg.BusyThreshold = 1
+	}
+	if cfg.StaleBooking <= 0 {
+		cfg.StaleBooking = DefaultStaleBooking
+	}
+	r := &Router{
+		pool:      pool,
+		index:     NewIndex(cfg.BlockSize, cfg.MaxIndexBlocks),
+		approx:    NewApprox(cfg.Clock, 0, 0),
+		clk:       cfg.Clock,
+		blockSize: cfg.BlockSize,
+		stale:     cfg.StaleBooking,
+		bookings:  map[*Booking]struct{}{},
+		lastSweep: cfg.Clock.Now(),
+		settings: Settings{
+			Policy: p.Name(), Weight: cfg.Knobs.Weight, Temperature: cfg.Knobs.Temperature,
+			Admission: cfg.Admission, BusyThreshold: cfg.BusyThreshold,
+		},
+	}
+	r.metrics = NewMetrics(cfg.Registerer, r.index)
+	r.policy.Store(&policyBox{p})
+	pool.OnLeave(func(w *Worker) {
+		r.index.RemoveWorker(w.Name)
+		r.approx.RemoveWorker(w.Name)
+	})
+	return r
+}
+
+// Index is the KV-event index, which the event subscriber feeds.
+func (r *Router) Index() *Index { return r.index }
+
+// Approx is the predicted index.
+func (r *Router) Approx() *Approx { return r.approx }
+
+// Pool is the worker set.
+func (r *Router) Pool() *Pool { return r.pool }
+
+// Metrics are the router's metrics.
+func (r *Router) Metrics() *Metrics { return r.metrics }
+
+// BlockSize is tokens per block.
+func (r *Router) BlockSize() int { return r.blockSize }
+
+// Policy returns the active policy.
+func (r *Router) Policy() Policy { return r.policy.Load().Policy }
+
+// SetPolicy switches the active policy. Requests already routed keep their
+// worker and their booking; the next decision uses p.
+func (r *Router) SetPolicy(p Policy) {
+	r.mu.Lock()
+	r.settings.Policy = p.Name()
+	r.mu.Unlock()
+	r.policy.Store(&policyBox{p})
+}
+
+// Settings returns the run-time switches.
+func (r *Router) Settings() Settings {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.settings
+}
+
+// Apply switches to s: a new policy built with its knobs, and its admission.
+func (r *Router) Apply(s Settings) error {
+	if s.Admission != AdmitQueue && s.Admission != AdmitShed {
+		return fmt.Errorf("admission %q: want %s or %s", s.Admission, AdmitQueue, AdmitShed)
+	}
+	if !(s.BusyThreshold > 0) || math.IsInf(s.BusyThreshold, 0) {
+		return fmt.Errorf("busy_threshold %g: want a positive number", s.BusyThreshold)
+	}
+	p, err := NewPolicyWith(s.Policy, Knobs{Weight: s.Weight, Temperature: s.Temperature})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.settings = s
+	r.policy.Store(&policyBox{p})
+	r.mu.Unlock()
+	return nil
+}
+
+// SequenceGap records that worker's KV events skipped sequence numbers and
+// clears its index, which rebuilds from the events that follow.
+func (r *Router) SequenceGap(worker string) {
+	r.metrics.SequenceGaps.WithLabelValues(worker).Inc()
+	r.index.ClearWorker(worker)
+}
+
+// Hash returns the block-hash chain of tokens at the router's block size.
+func (r *Router) Hash(tokens []uint32) []uint64 { return blockhash.Chain(tokens, r.blockSize) }
+
+// Decide picks a worker for req among the healthy workers not in exclude,
+// and books req on it. It fails with ErrNoWorker when no worker is left and
+// ErrBusy when the admission policy sheds the request.
+func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
+	start := time.Now()
+	req.BlockSize = r.blockSize
+	if req.Chain == nil && len(req.TokenIDs) > 0 {
+		req.Chain = blockhash.Extend(make([]uint64, 0, len(req.TokenIDs)/r.blockSize), req.TokenIDs, r.blockSize)
+	}
+	if req.Tokens == 0 {
+		req.Tokens = len(req.TokenIDs)
+	}
+	hashed := time.Now()
+
+	var wbuf [64]*Worker
+	var nbuf [64]string
+	var pbuf [64]int
+	workers, names, pos := wbuf[:0], nbuf[:0], pbuf[:0]
+	for i, w := range r.pool.Workers() {
+		if w.Healthy() && !slices.Contains(exclude, w) {
+			workers = append(workers, w)
+			names = append(names, w.Name)
+			pos = append(pos, i)
+		}
+	}
+	if len(workers) == 0 {
+		return nil, ErrNoWorker
+	}
+	p := r.Policy()
+	var obuf, sbuf [64]int
+	var overlap, sizes []int
+	if usesPrediction(p) {
+		overlap = r.approx.FindMatches(req.Chain, names, obuf[:0])
+		sizes = r.approx.Sizes(names, sbuf[:0])
+	} else {
+		overlap = r.index.FindMatches(req.Chain, names, obuf[:0])
+		sizes = r.index.Sizes(names, sbuf[:0])
+	}
+	looked := time.Now()
+
+	r.mu.Lock()
+	cands := r.cands[:0]
+	now := r.clk.Now()
+	r.sweepLocked(now)
+	busy := 0
+	for i, w := range workers {
+		l := &w.load
+		c := Candidate{
+			Worker: w, Position: pos[i], Overlap: overlap[i], IndexBlocks: sizes[i],
+			InFlight: l.inflight, PrefillTokens: l.prefillTokens, ContextTokens: l.contextTokens,
+			ActiveBlocks: l.blocks.len(), ActiveDepth: l.depth(req.Chain), Capacity: max(1, w.Capacity),
+		}
+		if float64(c.InFlight) >= r.settings.BusyThreshold*float64(c.Capacity) {
+			busy++
+		}
+		cands = append(cands, c)
+	}
+	if r.settings.Admission == AdmitShed && busy == len(cands) {
+		r.shed++
+		r.mu.Unlock()
+		r.metrics.Shed.Inc()
+		return nil, ErrBusy
+	}
+	i := p.Pick(req, cands)
+	c := cands[i]
+	r.cands = cands
+	b := &Booking{
+		Worker: c.Worker, Overlap: c.Overlap, Policy: p.Name(), r: r,
+		chain: req.Chain, isl: req.Tokens, prefill: uncachedTokens(req, &c), at: now,
+	}
+	c.Worker.load.add(b)
+	r.bookings[b] = struct{}{}
+	r.mu.Unlock()
+	done := time.Now()
+
+	// The predicted index learns from decisions for workers that publish no
+	// events, and from every decision while kv_approx is live.
+	if c.Worker.Events == "" || usesPrediction(p) {
+		r.approx.Insert(c.Worker.Name, req.Chain)
+	}
+	c.Worker.routed.Add(1)
+	c.Worker.predictedHit.Add(int64(min(req.Tokens, c.Overlap*r.blockSize)))
+	m := r.metrics
+	m.Decisions.WithLabelValues(c.Worker.Name, b.Policy).Inc()
+	m.OverlapBlocks.Observe(float64(c.Overlap))
+	m.hashing.Observe(hashed.Sub(start).Seconds())
+	m.lookup.Observe(looked.Sub(hashed).Seconds())
+	m.scoring.Observe(done.Sub(looked).Seconds())
+	m.total.Observe(done.Sub(start).Seconds())
+	return b, nil
+}
+
+func (r *Router) releaseLocked(b *Booking) {
+	if b.done {
+		return
+	}
+	b.done = true
+	b.Worker.load.remove(b)
+	delete(r.bookings, b)
+}
+
+// sweepLocked frees bookings older than the stale limit, at most once every
+// tenth of that limit, so that a lost release cannot hold a worker forever.
+func (r *Router) sweepLocked(now time.Time) {
+	if now.Sub(r.lastSweep) < r.stale/10 {
+		return
+	}
+	r.lastSweep = now
+	for b := range r.bookings {
+		if now.Sub(b.at) >= r.stale {
+			r.releaseLocked(b)
+			r.staleFreed++
+		}
+	}
+}
+
+// WorkerState is one worker as the admin API shows it.
+type WorkerState struct {
+	Name    string `json:"name"`
+	URL     string `json:"url"`
+	Events  string `json:"events,omitempty"`
+	Healthy bool   `json:"healthy"`
+	// Capacity is the batch capacity, in requests.
+	Capacity int `json:"capacity"`
+	// InFlight counts requests booked and not finished.
+	InFlight int `json:"in_flight"`
+	// ActivePrefillTokens sums uncached prompt tokens of requests without a
+	// first token, in tokens.
+	ActivePrefillTokens int `json:"active_prefill_tokens"`
+	// ActiveBlocks counts distinct prompt blocks of booked requests.
+	ActiveBlocks int `json:"active_blocks"`
+	// IndexedBlocks counts blocks the event index holds for the worker.
+	IndexedBlocks int `json:"indexed_blocks"`
+	// PredictedBlocks counts blocks the predicted index holds for it.
+	PredictedBlocks int `json:"predicted_blocks"`
+	// Routed counts requests sent to the worker.
+	Routed int64 `json:"requests_routed"`
+	// PredictedHitTokens sums overlap·B at decision time, in tokens.
+	PredictedHitTokens int64 `json:"predicted_hit_tokens"`
+	// ActualHitTokens sums the cached_tokens the worker reported, in tokens.
+	ActualHitTokens int64 `json:"actual_hit_tokens"`
+	// Errors counts requests that failed at the worker.
+	Errors int64 `json:"errors"`
+}
+
+// Workers returns every worker's state.
+func (r *Router) Workers() []WorkerState {
+	ws := r.pool.Workers()
+	out := make([]WorkerState, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, WorkerState{
+			Name: w.Name, URL: w.URL.String(), Events: w.Events, Healthy: w.Healthy(), Capacity: w.Capacity,
+			IndexedBlocks: r.index.Blocks(w.Name), PredictedBlocks: r.approx.Blocks(w.Name),
+			Routed: w.routed.Load(), PredictedHitTokens: w.predictedHit.Load(),
+			ActualHitTokens: w.actualHit.Load(), Errors: w.errors.Load(),
+		})
+	}
+	r.mu.Lock()
+	for i, w := range ws {
+		out[i].InFlight = w.load.inflight
+		out[i].ActivePrefillTokens = w.load.prefillTokens
+		out[i].ActiveBlocks = w.load.blocks.len()
+	}
+	r.mu.Unlock()
+	return out
+}
+
+// Counts are the router's totals.
+type Counts struct {
+	// InFlight counts open bookings.
+	InFlight int `json:"in_flight"`
+	// Shed counts requests refused because every worker was busy.
+	Shed int64 `json:"shed"`
+	// Retries counts requests retried after a connect failure.
+	Retries int64 `json:"retries"`
+	// StaleFreed counts bookings freed by the stale-booking expiry.
+	StaleFreed int64 `json:"stale_freed"`
+}
+
+// Counts returns the router's totals.
+func (r *Router) Counts() Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Counts{InFlight: len(r.bookings), Shed: r.shed, Retries: r.retries.Load(), StaleFreed: r.staleFreed}
+}

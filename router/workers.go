@@ -1,0 +1,367 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvlens/kvlens/clock"
+)
+
+// DefaultCapacity is a worker's batch capacity (max_batch_size) when nothing
+// else says: TensorRT-LLM's default, and the seeds' deployment.
+const DefaultCapacity = 64
+
+// DNSRefresh is how often a dns:// worker source is resolved again.
+const DNSRefresh = 10 * time.Second
+
+// Worker is one inference worker behind the proxy.
+type Worker struct {
+	// Name identifies the worker in headers and on the dashboard.
+	Name string
+	// URL is the worker's base URL, without the /v1 suffix.
+	URL *url.URL
+	// Events is the worker's KV-event endpoint, such as tcp://host:5557;
+	// empty when it publishes none.
+	Events string
+	// Capacity is the worker's batch capacity (max_batch_size).
+	Capacity int
+
+	unhealthy atomic.Bool
+	// load is guarded by the Router's lock.
+	load load
+	// Counters for the admin API.
+	routed, predictedHit, actualHit, errors atomic.Int64
+}
+
+// Healthy reports whether the worker may get new requests.
+func (w *Worker) Healthy() bool { return !w.unhealthy.Load() }
+
+// SetHealthy marks the worker fit or unfit for new requests.
+func (w *Worker) SetHealthy(ok bool) { w.unhealthy.Store(!ok) }
+
+// DNSSource is a dns://service:port worker source: every address service
+// resolves to is a worker at http://address:port.
+type DNSSource struct {
+	// Service is the host name to resolve, such as a Kubernetes headless
+	// Service.
+	Service string
+	// Port is the workers' HTTP port.
+	Port string
+	// EventsPort, when set, is each worker's KV-event port.
+	EventsPort string
+}
+
+// Fleet is a parsed --workers list.
+type Fleet struct {
+	// Static are the workers named outright.
+	Static []*Worker
+	// DNS are the sources resolved at run time.
+	DNS []DNSSource
+}
+
+// SplitWorkerList splits a comma-separated --workers value into worker
+// specs; a piece such as events=… or capacity=… belongs to the spec before it.
+func SplitWorkerList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if k, _, ok := strings.Cut(p, "="); ok && len(out) > 0 && (k == "events" || k == "capacity") {
+			out[len(out)-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// ParseFleet parses worker specs, each one of:
+//
+//	http://host:port                                   named w<i>
+//	name=http://host:port[,events=tcp://host:port][,capacity=N]
+//	dns://service:port[?events=PORT]
+func ParseFleet(specs []string) (Fleet, error) {
+	var f Fleet
+	seen := map[string]bool{}
+	for i, spec := range specs {
+		if rest, ok := strings.CutPrefix(spec, "dns://"); ok {
+			src, err := parseDNS(rest)
+			if err != nil {
+				return Fleet{}, fmt.Errorf("worker %d: %q: %w", i, spec, err)
+			}
+			f.DNS = append(f.DNS, src)
+			continue
+		}
+		w, err := parseWorker(i, spec)
+		if err != nil {
+			return Fleet{}, fmt.Errorf("worker %d: %w", i, err)
+		}
+		if seen[w.Name] {
+			return Fleet{}, fmt.Errorf("worker %d: name %q is used twice", i, w.Name)
+		}
+		seen[w.Name] = true
+		f.Static = append(f.Static, w)
+	}
+	if len(f.Static) == 0 && len(f.DNS) == 0 {
+		return Fleet{}, errors.New("no workers given")
+	}
+	return f, nil
+}
+
+func parseDNS(rest string) (DNSSource, error) {
+	hostport, query, _ := strings.Cut(rest, "?")
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host == "" {
+		return DNSSource{}, errors.New("want dns://service:port")
+	}
+	src := DNSSource{Service: host, Port: port}
+	if query != "" {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return DNSSource{}, fmt.Errorf("bad query: %w", err)
+		}
+		src.EventsPort = q.Get("events")
+	}
+	for _, p := range []string{src.Port, src.EventsPort} {
+		if n, err := strconv.Atoi(p); p != "" && (err != nil || n < 1 || n > 65535) {
+			return DNSSource{}, fmt.Errorf("port %q is not a number from 1 to 65535", p)
+		}
+	}
+	return src, nil
+}
+
+func parseWorker(i int, spec string) (*Worker, error) {
+	parts := strings.Split(spec, ",")
+	w := &Worker{Name: fmt.Sprintf("w%d", i), Capacity: DefaultCapacity}
+	raw := parts[0]
+	if name, u, ok := strings.Cut(raw, "="); ok && !strings.Contains(name, "/") {
+		if name == "" {
+			return nil, fmt.Errorf("%q has an empty name", spec)
+		}
+		w.Name, raw = name, u
+	}
+	u, err := url.Parse(strings.TrimSuffix(raw, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an http(s) base URL", raw)
+	}
+	w.URL = u
+	for _, kv := range parts[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "events":
+			eu, err := url.Parse(v)
+			if err != nil || eu.Scheme != "tcp" || eu.Host == "" {
+				return nil, fmt.Errorf("events %q is not a tcp://host:port endpoint", v)
+			}
+			w.Events = v
+		case "capacity":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("capacity %q is not a positive whole number", v)
+			}
+			w.Capacity = n
+		default:
+			return nil, fmt.Errorf("unknown worker option %q in %q (want events= or capacity=)", k, spec)
+		}
+	}
+	return w, nil
+}
+
+// ParseWorkers turns worker specs (base URLs, or name=url forms) into
+// workers; a plain URL is named w<i>. It refuses dns:// sources, which need
+// a Pool.
+func ParseWorkers(specs []string) ([]*Worker, error) {
+	f, err := ParseFleet(specs)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.DNS) > 0 {
+		return nil, errors.New("dns:// worker sources need a router Pool")
+	}
+	return f.Static, nil
+}
+
+// Resolver looks up host names; *net.Resolver is one.
+type Resolver interface {
+	LookupHost(ctx context.Context, host string) ([]string, error)
+}
+
+// Pool is the live set of workers: static ones, plus those DNS sources
+// resolve to. It is safe for concurrent use.
+type Pool struct {
+	mu       sync.Mutex
+	static   []*Worker
+	dns      map[DNSSource][]*Worker
+	all      atomic.Pointer[[]*Worker]
+	onLeave  []func(*Worker)
+	capacity int
+}
+
+// NewPool returns a pool of the static workers.
+func NewPool(static []*Worker) *Pool {
+	p := &Pool{static: static, dns: map[DNSSource][]*Worker{}, capacity: DefaultCapacity}
+	p.publish()
+	return p
+}
+
+// OnLeave registers f to run for every worker that leaves the pool.
+func (p *Pool) OnLeave(f func(*Worker)) {
+	p.mu.Lock()
+	p.onLeave = append(p.onLeave, f)
+	p.mu.Unlock()
+}
+
+// Workers returns the current workers. The slice is shared: do not modify.
+func (p *Pool) Workers() []*Worker { return *p.all.Load() }
+
+// SetCapacity sets the batch capacity of every worker that has no capacity
+// of its own, now and for workers that join later.
+func (p *Pool) SetCapacity(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range *p.all.Load() {
+		if w.Capacity == p.capacity {
+			w.Capacity = n
+		}
+	}
+	p.capacity = n
+}
+
+func (p *Pool) publish() {
+	all := slices.Clone(p.static)
+	srcs := make([]DNSSource, 0, len(p.dns))
+	for s := range p.dns {
+		srcs = append(srcs, s)
+	}
+	slices.SortFunc(srcs, func(a, b DNSSource) int { return strings.Compare(a.Service+a.Port, b.Service+b.Port) })
+	for _, s := range srcs {
+		all = append(all, p.dns[s]...)
+	}
+	p.all.Store(&all)
+}
+
+// Resolve resolves src once, adding workers for new addresses and removing
+// those whose address went away.
+func (p *Pool) Resolve(ctx context.Context, r Resolver, src DNSSource) error {
+	addrs, err := r.LookupHost(ctx, src.Service)
+	if err != nil {
+		return fmt.Errorf("router: resolve %s: %w", src.Service, err)
+	}
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	p.mu.Lock()
+	old := p.dns[src]
+	byName := map[string]*Worker{}
+	for _, w := range old {
+		byName[w.Name] = w
+	}
+	var now, left []*Worker
+	for _, a := range addrs {
+		name := net.JoinHostPort(a, src.Port)
+		if w, ok := byName[name]; ok {
+			now = append(now, w)
+			delete(byName, name)
+			continue
+		}
+		w := &Worker{Name: name, URL: &url.URL{Scheme: "http", Host: name}, Capacity: p.capacity}
+		if src.EventsPort != "" {
+			w.Events = "tcp://" + net.JoinHostPort(a, src.EventsPort)
+		}
+		now = append(now, w)
+	}
+	for _, w := range old {
+		if _, gone := byName[w.Name]; gone {
+			left = append(left, w)
+		}
+	}
+	p.dns[src] = now
+	p.publish()
+	hooks := slices.Clone(p.onLeave)
+	p.mu.Unlock()
+	for _, w := range left {
+		w.SetHealthy(false)
+		for _, f := range hooks {
+			f(w)
+		}
+	}
+	return nil
+}
+
+// Discover resolves src every DNSRefresh until ctx ends. A failed lookup
+// keeps the workers it last found.
+func (p *Pool) Discover(ctx context.Context, clk clock.Clock, r Resolver, src DNSSource, logf func(string, ...any)) {
+	every(ctx, clk, DNSRefresh, func() {
+		if err := p.Resolve(ctx, r, src); err != nil && logf != nil {
+			logf("%v", err)
+		}
+	})
+}
+
+// CheckHealth asks every worker's GET /health once and marks it healthy on
+// 200, unhealthy on anything else or no answer within timeout.
+func (p *Pool) CheckHealth(ctx context.Context, client *http.Client, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, w := range p.Workers() {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL.JoinPath("/health").String(), nil)
+			if err != nil {
+				w.SetHealthy(false)
+				return
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				w.SetHealthy(false)
+				return
+			}
+			resp.Body.Close()
+			w.SetHealthy(resp.StatusCode == http.StatusOK)
+		})
+	}
+	wg.Wait()
+}
+
+// every runs f now and then every d until ctx ends, timed by clk.
+func every(ctx context.Context, clk clock.Clock, d time.Duration, f func()) {
+	for {
+		f()
+		tick := make(chan struct{})
+		t := clk.AfterFunc(d, func() { close(tick) })
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-tick:
+		}
+	}
+}
+
+// Watch keeps the pool current until ctx ends: it asks every worker's
+// /health every healthEvery (timing out after the same), and resolves each
+// DNS source every DNSRefresh. A nil resolver means net.DefaultResolver.
+func (p *Pool) Watch(ctx context.Context, clk clock.Clock, client *http.Client, dns []DNSSource, r Resolver, healthEvery time.Duration, logf func(string, ...any)) {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	var wg sync.WaitGroup
+	for _, src := range dns {
+		wg.Go(func() { p.Discover(ctx, clk, r, src, logf) })
+	}
+	wg.Go(func() {
+		every(ctx, clk, healthEvery, func() { p.CheckHealth(ctx, client, healthEvery) })
+	})
+	wg.Wait()
+}
