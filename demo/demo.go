@@ -124,11 +124,15 @@ func Start(cfg Config) (*Demo, error) {
 	d.WorkerURLs = cfg.Workers
 	kind := "real"
 	if len(cfg.Workers) == 0 {
-		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile})
+		// The embedded workers publish KV events over loopback ZMQ, exactly
+		// as a vLLM fleet would, so the router has one path for both.
+		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0"})
 		if err != nil {
 			return fail(err)
 		}
-		d.WorkerURLs = d.fleet.URLs
+		for i, u := range d.fleet.URLs {
+			d.WorkerURLs = append(d.WorkerURLs, fmt.Sprintf("sim-%d=%s,events=%s", i, u, d.fleet.EventEndpoints[i]))
+		}
 		kind = "simulated H200"
 	}
 	fleet, err := router.ParseFleet(d.WorkerURLs)
@@ -162,7 +166,7 @@ func Start(cfg Config) (*Demo, error) {
 	opts := cfg.Dashboard
 	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
 	opts.Model = cfg.Model
-	opts.BlockSize = 32 // the seeds' TensorRT-LLM block size
+	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
 	opts.API = d.Proxy
 	opts.Describe = router.Describe
@@ -177,10 +181,12 @@ func Start(cfg Config) (*Demo, error) {
 	mux.Handle(router.AdminPrefix+"/", d.Proxy.Admin())
 	mux.Handle("/", d.Web.Handler())
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	d.wg.Add(3)
+	d.wg.Add(4)
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "kvlens: "+f+"\n", a...) }
+	go func() { defer d.wg.Done(); router.NewFeed(d.Proxy.Router(), logf).Run(ctx, clock.Real) }()
 	go func() {
 		defer d.wg.Done()
-		pool.Watch(ctx, clock.Real, d.Proxy.Client(), fleet.DNS, nil, 2*time.Second, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "kvlens: "+f+"\n", a...) })
+		pool.Watch(ctx, clock.Real, d.Proxy.Client(), fleet.DNS, nil, 2*time.Second, logf)
 	}()
 	go func() { defer d.wg.Done(); d.Web.Hub().Run(ctx) }()
 	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
