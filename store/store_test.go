@@ -43,6 +43,10 @@ func writer(path string) int {
 			return 1
 		}
 		fmt.Println("saved", i) // stdout is unbuffered: the parent sees it now
+		// A sweep writes a level every few minutes; a writer committing in
+		// a tight loop would starve the parent's writes past the busy
+		// timeout, since SQLite's busy handler polls rather than queues.
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
