@@ -89,6 +89,8 @@ type Demo struct {
 	WorkerURLs []string
 	// Web is the dashboard.
 	Web *web.Server
+	// Metrics is the registry /metrics serves.
+	Metrics *prometheus.Registry
 
 	fleet  *sim.Fleet
 	srv    *http.Server
@@ -144,6 +146,7 @@ func Start(cfg Config) (*Demo, error) {
 	pool.SetCapacity(cfg.MaxBatchSize)
 
 	reg := prometheus.NewRegistry()
+	d.Metrics = reg
 	rcfg := cfg.Router
 	rcfg.Registerer = reg
 	d.Proxy = router.NewProxy(router.NewRouter(pool, policy, rcfg))

@@ -20,6 +20,7 @@ type Metrics struct {
 	ttftHist  *prometheus.HistogramVec
 	tpotHist  *prometheus.HistogramVec
 	e2eHist   *prometheus.HistogramVec
+	tokens    *prometheus.CounterVec
 	fallbacks prometheus.Counter
 }
 
@@ -66,11 +67,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ttftHist: hist("loadgen_ttft_histogram_seconds", "Time to first token of successful requests, in seconds, by worker.", ttftBuckets),
 		tpotHist: hist("loadgen_tpot_histogram_seconds", "Time per output token of successful requests, in seconds, by worker.", tpotBuckets),
 		e2eHist:  hist("loadgen_e2e_histogram_seconds", "End-to-end latency of successful requests, in seconds, by worker.", e2eBuckets),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadgen_tokens_total",
+			Help: "Tokens of successful requests, by worker and kind: output (usage.completion_tokens), prompt (usage.prompt_tokens) or cached (prompt_tokens_details.cached_tokens).",
+		}, []string{"worker", "kind"}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "loadgen_user_model_fallbacks_total", Help: "Follow-up questions written by the built-in generator because the user model failed.",
 		}),
 	}
-	reg.MustRegister(m.ttftAll, m.tpotAll, m.ttft, m.itl, m.tpot, m.requests, m.errors, m.ttftHist, m.tpotHist, m.e2eHist, m.fallbacks)
+	reg.MustRegister(m.ttftAll, m.tpotAll, m.ttft, m.itl, m.tpot, m.requests, m.errors, m.ttftHist, m.tpotHist, m.e2eHist, m.tokens, m.fallbacks)
 	return m
 }
 
@@ -102,6 +107,9 @@ func (m *Metrics) observe(turn int, r Result) {
 	m.ttft.WithLabelValues(tt).Observe(r.TTFT.Seconds())
 	m.ttftHist.WithLabelValues(r.Worker).Observe(r.TTFT.Seconds())
 	m.e2eHist.WithLabelValues(r.Worker).Observe(r.E2E.Seconds())
+	m.tokens.WithLabelValues(r.Worker, "output").Add(float64(r.OSL))
+	m.tokens.WithLabelValues(r.Worker, "prompt").Add(float64(r.ISL))
+	m.tokens.WithLabelValues(r.Worker, "cached").Add(float64(r.CachedTokens))
 	if tpot, ok := r.TPOT(); ok {
 		m.tpotAll.Observe(tpot.Seconds())
 		m.tpot.WithLabelValues(tt).Observe(tpot.Seconds())

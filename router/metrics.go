@@ -83,3 +83,43 @@ func (c eventCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// workerGauges are read from the router's per-worker state at scrape time,
+// so they cost nothing between scrapes.
+var workerGauges = []struct {
+	desc *prometheus.Desc
+	get  func(WorkerState) float64
+}{
+	{prometheus.NewDesc("kvlens_router_worker_in_flight", "Requests booked on the worker and not finished.", []string{"worker"}, nil),
+		func(w WorkerState) float64 { return float64(w.InFlight) }},
+	{prometheus.NewDesc("kvlens_router_worker_capacity", "The worker's batch capacity (max_batch_size), in requests.", []string{"worker"}, nil),
+		func(w WorkerState) float64 { return float64(w.Capacity) }},
+	{prometheus.NewDesc("kvlens_router_worker_active_prefill_tokens", "Uncached prompt tokens of requests on the worker that have no first token yet.", []string{"worker"}, nil),
+		func(w WorkerState) float64 { return float64(w.ActivePrefillTokens) }},
+	{prometheus.NewDesc("kvlens_router_worker_indexed_blocks", "KV blocks the event index holds for the worker.", []string{"worker"}, nil),
+		func(w WorkerState) float64 { return float64(w.IndexedBlocks) }},
+	{prometheus.NewDesc("kvlens_router_worker_healthy", "1 when the worker answers /health, else 0.", []string{"worker"}, nil),
+		func(w WorkerState) float64 {
+			if w.Healthy {
+				return 1
+			}
+			return 0
+		}},
+}
+
+// workerCollector exports every worker's live state.
+type workerCollector struct{ r *Router }
+
+func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range workerGauges {
+		ch <- g.desc
+	}
+}
+
+func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, w := range c.r.Workers() {
+		for _, g := range workerGauges {
+			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.get(w), w.Name)
+		}
+	}
+}

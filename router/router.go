@@ -125,6 +125,9 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 		},
 	}
 	r.metrics = NewMetrics(cfg.Registerer, r.index)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(workerCollector{r})
+	}
 	r.policy.Store(&policyBox{p})
 	pool.OnLeave(func(w *Worker) {
 		r.index.RemoveWorker(w.Name)
