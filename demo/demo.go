@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
@@ -39,6 +40,9 @@ type Config struct {
 	// Target is the load generator's OpenAI base URL; empty means this
 	// process's own router proxy.
 	Target string
+	// FrontendMetrics is a Dynamo frontend's /metrics URL to read its KV hit
+	// rate and queueing from, when Dynamo routes; empty reads none.
+	FrontendMetrics string
 	// Model is the model name requests ask for.
 	Model string
 	// Policy is the initial routing policy.
@@ -176,6 +180,11 @@ func Start(cfg Config) (*Demo, error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = lanURL(ln.Addr())
 	}
+	var frontend *dynamo.Frontend
+	if cfg.FrontendMetrics != "" {
+		frontend = dynamo.NewFrontend(cfg.FrontendMetrics, load.Window)
+		opts.Frontend = frontend
+	}
 	d.Web = web.New(d.Gen, d.Proxy, opts)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -184,6 +193,10 @@ func Start(cfg Config) (*Demo, error) {
 	mux.Handle(router.AdminPrefix+"/", d.Proxy.Admin())
 	mux.Handle("/", d.Web.Handler())
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if frontend != nil {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); frontend.Run(ctx, clock.Real, 5*time.Second) }()
+	}
 	d.wg.Add(4)
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "kvlens: "+f+"\n", a...) }
 	go func() { defer d.wg.Done(); router.NewFeed(d.Proxy.Router(), logf).Run(ctx, clock.Real) }()

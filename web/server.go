@@ -18,6 +18,7 @@ import (
 	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
 )
 
@@ -62,6 +63,9 @@ type Options struct {
 	// PublicURL is the address visitors' phones can open (shown as a QR
 	// code); empty hides the code.
 	PublicURL string
+	// Frontend, when set, is a Dynamo frontend whose own figures the state
+	// reports beside the load generator's.
+	Frontend interface{ Stats() dynamo.Stats }
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error
@@ -196,10 +200,17 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 type stateJSON struct {
 	Mode     string           `json:"mode"`
 	Snapshot loadgen.Snapshot `json:"snapshot"`
+	// Frontend is the Dynamo frontend's own view, when kvlens reads one.
+	Frontend *dynamo.Stats `json:"frontend,omitempty"`
 }
 
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()})
+	st := stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()}
+	if s.opts.Frontend != nil {
+		f := s.opts.Frontend.Stats()
+		st.Frontend = &f
+	}
+	writeJSON(w, st)
 }
 
 // qr serves a QR code of the public URL, for visitors' phones.

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
 )
 
@@ -452,5 +453,25 @@ func TestChangesBecomeChartMarks(t *testing.T) {
 	}
 	if hello := s.hello(); !strings.Contains(string(hello[0]), `"kind":"concurrency"`) {
 		t.Error("a browser connecting later does not get the marks")
+	}
+}
+
+type fakeFrontend struct{}
+
+func (fakeFrontend) Stats() dynamo.Stats { return dynamo.Stats{OK: true, KVHitRate: 0.93, Queued: 3} }
+
+func TestStateReportsTheDynamoFrontend(t *testing.T) {
+	opts := testOptions()
+	opts.Frontend = fakeFrontend{}
+	ts := httptest.NewServer(New(&fakeLoad{}, fakeRouter("kv"), opts).Handler())
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/api/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"frontend":{"ok":true,"kv_hit_rate":0.93,"in_flight":0,"queued":3}`) {
+		t.Fatalf("state = %s", body)
 	}
 }

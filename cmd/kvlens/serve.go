@@ -35,6 +35,7 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 		return nil
 	})
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
+	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed) or shed (503 when every worker is busy)")
