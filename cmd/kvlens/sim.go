@@ -40,28 +40,8 @@ func simCmd(args []string) int {
 		return simBench(args[1:])
 	}
 	cfg := sim.FleetConfig{Count: 3, BasePort: 8001}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage+"\nFlags of kvlens sim:\n"); fs.PrintDefaults() }
-	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of workers")
-	profile := fs.String("profile", sim.DefaultProfile, "engine profile: a built-in name ("+strings.Join(sim.Profiles(), ", ")+") or a JSON file")
-	fs.StringVar(&cfg.Host, "host", "127.0.0.1", "address the workers listen on")
-	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "worker i listens on base-port+i; 0 picks free ports")
-	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port)", func(s string) error {
-		cfg.Ports = nil
-		for _, p := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(p))
-			if err != nil || n < 0 || n > 65535 {
-				return fmt.Errorf("%q is not a port", p)
-			}
-			cfg.Ports = append(cfg.Ports, n)
-		}
-		return nil
-	})
-	fs.StringVar(&cfg.Model, "model", "", "model name to serve (default: the profile's)")
-	faultFlags(fs, &cfg.Faults)
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of output lengths and injected faults")
-	fs.StringVar(&cfg.EventsBind, "events-bind", "", "publish KV events on a ZMQ PUB socket bound here, vLLM-style, such as tcp://*:5557; worker i binds the port plus i")
-	fs.StringVar(&cfg.EventsConnect, "events-connect", "", "publish KV events by dialing this ZMQ endpoint (a router that binds), each worker under its name as topic")
+	profile := sim.DefaultProfile
+	fs := simFlags(&cfg, &profile)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -79,7 +59,7 @@ func simCmd(args []string) int {
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
 		cfg.Count = len(cfg.Ports)
 	}
-	p, err := sim.LoadProfile(*profile)
+	p, err := sim.LoadProfile(profile)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: --profile: %v\n", err)
 		return 2
@@ -107,6 +87,34 @@ func simCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim: shutdown: %v\n", err)
 	}
 	return 0
+}
+
+// simFlags binds the flags of `kvlens sim` to cfg and profile (a built-in
+// profile name or a JSON file).
+func simFlags(cfg *sim.FleetConfig, profile *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage+"\nFlags of kvlens sim:\n"); fs.PrintDefaults() }
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of workers")
+	fs.StringVar(profile, "profile", *profile, "engine profile: a built-in name ("+strings.Join(sim.Profiles(), ", ")+") or a JSON file")
+	fs.StringVar(&cfg.Host, "host", "127.0.0.1", "address the workers listen on")
+	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "worker i listens on base-port+i; 0 picks free ports")
+	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port)", func(s string) error {
+		cfg.Ports = nil
+		for _, p := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || n < 0 || n > 65535 {
+				return fmt.Errorf("%q is not a port", p)
+			}
+			cfg.Ports = append(cfg.Ports, n)
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.Model, "model", "", "model name to serve (default: the profile's)")
+	faultFlags(fs, &cfg.Faults)
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of output lengths and injected faults")
+	fs.StringVar(&cfg.EventsBind, "events-bind", "", "publish KV events on a ZMQ PUB socket bound here, vLLM-style, such as tcp://*:5557; worker i binds the port plus i")
+	fs.StringVar(&cfg.EventsConnect, "events-connect", "", "publish KV events by dialing this ZMQ endpoint (a router that binds), each worker under its name as topic")
+	return fs
 }
 
 func faultFlags(fs *flag.FlagSet, f *sim.Faults) {
