@@ -25,7 +25,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-var overlays = []string{"direct-vllm", "direct-trtllm", "direct-sim", "dynamo"}
+var overlays = []string{"direct-vllm", "direct-trtllm", "direct-sim", "dynamo", "example-custom-starters"}
 
 // render builds an overlay as `kustomize build` would.
 func render(t *testing.T, overlay string) []byte {
@@ -210,5 +210,51 @@ func TestDirectShapesDifferOnlyInWorkerImageArgsAndResources(t *testing.T) {
 	b, _ := json.Marshal(sim)
 	if !bytes.Equal(a, b) {
 		t.Fatalf("the simulated workers differ from vLLM's beyond image, args and resources:\n%s\n%s", a, b)
+	}
+}
+
+func TestDynamoGraphDeploymentIsSeed003s(t *testing.T) {
+	var dgd DynamoGraphDeployment
+	for _, doc := range bytes.Split(render(t, "dynamo"), []byte("\n---\n")) {
+		var o object
+		yaml.Unmarshal(doc, &o)
+		if o.Kind == "DynamoGraphDeployment" {
+			if err := decodeStrict(doc, &dgd); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fe, w := dgd.Spec.Services["Frontend"], dgd.Spec.Services["TrtllmWorker"]
+	env := map[string]string{}
+	for _, e := range fe.Envs {
+		env[e.Name] = e.Value
+	}
+	args := strings.Join(w.ExtraPodSpec.MainContainer.Args, " ")
+	// Seed 003, "Frontend Configuration", "TRT-LLM Worker Configuration"
+	// and "TRT-LLM Engine Overrides".
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"the backend is TensorRT-LLM", dgd.Spec.BackendFramework == "trtllm"},
+		{"the frontend routes with the KV router", env["DYN_ROUTER_MODE"] == "kv"},
+		{"the frontend's block size matches the engine's 32", env["DYN_KV_CACHE_BLOCK_SIZE"] == "32"},
+		{"the frontend is Dynamo 0.9", fe.ExtraPodSpec.MainContainer.Image == "nvcr.io/nvidia/ai-dynamo/dynamo-frontend:0.9.0"},
+		{"there are 3 workers", w.Replicas == 3},
+		{"each worker has one GPU", w.Resources != nil && w.Resources.Limits["gpu"] == "1"},
+		{"the workers run TensorRT-LLM 0.9's runtime", w.ExtraPodSpec.MainContainer.Image == "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.9.0"},
+		{"the model is Llama 3.1 70B FP8", strings.Contains(args, "--model-path=/models/Llama-3.1-70B-Instruct-FP8")},
+		{"no tensor parallelism", strings.Contains(args, "--tensor-parallel-size=1")},
+		{"16384 tokens per step", strings.Contains(args, "--max-num-tokens=16384")},
+		{"64 sequences per batch", strings.Contains(args, "--max-batch-size=64")},
+		{"KV events are published", strings.Contains(args, "--publish-events-and-metrics")},
+		{"chunked prefill is on", strings.Contains(args, `"enable_chunked_prefill":true`)},
+		{"the overlap scheduler is on", strings.Contains(args, `"disable_overlap_scheduler":false`)},
+		{"the KV cache is FP8 with 90% of free memory", strings.Contains(args, `"kv_cache_config":{"dtype":"fp8","free_gpu_memory_fraction":0.90}`)},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("DynamoGraphDeployment: not so that %s", c.name)
+		}
 	}
 }
