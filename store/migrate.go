@@ -8,10 +8,7 @@ import (
 
 // migrations are the schema's versions: migrations[i] takes the database from
 // PRAGMA user_version i to i+1. They are append-only; a released one is never
-// edited. The recordings of live sessions will be the next: a recordings table
-// (id, started_at, ended_at, name, config) and a recording_frames table
-// (recording_id, t_ms, kind, body) keyed by recording and time, both deleted
-// by cascade with their recording.
+// edited.
 var migrations = []string{
 	// 1: settings, baseline sets and their levels, sweep runs and their levels.
 	`
@@ -87,6 +84,27 @@ CREATE TABLE sweep_levels (
 	finished_at     TEXT NOT NULL,
 	PRIMARY KEY (run_id, repeat, mode, concurrency)
 ) STRICT;
+`,
+	// 2: recordings of live sessions, frame by frame, for replay and export.
+	`
+CREATE TABLE recordings (
+	id         INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	config     TEXT NOT NULL,             -- JSON: how the session was set up
+	started_at TEXT NOT NULL,             -- RFC 3339, UTC
+	ended_at   TEXT NOT NULL DEFAULT ''   -- empty while recording, or after a crash
+) STRICT;
+
+-- One row per frame: a 1 Hz snapshot or an event (start/stop, concurrency
+-- change, mode switch, fault). body is gzip-compressed JSON.
+CREATE TABLE recording_frames (
+	recording_id INTEGER NOT NULL REFERENCES recordings(id) ON DELETE CASCADE,
+	seq          INTEGER NOT NULL,        -- order within the recording
+	t_ms         INTEGER NOT NULL,        -- Unix milliseconds
+	kind         TEXT NOT NULL,
+	body         BLOB NOT NULL,
+	PRIMARY KEY (recording_id, seq)
+) STRICT, WITHOUT ROWID;
 `,
 }
 

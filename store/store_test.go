@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv("KVLENS_STORE_WRITER"); path != "" {
 		os.Exit(writer(path))
 	}
+	if path := os.Getenv("KVLENS_STORE_RECORDER"); path != "" {
+		os.Exit(recorder(path))
+	}
 	os.Exit(m.Run())
 }
 

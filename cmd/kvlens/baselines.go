@@ -95,6 +95,13 @@ func baselinesCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens baselines: unknown command %q\n"+baselinesUsage, sub, def)
 		return 2
 	}
+	return reportExit("baselines "+sub, fs, err)
+}
+
+// reportExit reports err of `kvlens <cmd>` on stderr and returns the exit
+// status: 0 on success or -h, 2 for a usage mistake (with the usage), 1 for
+// a failure.
+func reportExit(cmd string, fs *flag.FlagSet, err error) int {
 	var (
 		ue usageError
 		fe flagError
@@ -105,13 +112,13 @@ func baselinesCmd(args []string) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "kvlens baselines %s: %v\n", sub, err)
+		fmt.Fprintf(os.Stderr, "kvlens %s: %v\n", cmd, err)
 		fs.Usage()
 		return 2
 	case errors.As(err, &fe):
 		return 2 // flag has printed the error and the usage
 	}
-	fmt.Fprintf(os.Stderr, "kvlens baselines %s: %v\n", sub, err)
+	fmt.Fprintf(os.Stderr, "kvlens %s: %v\n", cmd, err)
 	return 1
 }
 

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvlens/kvlens/recording"
+	"github.com/kvlens/kvlens/store"
+)
+
+const recordingsUsage = `Usage: kvlens recordings <command> [flags] [arguments]
+
+Commands:
+  list                 list the recorded sessions
+  export ID            write a session as CSV (--format csv) or JSON (--format json)
+  delete ID            remove a session
+
+Every command takes --db PATH (default: %s).
+`
+
+func recordingsCmd(args []string) int {
+	def, _ := store.DefaultPath()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(os.Stderr, recordingsUsage, def)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sub, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("recordings "+sub, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	db := dbFlag(fs)
+	ctx := context.Background()
+	var err error
+	switch sub {
+	case "list":
+		err = recordingsList(ctx, fs, db, rest, os.Stdout)
+	case "export":
+		err = recordingsExport(ctx, fs, db, rest, os.Stdout)
+	case "delete":
+		err = recordingsDelete(ctx, fs, db, rest, os.Stdout)
+	default:
+		fmt.Fprintf(os.Stderr, "kvlens recordings: unknown command %q\n"+recordingsUsage, sub, def)
+		return 2
+	}
+	return reportExit("recordings "+sub, fs, err)
+}
+
+func recordingsList(ctx context.Context, fs *flag.FlagSet, dbPath *string, args []string, out io.Writer) error {
+	if _, err := parse(fs, args, 0, ""); err != nil {
+		return err
+	}
+	db, err := openDB(ctx, *dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	recs, err := db.Recordings(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTARTED\tLENGTH\tFRAMES\tSIZE")
+	for _, r := range recs {
+		length := "recording (or cut off)"
+		if !r.Ended.IsZero() {
+			length = r.Ended.Sub(r.Started).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f KB\n", r.ID, r.Name, r.Started.Local().Format("2006-01-02 15:04:05"), length, r.Frames, float64(r.Bytes)/1000)
+	}
+	return tw.Flush()
+}
+
+// recordingID reads the ID argument.
+func recordingID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, usagef("recording ID %q is not a positive whole number (see kvlens recordings list)", s)
+	}
+	return id, nil
+}
+
+func recordingsExport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args []string, out io.Writer) error {
+	format := fs.String("format", "csv", "csv (one row per snapshot and event) or json (every frame as pushed to the dashboard)")
+	pos, err := parse(fs, args, 1, "recording ID")
+	if err != nil {
+		return err
+	}
+	id, err := recordingID(pos[0])
+	if err != nil {
+		return err
+	}
+	if *format != "csv" && *format != "json" {
+		return usagef("--format %q: want csv or json", *format)
+	}
+	db, err := openDB(ctx, *dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rec, err := db.Recording(ctx, id)
+	if err != nil {
+		return err
+	}
+	frames, err := db.RecordingFrames(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *format == "json" {
+		return recording.WriteJSON(out, rec, frames)
+	}
+	return recording.WriteCSV(out, frames)
+}
+
+func recordingsDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, args []string, out io.Writer) error {
+	pos, err := parse(fs, args, 1, "recording ID")
+	if err != nil {
+		return err
+	}
+	id, err := recordingID(pos[0])
+	if err != nil {
+		return err
+	}
+	db, err := openDB(ctx, *dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.DeleteRecording(ctx, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "deleted recording %d\n", id)
+	return nil
+}

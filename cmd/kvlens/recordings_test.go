@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/store"
+)
+
+func TestRecordingsCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvlens.db")
+	ctx := context.Background()
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := db.CreateRecording(ctx, "booth", []byte(`{}`))
+	db.AppendFrames(ctx, id, []store.Frame{{T: time.Unix(1_700_000_000, 0), Kind: "snapshot",
+		Body: []byte(`{"mode":"kv","points":[{"ttft_p50":200,"ttft_p95":300,"tpot_p50":25,"tpot_p95":28,"tops":1500,"rps":2,"error_pct":0,"target":60,"live":60}]}`)}})
+	db.EndRecording(ctx, id, time.Unix(1_700_000_010, 0))
+	db.Close()
+
+	steps := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"list shows the session with its frames", []string{"recordings", "list", "--db", path}, 0, "booth"},
+		{"CSV export writes a row per frame", []string{"recordings", "export", "1", "--db", path}, 0, "2023-11-14T22:13:20Z,snapshot,kv,60,60,200.0,300.0,25.0,28.0,1500.0,2.000,0.00,"},
+		{"JSON export keeps the frame's body", []string{"recordings", "export", "--format", "json", "1", "--db", path}, 0, `"kind": "snapshot"`},
+		{"an unknown format is a usage error", []string{"recordings", "export", "--format", "xml", "1", "--db", path}, 2, `--format "xml": want csv or json`},
+		{"a non-numeric ID is a usage error", []string{"recordings", "export", "first", "--db", path}, 2, "is not a positive whole number"},
+		{"a missing recording is a failure, named", []string{"recordings", "export", "99", "--db", path}, 1, "recording 99: no such recording"},
+		{"delete removes it", []string{"recordings", "delete", "1", "--db", path}, 0, "deleted recording 1"},
+		{"and it is gone", []string{"recordings", "delete", "1", "--db", path}, 1, "no such recording"},
+		{"an unknown subcommand is a usage error", []string{"recordings", "play", "--db", path}, 2, `unknown command "play"`},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			out, code := exitCode(t, kvlens(st.args...))
+			if code != st.wantCode || !strings.Contains(out, st.want) {
+				t.Fatalf("exit %d, output:\n%s\nwant exit %d containing %q", code, out, st.wantCode, st.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,121 @@
+package recording
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/kvlens/kvlens/store"
+)
+
+// jsonExport is the JSON export's shape: the recording, then its frames with
+// their bodies as they were pushed to the dashboard.
+type jsonExport struct {
+	ID      int64           `json:"id"`
+	Name    string          `json:"name"`
+	Config  json.RawMessage `json:"config"`
+	Started time.Time       `json:"started"`
+	Ended   *time.Time      `json:"ended,omitempty"`
+	Frames  []jsonFrame     `json:"frames"`
+}
+
+type jsonFrame struct {
+	T    time.Time       `json:"t"`
+	Kind string          `json:"kind"`
+	Body json.RawMessage `json:"body"`
+}
+
+// WriteJSON writes a recording and its frames as one JSON document.
+func WriteJSON(w io.Writer, rec store.Recording, frames []store.Frame) error {
+	out := jsonExport{ID: rec.ID, Name: rec.Name, Config: rawOrNull(rec.Config), Started: rec.Started.UTC()}
+	if !rec.Ended.IsZero() {
+		e := rec.Ended.UTC()
+		out.Ended = &e
+	}
+	out.Frames = make([]jsonFrame, len(frames))
+	for i, f := range frames {
+		out.Frames[i] = jsonFrame{T: f.T.UTC(), Kind: f.Kind, Body: rawOrNull(f.Body)}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func rawOrNull(b []byte) json.RawMessage {
+	if !json.Valid(b) {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// snapshotBody is the part of a recorded snapshot frame the CSV reads: the
+// dashboard's chart point and mode (web.Frame).
+type snapshotBody struct {
+	Mode   string `json:"mode"`
+	Points []struct {
+		TTFTp50  *float64 `json:"ttft_p50"`
+		TTFTp95  *float64 `json:"ttft_p95"`
+		TPOTp50  *float64 `json:"tpot_p50"`
+		TPOTp95  *float64 `json:"tpot_p95"`
+		TOPS     float64  `json:"tops"`
+		RPS      float64  `json:"rps"`
+		ErrorPct float64  `json:"error_pct"`
+		Target   int      `json:"target"`
+		Live     int      `json:"live"`
+	} `json:"points"`
+	Marks []struct {
+		Kind  string `json:"kind"`
+		Label string `json:"label"`
+	} `json:"marks"`
+}
+
+// CSVHeader names the CSV export's columns; units are in the names.
+var CSVHeader = []string{"time", "kind", "mode", "target", "live",
+	"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms",
+	"output_tokens_per_s", "requests_per_s", "error_pct", "event"}
+
+// WriteCSV writes one row per snapshot and per event: the figures a
+// spreadsheet needs to redraw the session. Missing figures are empty cells,
+// not zeros.
+func WriteCSV(w io.Writer, frames []store.Frame) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	num := func(p *float64) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*p, 'f', 1, 64)
+	}
+	for i, f := range frames {
+		var b snapshotBody
+		if err := json.Unmarshal(f.Body, &b); err != nil {
+			return fmt.Errorf("recording: frame %d (%s at %s): %w", i, f.Kind, f.T.UTC().Format(time.RFC3339), err)
+		}
+		row := make([]string, len(CSVHeader))
+		row[0], row[1], row[2] = f.T.UTC().Format(time.RFC3339Nano), f.Kind, b.Mode
+		if len(b.Points) > 0 {
+			p := b.Points[len(b.Points)-1]
+			row[3], row[4] = strconv.Itoa(p.Target), strconv.Itoa(p.Live)
+			row[5], row[6], row[7], row[8] = num(p.TTFTp50), num(p.TTFTp95), num(p.TPOTp50), num(p.TPOTp95)
+			row[9] = strconv.FormatFloat(p.TOPS, 'f', 1, 64)
+			row[10] = strconv.FormatFloat(p.RPS, 'f', 3, 64)
+			row[11] = strconv.FormatFloat(p.ErrorPct, 'f', 2, 64)
+		}
+		for _, m := range b.Marks {
+			if row[12] != "" {
+				row[12] += "; "
+			}
+			row[12] += m.Kind + " " + m.Label
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,98 @@
+package recording
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/store"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func openDB(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "k.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// frames is a short session as the dashboard pushes it: two seconds of
+// snapshots, the first before any request finished, and a mode switch.
+var frames = []store.Frame{
+	{T: time.Unix(1_700_000_000, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000000,"ttft_p50":null,"ttft_p95":null,"tpot_p50":null,"tpot_p95":null,"tops":0,"rps":0,"error_pct":0,"target":60,"live":12}]}`)},
+	{T: time.Unix(1_700_000_001, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000001,"ttft_p50":231.4,"ttft_p95":402.9,"tpot_p50":25.1,"tpot_p95":27.3,"tops":1520.5,"rps":1.875,"error_pct":0.5,"target":60,"live":60}]}`)},
+	{T: time.Unix(1_700_000_001, 500e6), Kind: "mark", Body: []byte(`{"marks":[{"t":1700000001,"kind":"mode","label":"KV-aware"}]}`)},
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		os.WriteFile(path, got, 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs:\n%s", path, got)
+	}
+}
+
+func TestExports(t *testing.T) {
+	rec := store.Recording{ID: 7, Name: "booth", Config: []byte(`{"policy":"round_robin"}`), Started: time.Unix(1_700_000_000, 0), Ended: time.Unix(1_700_000_002, 0)}
+	var js, csv bytes.Buffer
+	if err := WriteJSON(&js, rec, frames); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCSV(&csv, frames); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "export.golden.json", js.Bytes())
+	golden(t, "export.golden.csv", csv.Bytes())
+}
+
+func TestWriteCSVNamesABadFrame(t *testing.T) {
+	bad := []store.Frame{{T: time.Unix(1_700_000_000, 0), Kind: "snapshot", Body: []byte(`{"points":`)}}
+	err := WriteCSV(&bytes.Buffer{}, bad)
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("frame 0 (snapshot at 2023-11-14T22:13:20Z)")) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRecorderWritesFramesAndEnds(t *testing.T) {
+	db := openDB(t)
+	ctx := context.Background()
+	old, _ := db.CreateRecording(ctx, "last week", []byte(`{}`))
+	r, err := Start(ctx, db, clock.Real, "now", []byte(`{}`), time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Recording(ctx, old); err == nil {
+		t.Error("a recording older than the retention survived Start")
+	}
+	for _, f := range frames {
+		r.Add(f.Kind, f.Body)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.Run(runCtx); close(done) }()
+	cancel() // ending the session flushes what is buffered and ends it
+	<-done
+	got, err := db.RecordingFrames(ctx, r.ID())
+	if err != nil || len(got) != len(frames) {
+		t.Fatalf("%d frames, %v; want %d", len(got), err, len(frames))
+	}
+	if rec, _ := db.Recording(ctx, r.ID()); rec.Ended.IsZero() {
+		t.Fatal("the recording was not marked ended")
+	}
+}
