@@ -40,6 +40,10 @@ type Config struct {
 	// Target is the load generator's OpenAI base URL; empty means this
 	// process's own router proxy.
 	Target string
+	// Tokenizer is "embedded" (kvlens's own, which the simulated workers
+	// share) or "worker" (each request tokenized by a worker's /tokenize,
+	// for models whose tokenizer kvlens does not embed).
+	Tokenizer string
 	// FrontendMetrics is a Dynamo frontend's /metrics URL to read its KV hit
 	// rate and queueing from, when Dynamo routes; empty reads none.
 	FrontendMetrics string
@@ -154,6 +158,13 @@ func Start(cfg Config) (*Demo, error) {
 	rcfg := cfg.Router
 	rcfg.Registerer = reg
 	d.Proxy = router.NewProxy(router.NewRouter(pool, policy, rcfg))
+	switch cfg.Tokenizer {
+	case "", "embedded":
+	case "worker":
+		d.Proxy.SetTokenizer(&router.WorkerTokenize{Pool: pool, Client: d.Proxy.Client()})
+	default:
+		return fail(fmt.Errorf("--tokenizer %q: want embedded or worker", cfg.Tokenizer))
+	}
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	target := cfg.Target

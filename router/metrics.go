@@ -21,6 +21,9 @@ type Metrics struct {
 	Shed prometheus.Counter
 	// UpstreamErrors counts requests that failed at the worker, by worker.
 	UpstreamErrors *prometheus.CounterVec
+	// TokenizeErrors counts requests routed without their tokens, and so
+	// without cache affinity, because the tokenizer failed.
+	TokenizeErrors prometheus.Counter
 
 	hashing, lookup, scoring, total prometheus.Observer
 }
@@ -52,13 +55,16 @@ func NewMetrics(reg prometheus.Registerer, idx *Index) *Metrics {
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvlens_router_upstream_errors_total", Help: "Requests that failed at the worker.",
 		}, []string{"worker"}),
+		TokenizeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvlens_router_tokenize_errors_total", Help: "Requests routed without their tokens (no cache affinity) because tokenizing failed.",
+		}),
 	}
 	m.hashing = m.Overhead.WithLabelValues("hashing")
 	m.lookup = m.Overhead.WithLabelValues("lookup")
 	m.scoring = m.Overhead.WithLabelValues("scoring")
 	m.total = m.Overhead.WithLabelValues("total")
 	if reg != nil {
-		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors)
+		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors)
 		if idx != nil {
 			reg.MustRegister(eventCollector{idx})
 		}

@@ -32,8 +32,9 @@ const maxBodyBytes = 8 << 20
 
 // Proxy routes OpenAI requests to workers.
 type Proxy struct {
-	rt     *Router
-	client *http.Client
+	rt        *Router
+	client    *http.Client
+	tokenizer Tokenizer
 }
 
 // New returns a proxy over a fixed set of workers that starts with policy p
@@ -45,7 +46,8 @@ func New(workers []*Worker, p Policy) *Proxy {
 // NewProxy returns a proxy that routes with rt.
 func NewProxy(rt *Router) *Proxy {
 	return &Proxy{
-		rt: rt,
+		rt:        rt,
+		tokenizer: Embedded{},
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // workers are addressed directly, never through HTTP_PROXY
 			MaxIdleConnsPerHost: 256,
@@ -54,6 +56,10 @@ func NewProxy(rt *Router) *Proxy {
 		}},
 	}
 }
+
+// SetTokenizer replaces the embedded tokenizer, for example with
+// WorkerTokenize. Call it before serving.
+func (px *Proxy) SetTokenizer(t Tokenizer) { px.tokenizer = t }
 
 // Router returns the proxy's router.
 func (px *Proxy) Router() *Router { return px.rt }
@@ -140,7 +146,13 @@ func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "router: read request body: "+err.Error())
 		return
 	}
-	req := &Request{Path: r.URL.Path, Body: body, TokenIDs: PromptTokens(r.URL.Path, body)}
+	ids, err := px.tokenizer.Tokens(r.Context(), r.URL.Path, body)
+	if err != nil {
+		// Route anyway, without cache affinity: a tokenizer outage must
+		// not become an outage of the service. It is counted.
+		px.rt.metrics.TokenizeErrors.Inc()
+	}
+	req := &Request{Path: r.URL.Path, Body: body, TokenIDs: ids}
 	var tried []*Worker
 	var lastErr error
 	for {
