@@ -44,8 +44,8 @@ type Stats struct {
 
 // sample is one scrape's running totals, in tokens.
 type sample struct {
-	at             time.Time
-	cached, input  float64
+	at               time.Time
+	cached, input    float64
 	inflight, queued float64
 }
 
