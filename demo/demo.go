@@ -228,9 +228,14 @@ func Start(cfg Config) (*Demo, error) {
 func (d *Demo) Close(ctx context.Context) error {
 	d.Gen.Stop()
 	d.cancel()
-	err := d.srv.Shutdown(ctx)
+	// Every stream of ours is cancelled by now; whatever is still open
+	// after 2 s (a stuck client) is cut, so exit stays well within 5 s.
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	err := d.srv.Shutdown(sctx)
 	if err != nil {
 		d.srv.Close()
+		err = fmt.Errorf("connections still open after 2 s were cut: %w", err)
 	}
 	if d.fleet != nil {
 		err = errors.Join(err, d.fleet.Close(ctx))

@@ -79,6 +79,8 @@ func TestSignalStopsWithinFiveSecondsAndExits0(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd := kvlens("--addr", "127.0.0.1:0", "--target-rps", "0")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
 			stdout, _ := cmd.StdoutPipe()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -96,10 +98,10 @@ func TestSignalStopsWithinFiveSecondsAndExits0(t *testing.T) {
 			}()
 			err := cmd.Wait()
 			if took := time.Since(start); took > 5*time.Second {
-				t.Fatalf("took %v to stop, want under 5 s", took)
+				t.Fatalf("took %v to stop, want under 5 s; stderr:\n%s", took, stderr.String())
 			}
 			if err != nil {
-				t.Fatalf("exit = %v, want 0", err)
+				t.Fatalf("exit = %v, want 0; stderr:\n%s", err, stderr.String())
 			}
 		})
 	}
