@@ -254,12 +254,25 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s := d.Gen.Snapshot()
-			q := s.Window
-			fmt.Fprintf(w, "kvlens: %s, %d/%d conversations, TTFT p50 %.0f ms p95 %.0f ms (%d), TPOT p50 %.1f ms, %.0f tok/s, %d errors\n",
-				d.Proxy.PolicyName(), s.Live, s.Target, q.TTFT.P50, q.TTFT.P95, q.TTFT.Count, q.TPOT.P50, q.OutputTokensPerSec, q.Errors)
+			fmt.Fprintln(w, StatusLine(d.Proxy.PolicyName(), d.Gen.Snapshot()))
 		}
 	}
+}
+
+// StatusLine is the one-line summary the terminal shows every few seconds.
+// A figure with no data yet is a dash, never a zero.
+func StatusLine(policy string, s loadgen.Snapshot) string {
+	q := s.Window
+	msOr := func(v float64, n int, format string) string {
+		if n == 0 {
+			return "—"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	return fmt.Sprintf("kvlens: %s, %d/%d conversations, TTFT p50 %s p95 %s (%d), TPOT p50 %s, %.0f tok/s, %d errors (%.1f%%)",
+		policy, s.Live, s.Target,
+		msOr(q.TTFT.P50, q.TTFT.Count, "%.0f ms"), msOr(q.TTFT.P95, q.TTFT.Count, "%.0f ms"), q.TTFT.Count,
+		msOr(q.TPOT.P50, q.TPOT.Count, "%.1f ms"), q.OutputTokensPerSec, q.Errors, 100*q.ErrorRate)
 }
 
 // lanURL guesses the address other machines on the network reach this
