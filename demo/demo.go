@@ -54,6 +54,12 @@ type Config struct {
 	// Dashboard configures the page: slider scale, SLOs, operator token and
 	// public URL.
 	Dashboard web.Options
+	// DB is the store's path, for the baselines; empty means the built-in
+	// sets only. A store that fails to open costs a warning, not the demo.
+	DB string
+	// Baseline names the stored set the dashboard compares with; empty
+	// means the seeds' 6-sweep average.
+	Baseline string
 }
 
 // DefaultConfig is what `kvlens` with no flags runs: 3 simulated H200
@@ -165,6 +171,20 @@ func Start(cfg Config) (*Demo, error) {
 
 	opts := cfg.Dashboard
 	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
+	if d.fleet != nil {
+		opts.Profile = cfg.SimProfile.Name
+		opts.Gauges = d.gauges
+		opts.GaugeSource = "each simulated worker's engine"
+	} else {
+		opts.Profile = strings.Join(cfg.Workers, ", ")
+	}
+	if opts.Baseline == nil {
+		set, err := chooseBaseline(cfg.DB, cfg.Baseline)
+		if err != nil {
+			return fail(err)
+		}
+		opts.Baseline = set
+	}
 	opts.Model = cfg.Model
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
@@ -173,7 +193,7 @@ func Start(cfg Config) (*Demo, error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = lanURL(ln.Addr())
 	}
-	d.Web = web.New(d.Gen, d.Proxy, opts)
+	d.Web = web.New(d.Gen, web.ProxyRouter{Proxy: d.Proxy}, opts)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

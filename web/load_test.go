@@ -29,7 +29,7 @@ func BenchmarkHub100Browsers(b *testing.B) {
 		TTFT: loadgen.Quantiles{Count: 900, P50: 250, P95: 580, P99: 700, Mean: 300},
 		TPOT: loadgen.Quantiles{Count: 800, P50: 30, P95: 45, P99: 50, Mean: 32},
 	}
-	s := New(load, fakeRouter("round_robin"), testOptions())
+	s := New(load, newFakeRouter("round_robin"), testOptions())
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 )
 
 // fakeLoad is a Loadgen whose state the test sets and reads.
@@ -25,6 +26,8 @@ type fakeLoad struct {
 	running bool
 	target  int
 	snap    loadgen.Snapshot
+	resets  int
+	convs   []loadgen.ConversationLog
 }
 
 func (f *fakeLoad) Start() { f.mu.Lock(); f.running = true; f.mu.Unlock() }
@@ -43,9 +46,63 @@ func (f *fakeLoad) Snapshot() loadgen.Snapshot {
 	return s
 }
 
-type fakeRouter string
+func (f *fakeLoad) Reset() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
+func (f *fakeLoad) Conversations() []loadgen.ConversationSummary {
+	var out []loadgen.ConversationSummary
+	for _, c := range f.convs {
+		out = append(out, loadgen.ConversationSummary{ID: c.ID, Title: c.Title, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done})
+	}
+	return out
+}
+func (f *fakeLoad) Conversation(id uint64) (loadgen.ConversationLog, bool) {
+	for _, c := range f.convs {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return loadgen.ConversationLog{}, false
+}
 
-func (r fakeRouter) PolicyName() string { return string(r) }
+// fakeRouter is a Router whose state the test sets and reads.
+type fakeRouter struct {
+	mu       sync.Mutex
+	policy   string
+	resets   int
+	shed     int64
+	workers  []router.WorkerState
+	decision *router.Decision
+}
+
+func newFakeRouter(policy string) *fakeRouter { return &fakeRouter{policy: policy} }
+
+func (r *fakeRouter) PolicyName() string { r.mu.Lock(); defer r.mu.Unlock(); return r.policy }
+func (r *fakeRouter) SwitchPolicy(name string) error {
+	if _, err := router.NewPolicy(name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.policy = name
+	r.mu.Unlock()
+	return nil
+}
+func (r *fakeRouter) Reset(context.Context) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resets++
+	out := map[string]string{}
+	for _, w := range r.workers {
+		out[w.Name] = "ok"
+	}
+	return out
+}
+func (r *fakeRouter) WorkerStates() []router.WorkerState { return r.workers }
+func (r *fakeRouter) Counts() router.Counts              { return router.Counts{Shed: r.shed} }
+func (r *fakeRouter) LastDecision() (router.Decision, bool) {
+	if r.decision == nil {
+		return router.Decision{}, false
+	}
+	return *r.decision, true
+}
 
 func testOptions() Options {
 	return Options{
@@ -59,7 +116,7 @@ func newTestServer(t *testing.T) (*fakeLoad, *Server, *httptest.Server) {
 	t.Helper()
 	load := &fakeLoad{target: 60}
 	load.snap.Window.TTFT = loadgen.Quantiles{Count: 10, P50: 250, P95: 580}
-	s := New(load, fakeRouter("round_robin"), testOptions())
+	s := New(load, newFakeRouter("round_robin"), testOptions())
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return load, s, ts
@@ -111,8 +168,11 @@ func TestTilesColourBySLO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			load := &fakeLoad{target: 60}
+			load.snap.Window.TTFT = loadgen.Quantiles{Count: 1, P50: 100, P95: tt.p95}
+			s := New(load, newFakeRouter("round_robin"), testOptions())
 			var b bytes.Buffer
-			components.Tiles(components.TilesData{TTFTp95: tt.p95, TTFTCount: 1, SLOTTFTms: 600}).Render(context.Background(), &b)
+			components.Tiles(s.tiles(load.Snapshot())).Render(context.Background(), &b)
 			doc, _ := goquery.NewDocumentFromReader(&b)
 			tile := doc.Find(`[data-testid=ttft-p95]`).Parent()
 			if !tile.HasClass(tt.want) {
@@ -264,7 +324,7 @@ func TestProbes(t *testing.T) {
 	opts := testOptions()
 	var notReady error
 	opts.Ready = func() error { return notReady }
-	ts := httptest.NewServer(New(load, fakeRouter("round_robin"), opts).Handler())
+	ts := httptest.NewServer(New(load, newFakeRouter("round_robin"), opts).Handler())
 	defer ts.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(ts.URL + path)
@@ -291,7 +351,7 @@ func TestViewerCannotChangeAnything(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	opts := testOptions()
 	opts.Access = Access{Token: "s3cret"}
-	srv := New(load, fakeRouter("round_robin"), opts)
+	srv := New(load, newFakeRouter("round_robin"), opts)
 	// Requests here come from a visitor's phone, not from this machine.
 	remote := func(r *http.Request) *http.Request { r.RemoteAddr = "192.0.2.7:50000"; return r }
 	do := func(r *http.Request) *httptest.ResponseRecorder {
@@ -349,7 +409,7 @@ func TestLocalhostIsAlwaysOperator(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	opts := testOptions()
 	opts.Access = Access{Token: "s3cret"}
-	ts := httptest.NewServer(New(load, fakeRouter("round_robin"), opts).Handler())
+	ts := httptest.NewServer(New(load, newFakeRouter("round_robin"), opts).Handler())
 	defer ts.Close()
 	resp, err := http.Post(ts.URL+"/api/start", "", nil)
 	if err != nil {
@@ -365,7 +425,7 @@ func TestQRCode(t *testing.T) {
 	load := &fakeLoad{}
 	opts := testOptions()
 	opts.PublicURL = "http://192.0.2.1:8080/"
-	srv := New(load, fakeRouter("round_robin"), opts)
+	srv := New(load, newFakeRouter("round_robin"), opts)
 	w := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/qr.png", nil))
 	if w.Code != 200 || w.Header().Get("Content-Type") != "image/png" || !bytes.HasPrefix(w.Body.Bytes(), []byte("\x89PNG")) {
