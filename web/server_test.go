@@ -514,3 +514,138 @@ func TestChangesBecomeChartMarks(t *testing.T) {
 		t.Error("a browser connecting later does not get the marks")
 	}
 }
+
+func TestModeSwitch(t *testing.T) {
+	tests := []struct {
+		name       string
+		mode       string
+		wantStatus int
+		wantBody   string
+		wantPolicy string
+	}{
+		{"a known policy becomes live and the header says so", "kv", 200, `<strong id="mode-name" hx-swap-oob="true">Plain kv</strong>`, "kv"},
+		{"a policy from the more menu is accepted", "least_loaded", 200, `data-active="least_loaded"`, "least_loaded"},
+		{"an unknown policy is refused and nothing changes", "fastest", 400, `routing mode "fastest" is unknown`, "round_robin"},
+		{"an empty policy is refused and nothing changes", "", 400, `routing mode "" is unknown`, "round_robin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			load := &fakeLoad{target: 60}
+			rt := newFakeRouter("round_robin")
+			s := New(load, rt, testOptions())
+			ts := httptest.NewServer(s.Handler())
+			defer ts.Close()
+			resp, err := http.PostForm(ts.URL+"/api/mode", url.Values{"mode": {tt.mode}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
+				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, tt.wantStatus, tt.wantBody)
+			}
+			if resp.StatusCode == 400 && strings.Count(strings.TrimSpace(string(body)), "\n") != 0 {
+				t.Errorf("error is not one line: %q", body)
+			}
+			if rt.PolicyName() != tt.wantPolicy {
+				t.Fatalf("policy = %s, want %s", rt.PolicyName(), tt.wantPolicy)
+			}
+			marks := string(s.frames()[0])
+			if got := strings.Contains(marks, `"kind":"mode"`); got != (tt.wantStatus == 200) {
+				t.Fatalf("mode mark recorded = %v after a %d", got, resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestResetClearsCachesAndWindow(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	rt := newFakeRouter("kv")
+	rt.workers = []router.WorkerState{{Name: "sim-0"}, {Name: "sim-1"}}
+	s := New(load, rt, testOptions())
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/api/reset", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "2 workers") {
+		t.Fatalf("reset = %d %q", resp.StatusCode, body)
+	}
+	if rt.resets != 1 || load.resets != 1 {
+		t.Fatalf("router resets %d, window resets %d; want 1 and 1", rt.resets, load.resets)
+	}
+}
+
+func TestViewerCannotSwitchModeOrReset(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	rt := newFakeRouter("round_robin")
+	opts := testOptions()
+	opts.Access = Access{Token: "s3cret", LoopbackViewer: true}
+	s := New(load, rt, opts)
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	for _, c := range []struct{ path, mode string }{{"/api/mode", "kv"}, {"/api/reset", ""}} {
+		resp, err := http.PostForm(ts.URL+c.path, url.Values{"mode": {c.mode}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s from a viewer on this machine = %d, want 403", c.path, resp.StatusCode)
+		}
+	}
+	if rt.PolicyName() != "round_robin" || rt.resets != 0 || load.resets != 0 {
+		t.Fatal("a viewer changed the demo")
+	}
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := goquery.NewDocumentFromReader(resp.Body)
+	resp.Body.Close()
+	for _, id := range []string{"mode-kv", "mode-round_robin", "mode-more", "reset", "concurrency-slider"} {
+		if _, disabled := doc.Find(`[data-testid=` + id + `]`).Attr("disabled"); !disabled {
+			t.Errorf("%s is not disabled for a viewer", id)
+		}
+	}
+}
+
+func TestConversations(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	load.convs = []loadgen.ConversationLog{{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
+		{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
+	}}}
+	ts := httptest.NewServer(New(load, newFakeRouter("kv"), testOptions()).Handler())
+	defer ts.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		name, path string
+		status     int
+		want       string
+	}{
+		{"the list links each conversation", "/conversations", 200, `hx-get="/conversations/7"`},
+		{"a turn shows its worker and timings", "/conversations/7", 200, "worker <strong>sim-1</strong> · TTFT 312 ms · TPOT 21.5 ms"},
+		{"text is escaped", "/conversations/7", 200, "Explain &lt;this&gt;"},
+		{"an unknown conversation is a 404 with a reason", "/conversations/8", 404, "conversation 8 is not in the log"},
+		{"a malformed id is a 400", "/conversations/x", 400, `conversation "x": not a number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := get(tt.path)
+			if status != tt.status || !strings.Contains(body, tt.want) {
+				t.Fatalf("GET %s = %d %q, want %d containing %q", tt.path, status, body, tt.status, tt.want)
+			}
+		})
+	}
+}
