@@ -15,6 +15,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/gorilla/websocket"
 
+	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
@@ -104,11 +105,19 @@ func (r *fakeRouter) LastDecision() (router.Decision, bool) {
 	return *r.decision, true
 }
 
+// testOptions are the demo's defaults with the seeds' averaged baseline, so
+// pages and frames are as large as the real ones.
 func testOptions() Options {
+	sets, err := baselines.Builtin()
+	if err != nil {
+		panic(err)
+	}
+	sets[0].Sort()
 	return Options{
 		Workers: "3 simulated H200 workers", SliderMin: 60, SliderMax: 180, SliderStep: 20,
 		SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
 		Describe: func(s string) string { return "Plain " + s },
+		Baseline: &sets[0],
 	}
 }
 
