@@ -311,7 +311,7 @@ func Page(d PageData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</aside></main><details class=\"panel\" id=\"conversations\" data-testid=\"conversations\" hx-get=\"/conversations\" hx-trigger=\"toggle once, every 5s [this.open]\" hx-target=\"#conversation-list\"><summary>Conversations</summary><div class=\"conv-grid\"><div id=\"conversation-list\" data-testid=\"conversation-list\">Loading…</div><div id=\"conversation\" data-testid=\"conversation\"><p class=\"muted\">Pick a conversation to read it turn by turn.</p></div></div></details> <details class=\"panel how-details\"><summary>How it works</summary>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</aside></main><details class=\"panel\" id=\"conversations\" data-testid=\"conversations\" hx-get=\"/conversations\" hx-trigger=\"toggle once, every 5s [this.open]\" hx-target=\"#conversation-list\"><summary>Conversations</summary><div class=\"conv-grid\"><div id=\"conversation-list\" data-testid=\"conversation-list\">Loading…</div><div id=\"conversation\" data-testid=\"conversation\"><p class=\"muted\">Pick a conversation to read it turn by turn.</p></div></div></details> <details class=\"panel how-details\" hx-get=\"/how\" hx-trigger=\"toggle\" hx-target=\"#how\" hx-swap=\"outerHTML\"><summary>How it works</summary>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -96,10 +96,11 @@ type Demo struct {
 	// Web is the dashboard.
 	Web *web.Server
 
-	fleet  *sim.Fleet
-	srv    *http.Server
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	fleet   *sim.Fleet
+	scraper *scraper // real workers' /metrics; nil for the simulated fleet
+	srv     *http.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // Start brings the whole demo up and returns once it is serving.
@@ -177,6 +178,9 @@ func Start(cfg Config) (*Demo, error) {
 		opts.GaugeSource = "each simulated worker's engine"
 	} else {
 		opts.Profile = strings.Join(cfg.Workers, ", ")
+		d.scraper = &scraper{}
+		opts.Gauges = d.scraper.gauges
+		opts.GaugeSource = "each worker's /metrics (vLLM gauges, every 2 s)"
 	}
 	if opts.Baseline == nil {
 		set, err := chooseBaseline(cfg.DB, cfg.Baseline)
@@ -209,6 +213,10 @@ func Start(cfg Config) (*Demo, error) {
 		pool.Watch(ctx, clock.Real, d.Proxy.Client(), fleet.DNS, nil, 2*time.Second, logf)
 	}()
 	go func() { defer d.wg.Done(); d.Web.Hub().Run(ctx) }()
+	if d.scraper != nil {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.scraper.run(ctx, d.Proxy, 2*time.Second) }()
+	}
 	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
 	if !cfg.NoStart {
 		d.Gen.Start()

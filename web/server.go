@@ -120,6 +120,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/mode", s.mode)
 		r.Post("/api/reset", s.reset)
 	})
+	r.Get("/how", s.how)
 	r.Get("/conversations", s.conversationList)
 	r.Get("/conversations/{id}", s.conversationLog)
 	r.Get("/qr.png", s.qr)
@@ -249,6 +250,19 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintf(w, "Caches reset on %d workers; index and window cleared.", len(names))
+}
+
+func (s *Server) howData() components.HowData {
+	workers := s.opts.Workers
+	if s.opts.Profile != "" {
+		workers += " (" + s.opts.Profile + ")"
+	}
+	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()}
+}
+
+// how is the "How it works" panel with the router's latest decision.
+func (s *Server) how(w http.ResponseWriter, r *http.Request) {
+	components.HowItWorks(s.howData()).Render(r.Context(), w)
 }
 
 func (s *Server) conversationList(w http.ResponseWriter, r *http.Request) {

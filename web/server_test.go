@@ -658,3 +658,37 @@ func TestConversations(t *testing.T) {
 		})
 	}
 }
+
+func TestHowItWorksShowsTheLastDecision(t *testing.T) {
+	ws, err := router.ParseWorkers([]string{"a=http://a:8000", "b=http://b:8000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newFakeRouter("kv")
+	// A 1,000-token prompt in blocks of 100: b caches 8 blocks, a none.
+	rt.decision = &router.Decision{Policy: "kv", Chosen: 1,
+		Request: router.Request{Tokens: 1000, BlockSize: 100, Chain: make([]uint64, 10)},
+		Candidates: []router.Candidate{
+			{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
+			{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
+		}}
+	opts := testOptions()
+	opts.BlockSize = 100
+	srv := New(&fakeLoad{}, rt, opts)
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/how", nil))
+	doc, _ := goquery.NewDocumentFromReader(w.Body)
+	rows := doc.Find(`[data-testid=cost-example] tbody tr`)
+	if rows.Length() != 2 {
+		t.Fatalf("worked example has %d rows, want 2", rows.Length())
+	}
+	// KVCost: a = (0 + 1000)/100 + 500/100 = 15; b = (100 + 200)/100 + 900/100 = 12.
+	for i, want := range []string{"15.0", "12.0"} {
+		if got := rows.Eq(i).Find("td").Last().Text(); got != want {
+			t.Errorf("row %d cost = %q, want %s", i, got, want)
+		}
+	}
+	if chosen := doc.Find(`tr.chosen td`).First().Text(); chosen != "b" {
+		t.Fatalf("chosen = %q, want b", chosen)
+	}
+}

@@ -130,6 +130,18 @@
     e.preventDefault();
     const f = JSON.parse(msg);
     document.getElementById("mode-name").textContent = f.mode_text;
+    // Another operator may have switched: keep this page's switch in step.
+    const sw = document.getElementById("mode-switch");
+    if (sw && sw.dataset.active !== f.mode) {
+      sw.dataset.active = f.mode;
+      sw.querySelectorAll("button[data-testid^=mode-]").forEach((b) => {
+        const on = b.dataset.testid === "mode-" + f.mode;
+        b.classList.toggle("active", on);
+        b.setAttribute("aria-pressed", String(on));
+      });
+      const more = sw.querySelector("select");
+      if (more) more.value = [...more.options].some((o) => o.value === f.mode) ? f.mode : "";
+    }
     document.title = "kvlens · " + f.mode_text;
     if (f.type === "history") marks = f.marks || [];
     else if (f.marks) marks = marks.concat(f.marks);
