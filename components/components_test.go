@@ -102,3 +102,45 @@ func TestComponents(t *testing.T) {
 		})
 	}
 }
+
+func TestPage(t *testing.T) {
+	base := PageData{Mode: "KV-aware", Workers: "3 simulated H200 workers", Profile: "h200", SliderMin: 60, SliderMax: 180, SliderStep: 20,
+		Target: 120, Live: 118, Envelope: "KV-aware holds it up to 120 conversations", BaselineName: "seeds",
+		Baseline: map[string]any{"name": "seeds"}, Modes: ModeData{Active: "kv", Main: []ModeOption{{"kv", "KV-aware"}}}}
+	viewer, operator := base, base
+	viewer.CanLogin = true
+	operator.Operator = true
+	operator.Modes.Operator = true
+	tests := []struct {
+		name string
+		d    PageData
+		sel  string
+		want string // "" means absent
+	}{
+		{"the mode is in the header", base, `[data-testid=mode] #mode-name`, "KV-aware"},
+		{"the fleet names its profile", base, `[data-testid=workers]`, "3 simulated H200 workersh200"},
+		{"the target sits beside the live count", base, `.counts`, "target 120 · live 118"},
+		{"the envelope sentence is under the baseline chart", base, `[data-testid=envelope]`, "KV-aware holds it up to 120 conversations"},
+		{"the baseline curves are embedded as JSON", base, `script#baseline-data`, `{"name":"seeds"}`},
+		{"a viewer may enter the token", viewer, `[data-testid=viewer-notice] form[hx-post="/api/login"] button`, "Unlock"},
+		{"a viewer's reset is disabled", viewer, `[data-testid=reset][disabled]`, "Reset caches"},
+		{"an operator sees no viewer notice", operator, `[data-testid=viewer-notice]`, ""},
+		{"an operator's reset is enabled", operator, `[data-testid=reset][disabled]`, ""},
+		{"the run state says stopped with a Start button", base, `[data-testid=run-state][data-running=false] [data-testid=start]`, "Start"},
+		{"the conversations panel loads its list on opening", base, `details[data-testid=conversations][hx-get="/conversations"] summary`, "Conversations"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sel := render(t, Page(tt.d)).Find(tt.sel)
+			if tt.want == "" {
+				if sel.Length() != 0 {
+					t.Fatalf("%s is present", tt.sel)
+				}
+				return
+			}
+			if got := strings.Join(strings.Fields(sel.Text()), " "); got != tt.want {
+				t.Fatalf("%s = %q, want %q", tt.sel, got, tt.want)
+			}
+		})
+	}
+}

@@ -308,6 +308,16 @@ func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
 	if !strings.HasPrefix(got[2], `{"type":"snapshot","mode":"round_robin"`) || !strings.Contains(got[2], `"ttft_p95":580`) {
 		t.Errorf("tick frame = %.200s", got[2])
 	}
+	// The baseline chart's live point: TTFT under the stored curves' keys,
+	// compared with the round-robin curve; TPOT has no data, so it is absent.
+	if !strings.Contains(got[2], `"live":{"c":0,"compare":"round_robin","values":{"ttft_p50_ms":250,"ttft_p95_ms":580}}`) {
+		t.Errorf("tick frame lacks the live point: %s", got[2])
+	}
+	for _, id := range []string{`id="live-count"`, `id="workers-panel"`} {
+		if !strings.Contains(got[3], id) {
+			t.Errorf("the tick's HTML frame lacks %s", id)
+		}
+	}
 }
 
 func TestSlowClientIsDroppedWithoutStallingTheHub(t *testing.T) {
