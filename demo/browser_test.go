@@ -87,6 +87,10 @@ func startDemo(t *testing.T) *Demo {
 	return d
 }
 
+// switchIdle holds when no request is in flight and htmx has finished
+// swapping in the mode switch: only then do its new controls respond.
+const switchIdle = `!document.querySelector('.htmx-request, #mode-switch.htmx-added, #mode-switch.htmx-settling, #mode-switch .htmx-added')`
+
 // waitJS polls a JavaScript condition until it holds, failing with what
 // describe says after timeout.
 func waitJS(t *testing.T, ctx context.Context, cond string, timeout time.Duration, describe string) {
@@ -199,6 +203,7 @@ func TestBrowserDashboard(t *testing.T) {
 	waitJS(t, ctx, `document.querySelector('[data-testid=concurrency-target]').textContent === '120'`, 5*time.Second, "the page does not show target 120")
 
 	// 5. Switching the mode changes the router's policy and the header.
+	waitJS(t, ctx, switchIdle, 5*time.Second, "the mode switch never settled")
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=mode-kv]`)); err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +215,10 @@ func TestBrowserDashboard(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware")
+	// The switch re-renders after each change; use the new one.
+	waitJS(t, ctx, `!!document.querySelector('#mode-switch[data-active=kv] [data-testid=mode-more]') `+" && "+switchIdle, 5*time.Second, "the mode switch did not re-render after KV-aware")
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
-		const s = document.querySelector('[data-testid=mode-more]');
+		const s = document.querySelector('#mode-switch[data-active=kv] [data-testid=mode-more]');
 		s.value = "least_loaded";
 		s.dispatchEvent(new Event('change', { bubbles: true }));
 		return true;
@@ -222,10 +229,20 @@ func TestBrowserDashboard(t *testing.T) {
 	if d.Proxy.PolicyName() != "least_loaded" {
 		t.Fatalf("router policy = %s after choosing least-loaded", d.Proxy.PolicyName())
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=mode-kv]`)); err != nil {
+	// The switch re-renders after each change; press KV-aware on the new one.
+	waitJS(t, ctx, `!!document.querySelector('#mode-switch[data-active=least_loaded] [data-testid=mode-kv]') `+" && "+switchIdle, 5*time.Second, "the mode switch did not re-render")
+	if err := chromedp.Do(ctx, chromedp.Click(`#mode-switch[data-active=least_loaded] [data-testid=mode-kv]`)); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "could not switch back to KV-aware")
+	deadline = time.Now().Add(5 * time.Second)
+	for d.Proxy.PolicyName() != "kv" {
+		if time.Now().After(deadline) {
+			html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('mode-switch').outerHTML + ' notice=' + document.getElementById('notice').textContent`))
+			t.Fatalf("router policy = %s after pressing KV-aware again; switch: %s", d.Proxy.PolicyName(), html)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware again")
 
 	// 6. The baseline chart has both stored curves and the live point.
 	waitJS(t, ctx, `(() => { const e = document.getElementById('baseline-chart');
@@ -269,4 +286,10 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("the page is wider than a 390 px phone")
 	}
 	screenshot(t, ctx, "dashboard-390x844.png", true)
+
+	// Reset caches reaches every simulated worker and says so.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=reset]`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.getElementById('notice').textContent.startsWith('Caches reset on 3 workers')`, 10*time.Second, "the reset did not report 3 workers")
 }

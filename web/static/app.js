@@ -161,6 +161,7 @@
     notice.textContent = e.detail.xhr.responseText.trim();
   });
   body.addEventListener("htmx:afterRequest", (e) => {
-    if (e.detail.successful) notice.textContent = "";
+    // A success clears an old refusal, unless its answer is the notice itself.
+    if (e.detail.successful && e.detail.target !== notice) notice.textContent = "";
   });
 })();
