@@ -20,9 +20,13 @@
         const [x0, x1] = [u.scales.x.min, u.scales.x.max];
         ctx.save();
         ctx.font = `${12 * devicePixelRatio}px system-ui, sans-serif`;
+        let lastX = -1e9, row = 0;
         for (const m of marks) {
           if (m.t < x0 || m.t > x1) continue;
           const x = Math.round(u.valToPos(m.t, "x", true));
+          // Labels of marks close together go on successive lines.
+          row = x - lastX < 90 * devicePixelRatio ? (row + 1) % 4 : 0;
+          lastX = x;
           ctx.strokeStyle = m.kind === "mode" ? "#4fc3f7" : m.kind === "reset" ? "#ffb74d" : "#bbbbbb";
           ctx.setLineDash([4 * devicePixelRatio, 4 * devicePixelRatio]);
           ctx.beginPath();
@@ -30,7 +34,7 @@
           ctx.lineTo(x, u.bbox.top + u.bbox.height);
           ctx.stroke();
           ctx.fillStyle = ctx.strokeStyle;
-          ctx.fillText(m.label, x + 4 * devicePixelRatio, u.bbox.top + 14 * devicePixelRatio);
+          ctx.fillText(m.label, x + 4 * devicePixelRatio, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
         }
         ctx.restore();
       },
