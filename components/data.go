@@ -5,6 +5,8 @@ package components
 import (
 	"fmt"
 	"math"
+
+	"github.com/a-h/templ"
 )
 
 // PageData is what the dashboard page needs on first load.
@@ -13,6 +15,8 @@ type PageData struct {
 	Mode string
 	// Workers describes the fleet, such as "3 simulated H200 workers".
 	Workers string
+	// Profile is the workers' engine profile or endpoints, in plain words.
+	Profile string
 	// Running says whether load is being generated.
 	Running bool
 	// SliderMin, SliderMax and SliderStep bound the concurrency slider.
@@ -25,6 +29,18 @@ type PageData struct {
 	SLOTPOTms float64
 	// Tiles are the headline figures at render time.
 	Tiles TilesData
+	// Live is the number of conversations running.
+	Live int
+	// Modes is the routing-mode switch.
+	Modes ModeData
+	// Workers is the workers panel at render time.
+	WorkerPanel WorkersData
+	// Baseline is the overlay chart's data, embedded as JSON.
+	Baseline any
+	// BaselineName names the stored set the page compares with.
+	BaselineName string
+	// Envelope is the SLO envelope in one sentence.
+	Envelope string
 	// Operator says whether this browser may change the demo; viewers see
 	// the controls disabled.
 	Operator bool
@@ -40,30 +56,116 @@ type PageData struct {
 
 // TilesData are the headline figures, pushed to the browser every second.
 type TilesData struct {
-	// Live is the number of conversations running.
-	Live int
-	// Target is the concurrency asked for.
-	Target int
-	// TTFTp50 and TTFTp95 are in ms; 0 with TTFTCount 0 means no data yet.
-	TTFTp50, TTFTp95 float64
-	// TTFTCount is how many requests the TTFT figures cover.
-	TTFTCount int
-	// TPOTp50 and TPOTp95 are in ms.
-	TPOTp50, TPOTp95 float64
-	// TPOTCount is how many requests the TPOT figures cover.
-	TPOTCount int
-	// OutputTokensPerSec is the window's output throughput.
-	OutputTokensPerSec float64
-	// Errors counts failed requests in the window.
-	Errors int
-	// ErrorRate is from 0 to 1.
-	ErrorRate float64
-	// SLOTTFTms and SLOTPOTms colour the tiles.
-	SLOTTFTms, SLOTPOTms float64
+	// Tiles are the figures in display order.
+	Tiles []Tile
+	// Compare says which baseline the tiles compare with, such as
+	// "vs round-robin baseline at 120 conversations".
+	Compare string
 }
 
-// msText formats a latency in ms for a tile, or a dash when there is no data.
-func msText(v float64, n int) string {
+// Tile is one headline figure: live value, baseline value and difference.
+type Tile struct {
+	// ID names the tile for tests (data-testid) and styling.
+	ID string
+	// Label is the figure's name, such as "TTFT p95".
+	Label string
+	// Value is the live figure with its unit, or a dash when there is no data.
+	Value string
+	// Baseline is the stored figure at the current concurrency, or a dash.
+	Baseline string
+	// Delta is the live figure's difference from the baseline, such as
+	// "+12%"; empty when either is missing.
+	Delta string
+	// Better says whether Delta is an improvement; it colours the delta.
+	Better bool
+	// Level is the SLO colour: "ok", "warn", "bad" or "none".
+	Level string
+	// Note is a small extra line, such as the shed count.
+	Note string
+}
+
+// ModeData is the routing-mode switch.
+type ModeData struct {
+	// Active is the live policy's name.
+	Active string
+	// Main are the policies with their own buttons; More go behind a menu.
+	Main, More []ModeOption
+	// Operator enables the controls.
+	Operator bool
+}
+
+// ModeOption is one routing policy a button or menu entry selects.
+type ModeOption struct {
+	// Name is the policy's identifier, such as kv.
+	Name string
+	// Text is its name in plain words.
+	Text string
+}
+
+// WorkersData is the workers panel.
+type WorkersData struct {
+	// Rows are the workers, in the router's order.
+	Rows []WorkerRow
+	// Source says where queue and KV figures come from.
+	Source string
+}
+
+// WorkerRow is one worker's live state. Fractions are 0 to 1; a negative
+// fraction means the figure is not available and is shown as a dash.
+type WorkerRow struct {
+	// Name is the worker's name in the router.
+	Name string
+	// Healthy says whether the router sends it requests.
+	Healthy bool
+	// InFlight is requests the router has open on it; Capacity its batch size.
+	InFlight, Capacity int
+	// Queued is requests waiting for admission on the worker; -1 if unknown.
+	Queued int
+	// KVUsage is the fraction of its KV cache in use; -1 if unknown.
+	KVUsage float64
+	// HitRate is Σcached / Σprompt tokens of its requests in the window; -1
+	// when it served none.
+	HitRate float64
+	// Share is its fraction of the window's requests; -1 when there were none.
+	Share float64
+}
+
+// ConversationsData is the list of live and recent conversations.
+type ConversationsData struct {
+	// Items are the conversations, newest first.
+	Items []ConversationItem
+}
+
+// ConversationItem is one line of the list.
+type ConversationItem struct {
+	ID                   uint64
+	Title                string
+	Turns, Planned, Errs int
+	Done                 bool
+	Worker               string
+}
+
+// ConversationData is one conversation, turn by turn.
+type ConversationData struct {
+	ID      uint64
+	Title   string
+	Starter string
+	Turns   []TurnData
+}
+
+// TurnData is one turn of a conversation; times are formatted.
+type TurnData struct {
+	Index            int
+	Question, Answer string
+	Source           string
+	Worker           string
+	TTFT, TPOT       string
+	ISL, OSL, Cached int
+	Error            string
+}
+
+// FormatMs formats a latency in ms for a tile, or a dash when there is no data.
+func FormatMs(v float64, n int) string {
 	if n == 0 || math.IsNaN(v) {
 		return "—"
 	}
@@ -73,9 +175,9 @@ func msText(v float64, n int) string {
 	return fmt.Sprintf("%.0f ms", v)
 }
 
-// sloLevel is "ok", "warn" (from 90% of the objective) or "bad" (at or over
+// SLOLevel is "ok", "warn" (from 90% of the objective) or "bad" (at or over
 // it), as the original demo coloured its table.
-func sloLevel(v, slo float64, n int) string {
+func SLOLevel(v, slo float64, n int) string {
 	switch {
 	case n == 0 || slo <= 0:
 		return "none"
@@ -91,13 +193,47 @@ func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
 
 func num(v float64) string { return fmt.Sprintf("%.0f", v) }
 
-func errLevel(n int) string {
-	if n > 0 {
-		return "bad"
+// pctOrDash formats a fraction as a percentage, or a dash when negative.
+func pctOrDash(v float64) string {
+	if v < 0 || math.IsNaN(v) {
+		return "—"
 	}
-	return "ok"
+	return fmt.Sprintf("%.0f%%", 100*v)
+}
+
+// barWidth is a fraction as a CSS width, clamped to 0–100%.
+func barWidth(v float64) string {
+	if v < 0 || math.IsNaN(v) {
+		v = 0
+	}
+	return fmt.Sprintf("width:%.0f%%", 100*min(v, 1))
+}
+
+func queued(n int) string {
+	if n < 0 {
+		return "—"
+	}
+	return itoa(n)
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
 func fixed1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+func inMore(m ModeData) bool {
+	for _, o := range m.More {
+		if o.Name == m.Active {
+			return true
+		}
+	}
+	return false
+}
+
+func barStyle(v float64) templ.SafeCSS { return templ.SafeCSS(barWidth(v)) }
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/kvlens/kvlens/web"
 )
 
 // screenshots is where the browser tests save what they saw; README links
@@ -59,6 +61,11 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 	return ctx
 }
 
+// operatorToken is the browser test's operator token. The demo treats
+// localhost as a viewer (Access.LoopbackViewer), so the test's browser is a
+// remote visitor until it enters the token.
+const operatorToken = "booth-token"
+
 func startDemo(t *testing.T) *Demo {
 	t.Helper()
 	cfg := DefaultConfig()
@@ -67,6 +74,7 @@ func startDemo(t *testing.T) *Demo {
 	// so that TPOT and throughput fill in within seconds.
 	cfg.Load.MaxTokens = 80
 	cfg.Load.StartRate = 0
+	cfg.Dashboard.Access = web.Access{Token: operatorToken, LoopbackViewer: true}
 	d, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -79,40 +87,104 @@ func startDemo(t *testing.T) *Demo {
 	return d
 }
 
-func TestBrowserDashboardUpdatesAndSliderDrivesLoad(t *testing.T) {
-	d := startDemo(t)
-	ctx := newBrowser(t, 1600, 1000)
+// switchIdle holds when no request is in flight and htmx has finished
+// swapping in the mode switch: only then do its new controls respond.
+const switchIdle = `!document.querySelector('.htmx-request, #mode-switch.htmx-added, #mode-switch.htmx-settling, #mode-switch .htmx-added')`
 
-	// 1. The page loads and the websocket fills the TTFT tile.
+// waitJS polls a JavaScript condition until it holds, failing with what
+// describe says after timeout.
+func waitJS(t *testing.T, ctx context.Context, cond string, timeout time.Duration, describe string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s (last error %v)", timeout, describe, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(sel))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string, full bool) {
+	t.Helper()
+	act := chromedp.CaptureScreenshot()
+	if full {
+		act = chromedp.FullScreenshot(100) // 100 means PNG
+	}
+	shot, err := chromedp.Run(ctx, act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(*screenshots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(*screenshots, name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestBrowserDashboard walks the page as a visitor, then as the operator:
+// every step of issue 5's browser checklist, in one Chromium, in order.
+func TestBrowserDashboard(t *testing.T) {
+	d := startDemo(t)
+	ctx := newBrowser(t, 1920, 1080)
 	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
 		chromedp.Navigate(d.URL),
 		chromedp.WaitVisible(`[data-testid=ttft-p50]`),
 	); err != nil {
 		t.Fatal(err)
 	}
-	mode, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=mode]`))
+
+	// 1. The page loads with the live policy in plain words.
+	if mode := text(t, ctx, `[data-testid=mode]`); !strings.Contains(mode, "Round-robin") {
+		t.Fatalf("mode = %q, want the live policy in plain words", mode)
+	}
+
+	// 2. A viewer without the token sees every control disabled, and the
+	// server refuses a change with 403 even when the page is bypassed.
+	for _, sel := range []string{"concurrency-slider", "stop", "mode-kv", "mode-round_robin", "mode-more", "reset"} {
+		waitJS(t, ctx, `document.querySelector('[data-testid=`+sel+`]').disabled`, time.Second, sel+" is enabled for a viewer")
+	}
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch('/api/mode', {method: 'POST', body: new URLSearchParams({mode: 'kv'})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(mode, "Round-robin") {
-		t.Fatalf("mode = %q, want the live policy in plain words", mode)
+	if status != 403 || d.Proxy.PolicyName() != "round_robin" {
+		t.Fatalf("a viewer's mode switch got %d and the policy is %s; want 403 and round_robin", status, d.Proxy.PolicyName())
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ttft, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=ttft-p50]`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasSuffix(ttft, " ms") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("TTFT tile still %q after 15 s", ttft)
-		}
-		time.Sleep(250 * time.Millisecond)
+	status, _ = chromedp.Run(ctx, chromedp.Evaluate[int](`fetch('/api/concurrency', {method: 'POST', body: new URLSearchParams({concurrency: '120'})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if status != 403 || d.Gen.Snapshot().Target == 120 {
+		t.Fatalf("a viewer's slider move got %d, target %d", status, d.Gen.Snapshot().Target)
 	}
 
-	// 2. Moving the slider changes the server's concurrency target.
+	// The operator enters the token once; the page reloads with controls on.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
+		chromedp.Click(`.login button`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `!!document.querySelector('[data-testid=mode-kv]') && !document.querySelector('[data-testid=mode-kv]').disabled`, 10*time.Second, "the controls stayed disabled after entering the token")
+
+	// 3. The tiles update from the websocket.
+	waitJS(t, ctx, `document.querySelector('[data-testid=ttft-p50]').textContent.endsWith(' ms') && document.querySelector('[data-testid=tops]').textContent !== '—'`, 20*time.Second, "the TTFT and throughput tiles never filled in")
+
+	// 4. Moving the slider changes the load generator's target.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
 		const s = document.querySelector('[data-testid=concurrency-slider]');
 		s.value = "120";
@@ -121,35 +193,103 @@ func TestBrowserDashboardUpdatesAndSliderDrivesLoad(t *testing.T) {
 	})()`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for d.Gen.Snapshot().Target != 120 {
 		if time.Now().After(deadline) {
 			t.Fatalf("server target = %d after moving the slider to 120", d.Gen.Snapshot().Target)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	shown, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=concurrency-target]`))
-	if err != nil {
+	waitJS(t, ctx, `document.querySelector('[data-testid=concurrency-target]').textContent === '120'`, 5*time.Second, "the page does not show target 120")
+
+	// 5. Switching the mode changes the router's policy and the header.
+	waitJS(t, ctx, switchIdle, 5*time.Second, "the mode switch never settled")
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=mode-kv]`)); err != nil {
 		t.Fatal(err)
 	}
-	if shown != "120" {
-		t.Fatalf("the page shows target %q, want 120", shown)
+	deadline = time.Now().Add(5 * time.Second)
+	for d.Proxy.PolicyName() != "kv" {
+		if time.Now().After(deadline) {
+			t.Fatalf("router policy = %s after pressing KV-aware", d.Proxy.PolicyName())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware")
+	// The switch re-renders after each change; use the new one.
+	waitJS(t, ctx, `!!document.querySelector('#mode-switch[data-active=kv] [data-testid=mode-more]') `+" && "+switchIdle, 5*time.Second, "the mode switch did not re-render after KV-aware")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const s = document.querySelector('#mode-switch[data-active=kv] [data-testid=mode-more]');
+		s.value = "least_loaded";
+		s.dispatchEvent(new Event('change', { bubbles: true }));
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'Least-loaded'`, 5*time.Second, "the more menu did not switch to least-loaded")
+	if d.Proxy.PolicyName() != "least_loaded" {
+		t.Fatalf("router policy = %s after choosing least-loaded", d.Proxy.PolicyName())
+	}
+	// The switch re-renders after each change; press KV-aware on the new one.
+	waitJS(t, ctx, `!!document.querySelector('#mode-switch[data-active=least_loaded] [data-testid=mode-kv]') `+" && "+switchIdle, 5*time.Second, "the mode switch did not re-render")
+	if err := chromedp.Do(ctx, chromedp.Click(`#mode-switch[data-active=least_loaded] [data-testid=mode-kv]`)); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for d.Proxy.PolicyName() != "kv" {
+		if time.Now().After(deadline) {
+			html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('mode-switch').outerHTML + ' notice=' + document.getElementById('notice').textContent`))
+			t.Fatalf("router policy = %s after pressing KV-aware again; switch: %s", d.Proxy.PolicyName(), html)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware again")
+
+	// 6. The baseline chart has both stored curves and the live point.
+	waitJS(t, ctx, `(() => { const e = document.getElementById('baseline-chart');
+		return e.dataset.curves === 'round_robin,kv' && e.dataset.liveX !== '' && Number(e.dataset.liveY) > 0 && !!e.querySelector('canvas'); })()`,
+		10*time.Second, "the baseline chart lacks its curves or the live point")
+	if env := text(t, ctx, `[data-testid=envelope]`); !strings.Contains(env, "KV-aware") || !strings.Contains(env, "Round-robin") {
+		t.Fatalf("envelope sentence = %q", env)
+	}
+	waitJS(t, ctx, `document.querySelectorAll('[data-testid=worker-row]').length === 3`, 5*time.Second, "the workers panel does not list 3 workers")
+
+	// Let the charts draw a few seconds with the marks, then keep a picture.
+	time.Sleep(4 * time.Second)
+	screenshot(t, ctx, "dashboard-1920x1080.png", false)
+	fits, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('.board').getBoundingClientRect().bottom <= window.innerHeight`))
+	if !fits {
+		t.Errorf("the charts and panels do not fit a 1920x1080 screen without scrolling")
 	}
 
-	// 3. Let the chart draw a few seconds, then keep a picture of it.
-	if err := chromedp.Do(ctx, chromedp.Sleep(6*time.Second)); err != nil {
+	// 7. Opening a conversation shows its turns with worker and timings.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=conversations] summary`)); err != nil {
 		t.Fatal(err)
 	}
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100 means PNG
-	if err != nil {
+	waitJS(t, ctx, `document.querySelectorAll('[data-testid=conversation-link]').length > 0`, 10*time.Second, "the conversation list stayed empty")
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=conversation-link]`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(*screenshots, 0o755); err != nil {
+	waitJS(t, ctx, `(() => { const t = document.querySelector('[data-testid=conversation-detail] [data-testid=turn]');
+		return !!t && /worker sim-\d/.test(t.textContent) && /TTFT \d+ ms/.test(t.textContent); })()`, 10*time.Second, "the conversation shows no turn with its worker and TTFT")
+
+	// A phone: the same page, one column.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=ttft-p50]`),
+		chromedp.Sleep(3*time.Second),
+	); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(*screenshots, "dashboard.png")
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
+	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > 391`))
+	if wide {
+		t.Errorf("the page is wider than a 390 px phone")
+	}
+	screenshot(t, ctx, "dashboard-390x844.png", true)
+
+	// Reset caches reaches every simulated worker and says so.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=reset]`)); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s", path)
+	waitJS(t, ctx, `document.getElementById('notice').textContent.startsWith('Caches reset on 3 workers')`, 10*time.Second, "the reset did not report 3 workers")
 }

@@ -62,6 +62,12 @@ type Config struct {
 	// Dashboard configures the page: slider scale, SLOs, operator token and
 	// public URL.
 	Dashboard web.Options
+	// DB is the store's path, for the baselines; empty means the built-in
+	// sets only. A store that fails to open costs a warning, not the demo.
+	DB string
+	// Baseline names the stored set the dashboard compares with; empty
+	// means the seeds' 6-sweep average.
+	Baseline string
 }
 
 // DefaultConfig is what `kvlens` with no flags runs: 3 simulated H200
@@ -100,10 +106,11 @@ type Demo struct {
 	// Metrics is the registry /metrics serves.
 	Metrics *prometheus.Registry
 
-	fleet  *sim.Fleet
-	srv    *http.Server
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	fleet   *sim.Fleet
+	scraper *scraper // real workers' /metrics; nil for the simulated fleet
+	srv     *http.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // Start brings the whole demo up and returns once it is serving.
@@ -183,6 +190,23 @@ func Start(cfg Config) (*Demo, error) {
 
 	opts := cfg.Dashboard
 	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
+	if d.fleet != nil {
+		opts.Profile = cfg.SimProfile.Name
+		opts.Gauges = d.gauges
+		opts.GaugeSource = "each simulated worker's engine"
+	} else {
+		opts.Profile = strings.Join(cfg.Workers, ", ")
+		d.scraper = &scraper{}
+		opts.Gauges = d.scraper.gauges
+		opts.GaugeSource = "each worker's /metrics (vLLM gauges, every 2 s)"
+	}
+	if opts.Baseline == nil {
+		set, err := chooseBaseline(cfg.DB, cfg.Baseline)
+		if err != nil {
+			return fail(err)
+		}
+		opts.Baseline = set
+	}
 	opts.Model = cfg.Model
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
@@ -196,7 +220,7 @@ func Start(cfg Config) (*Demo, error) {
 		frontend = dynamo.NewFrontend(cfg.FrontendMetrics, load.Window)
 		opts.Frontend = frontend
 	}
-	d.Web = web.New(d.Gen, d.Proxy, opts)
+	d.Web = web.New(d.Gen, web.ProxyRouter{Proxy: d.Proxy}, opts)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -216,6 +240,10 @@ func Start(cfg Config) (*Demo, error) {
 		pool.Watch(ctx, clock.Real, d.Proxy.Client(), fleet.DNS, nil, 2*time.Second, logf)
 	}()
 	go func() { defer d.wg.Done(); d.Web.Hub().Run(ctx) }()
+	if d.scraper != nil {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.scraper.run(ctx, d.Proxy, 2*time.Second) }()
+	}
 	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
 	if !cfg.NoStart {
 		d.Gen.Start()

@@ -59,9 +59,15 @@ func (px *Proxy) getWorkers(w http.ResponseWriter, r *http.Request) {
 	}{px.rt.Workers(), px.rt.Counts()})
 }
 
-// reset asks every worker to drop its prefix cache (vLLM's POST
-// /reset_prefix_cache) and clears both indexes, whatever the workers answer.
+// reset asks every worker to drop its prefix cache and clears both indexes.
 func (px *Proxy) reset(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"workers": px.Reset(r.Context())})
+}
+
+// Reset asks every worker to drop its prefix cache (vLLM's POST
+// /reset_prefix_cache) and clears both indexes, whatever the workers answer.
+// It returns each worker's answer: "ok" or why it failed.
+func (px *Proxy) Reset(ctx context.Context) map[string]string {
 	ws := px.Workers()
 	results := make(map[string]string, len(ws))
 	var mu sync.Mutex
@@ -69,7 +75,7 @@ func (px *Proxy) reset(w http.ResponseWriter, r *http.Request) {
 	for _, wk := range ws {
 		wg.Go(func() {
 			msg := "ok"
-			if err := px.resetWorker(r.Context(), wk); err != nil {
+			if err := px.resetWorker(ctx, wk); err != nil {
 				msg = err.Error()
 			}
 			mu.Lock()
@@ -80,7 +86,7 @@ func (px *Proxy) reset(w http.ResponseWriter, r *http.Request) {
 	wg.Wait()
 	px.rt.index.Clear()
 	px.rt.approx.Clear()
-	writeJSON(w, http.StatusOK, map[string]any{"workers": results})
+	return results
 }
 
 func (px *Proxy) resetWorker(ctx context.Context, wk *Worker) error {

@@ -85,6 +85,7 @@ type Router struct {
 	staleFreed int64
 	shed       int64
 	retries    atomic.Int64
+	last       Decision // the latest decision, for the dashboard's worked example
 }
 
 type policyBox struct{ Policy }
@@ -265,6 +266,11 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	i := p.Pick(req, cands)
 	c := cands[i]
 	r.cands = cands
+	// Keep the decision for display: a copy of a few small structs, reusing
+	// the same backing array every time.
+	r.last.Policy, r.last.Chosen = p.Name(), i
+	r.last.Request = Request{Tokens: req.Tokens, Chain: req.Chain, BlockSize: req.BlockSize}
+	r.last.Candidates = append(r.last.Candidates[:0], cands...)
 	b := &Booking{
 		Worker: c.Worker, Overlap: c.Overlap, Policy: p.Name(), r: r,
 		chain: req.Chain, isl: req.Tokens, prefill: uncachedTokens(req, &c), at: now,
@@ -364,6 +370,28 @@ func (r *Router) Workers() []WorkerState {
 	}
 	r.mu.Unlock()
 	return out
+}
+
+// Decision is one routing decision as the policy saw it.
+type Decision struct {
+	// Policy is the name of the policy that decided.
+	Policy string
+	// Request holds the request's prompt length, block chain and block size.
+	Request Request
+	// Candidates are the healthy workers with the terms the policy scored.
+	Candidates []Candidate
+	// Chosen indexes Candidates: the worker picked.
+	Chosen int
+}
+
+// LastDecision returns the most recent routing decision, and false before
+// the first one.
+func (r *Router) LastDecision() (Decision, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.last
+	d.Candidates = slices.Clone(d.Candidates)
+	return d, len(d.Candidates) > 0
 }
 
 // Counts are the router's totals.

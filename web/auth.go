@@ -18,6 +18,10 @@ const operatorCookie = "kvlens_operator"
 type Access struct {
 	// Token is the operator token; empty means everyone is an operator.
 	Token string
+	// LoopbackViewer treats requests from this machine like any other: they
+	// need the token too. For a kiosk browser on the booth machine itself,
+	// and for tests that play a remote visitor from localhost.
+	LoopbackViewer bool
 }
 
 // cookieValue is what the operator cookie holds: an HMAC of the token, so the
@@ -29,11 +33,12 @@ func (a Access) cookieValue() string {
 }
 
 // IsOperator reports whether r may change the demo: when there is no token,
-// when it comes from this machine, or when it carries the operator cookie.
+// when it comes from this machine (unless LoopbackViewer), or when it
+// carries the operator cookie.
 // Forwarded-for headers are ignored: a proxy in front makes every request
 // remote, which is the safe answer.
 func (a Access) IsOperator(r *http.Request) bool {
-	if a.Token == "" || fromLoopback(r) {
+	if a.Token == "" || (!a.LoopbackViewer && fromLoopback(r)) {
 		return true
 	}
 	c, err := r.Cookie(operatorCookie)

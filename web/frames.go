@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/loadgen"
@@ -31,6 +32,8 @@ type Point struct {
 	RequestsPerSec float64 `json:"rps"`
 	// ErrorPct is the window's error rate, in percent.
 	ErrorPct float64 `json:"error_pct"`
+	// ShedPerSec is requests the router shed during the last tick, per second.
+	ShedPerSec float64 `json:"shed_per_sec"`
 	// Target and Live are the asked-for and running conversations.
 	Target int `json:"target"`
 	Live   int `json:"live"`
@@ -40,7 +43,7 @@ type Point struct {
 type Mark struct {
 	// T is the time, in Unix seconds.
 	T int64 `json:"t"`
-	// Kind is "concurrency", "mode", "start" or "stop".
+	// Kind is "concurrency", "mode", "start", "stop" or "reset".
 	Kind string `json:"kind"`
 	// Label is shown on the charts, such as "→ 120" or "KV-aware".
 	Label string `json:"label"`
@@ -50,12 +53,39 @@ type Mark struct {
 // fragment by its first byte.
 type Frame struct {
 	// Type is "snapshot" (one new point) or "history" (the last 5 minutes).
-	Type     string            `json:"type"`
-	Mode     string            `json:"mode"`
-	ModeText string            `json:"mode_text"`
-	Points   []Point           `json:"points"`
-	Marks    []Mark            `json:"marks,omitempty"`
-	Snapshot *loadgen.Snapshot `json:"snapshot,omitempty"`
+	Type     string  `json:"type"`
+	Mode     string  `json:"mode"`
+	ModeText string  `json:"mode_text"`
+	Points   []Point `json:"points"`
+	Marks    []Mark  `json:"marks,omitempty"`
+	// Live is the overlay chart's live point.
+	Live *LivePoint `json:"live,omitempty"`
+}
+
+// LivePoint is where the live system sits on the baseline chart: the
+// conversations running and the window's figures under the stored curves'
+// keys (ms, tokens/s); a figure without data is absent.
+type LivePoint struct {
+	// Conversations is the x coordinate: conversations running.
+	Conversations int `json:"c"`
+	// Compare is the stored curve the live policy is compared with.
+	Compare string             `json:"compare"`
+	Values  map[string]float64 `json:"values"`
+}
+
+func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
+	w := snap.Window
+	lp := &LivePoint{Conversations: snap.Live, Compare: BaselineMode(policy), Values: map[string]float64{}}
+	if w.TTFT.Count > 0 {
+		lp.Values["ttft_p50_ms"], lp.Values["ttft_p95_ms"] = w.TTFT.P50, w.TTFT.P95
+	}
+	if w.TPOT.Count > 0 {
+		lp.Values["tpot_p50_ms"], lp.Values["tpot_p95_ms"] = w.TPOT.P50, w.TPOT.P95
+	}
+	if w.Covered > 0 && w.Completed > 0 {
+		lp.Values["tops"] = w.OutputTokensPerSec
+	}
+	return lp
 }
 
 type history struct {
@@ -63,6 +93,20 @@ type history struct {
 	points []Point
 	marks  []Mark
 	fresh  []Mark // marks not yet pushed
+	shed   int64  // the router's shed count at the last tick
+	shedAt time.Time
+}
+
+// shedRate returns requests shed per second since the last call.
+func (h *history) shedRate(total int64, now time.Time) float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	prev, at := h.shed, h.shedAt
+	h.shed, h.shedAt = total, now
+	if at.IsZero() || total < prev {
+		return 0
+	}
+	return float64(total-prev) / max(now.Sub(at).Seconds(), 0.001)
 }
 
 // mark records a change for the charts' annotations.
@@ -135,10 +179,11 @@ func pair(q loadgen.Quantiles) (*float64, *float64) {
 func (s *Server) frames() [][]byte {
 	snap := s.gen.Snapshot()
 	p := point(snap)
+	p.ShedPerSec = s.history.shedRate(s.rt.Counts().Shed, snap.Time)
 	s.history.add(p)
 	mode := s.rt.PolicyName()
-	js, _ := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: s.opts.Describe(mode), Points: []Point{p}, Marks: s.history.takeFresh(), Snapshot: &snap})
-	return [][]byte{js, s.tilesHTML(snap)}
+	js, _ := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: s.opts.Describe(mode), Points: []Point{p}, Marks: s.history.takeFresh(), Live: livePoint(snap, mode)})
+	return [][]byte{js, s.panelsHTML(snap)}
 }
 
 // hello is what a browser gets on connecting: the chart's history and the
@@ -146,13 +191,18 @@ func (s *Server) frames() [][]byte {
 func (s *Server) hello() [][]byte {
 	snap := s.gen.Snapshot()
 	mode := s.rt.PolicyName()
-	js, _ := json.Marshal(Frame{Type: "history", Mode: mode, ModeText: s.opts.Describe(mode), Points: s.history.all(), Marks: s.history.allMarks()})
-	return [][]byte{js, s.tilesHTML(snap)}
+	js, _ := json.Marshal(Frame{Type: "history", Mode: mode, ModeText: s.opts.Describe(mode), Points: s.history.all(), Marks: s.history.allMarks(), Live: livePoint(snap, mode)})
+	return [][]byte{js, s.panelsHTML(snap)}
 }
 
-func (s *Server) tilesHTML(snap loadgen.Snapshot) []byte {
+// panelsHTML is one HTML frame of out-of-band swaps: the tiles, the live
+// conversation count and the workers panel.
+func (s *Server) panelsHTML(snap loadgen.Snapshot) []byte {
 	var b bytes.Buffer
-	components.Tiles(s.tiles(snap)).Render(context.Background(), &b)
+	ctx := context.Background()
+	components.Tiles(s.tiles(snap)).Render(ctx, &b)
+	components.LiveCount(snap.Live).Render(ctx, &b)
+	components.Workers(s.workers(snap)).Render(ctx, &b)
 	return b.Bytes()
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 )
 
 func cpuTime() time.Duration {
@@ -26,10 +27,24 @@ func cpuTime() time.Duration {
 func BenchmarkHub100Browsers(b *testing.B) {
 	load := &fakeLoad{target: 120, running: true}
 	load.snap.Window = loadgen.Stats{
-		TTFT: loadgen.Quantiles{Count: 900, P50: 250, P95: 580, P99: 700, Mean: 300},
-		TPOT: loadgen.Quantiles{Count: 800, P50: 30, P95: 45, P99: 50, Mean: 32},
+		TTFT:       loadgen.Quantiles{Count: 900, P50: 250, P95: 580, P99: 700, Mean: 300},
+		TPOT:       loadgen.Quantiles{Count: 800, P50: 30, P95: 45, P99: 50, Mean: 32},
+		E2E:        loadgen.Quantiles{Count: 800, P50: 9000, P95: 20000},
+		InterChunk: loadgen.Quantiles{Count: 9000, P50: 30, P95: 45},
+		Covered:    time.Minute, Completed: 900, Good: 800, GoodputPerSec: 13, RequestsPerSec: 15, OutputTokensPerSec: 2800, KVHitRate: 0.8,
 	}
-	s := New(load, fakeRouter("round_robin"), testOptions())
+	load.snap.Workers = map[string]loadgen.Stats{}
+	rt := newFakeRouter("kv")
+	opts := testOptions()
+	opts.GaugeSource = "test"
+	gauges := map[string]Gauge{}
+	opts.Gauges = func() map[string]Gauge { return gauges }
+	for _, name := range []string{"sim-0", "sim-1", "sim-2"} {
+		rt.workers = append(rt.workers, router.WorkerState{Name: name, Healthy: true, InFlight: 40, Capacity: 64})
+		load.snap.Workers[name] = loadgen.Stats{Completed: 300, KVHitRate: 0.8}
+		gauges[name] = Gauge{Queued: 2, KVUsage: 0.4}
+	}
+	s := New(load, rt, opts)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 
@@ -57,14 +72,20 @@ func BenchmarkHub100Browsers(b *testing.B) {
 	}
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
+	sent := 0
 	for range b.N { // one b.N is one tick, as the hub's Run does each second
-		s.Hub().broadcast(s.frames())
+		frames := s.frames()
+		for _, f := range frames {
+			sent += len(f)
+		}
+		s.Hub().broadcast(frames)
 		time.Sleep(tickEvery)
 	}
 	wall, cpu := time.Since(start), cpuTime()-cpu0
 	b.StopTimer()
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/tick")
+	b.ReportMetric(float64(sent)/float64(b.N), "bytes/browser/tick")
 	for _, c := range conns {
 		c.Close()
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	qrcode "github.com/skip2/go-qrcode"
 
+	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 )
 
 //go:embed static
@@ -31,18 +34,21 @@ type Loadgen interface {
 	Stop()
 	SetConcurrency(n int) error
 	Snapshot() loadgen.Snapshot
-}
-
-// Router tells the dashboard which routing policy is live.
-type Router interface {
-	// PolicyName is the active policy's identifier, such as round_robin.
-	PolicyName() string
+	// Reset empties the metrics window, so figures after a cache reset are
+	// not mixed with those before.
+	Reset()
+	// Conversations lists live and recent conversations, newest first.
+	Conversations() []loadgen.ConversationSummary
+	// Conversation returns one conversation's log.
+	Conversation(id uint64) (loadgen.ConversationLog, bool)
 }
 
 // Options configures the dashboard.
 type Options struct {
 	// Workers describes the fleet in plain words.
 	Workers string
+	// Profile is the workers' engine profile, or their endpoints.
+	Profile string
 	// Model is the model the workers serve.
 	Model string
 	// BlockSize is the workers' KV block size, in tokens.
@@ -66,6 +72,13 @@ type Options struct {
 	// Frontend, when set, is a Dynamo frontend whose own figures the state
 	// reports beside the load generator's.
 	Frontend interface{ Stats() dynamo.Stats }
+	// Baseline is the stored set the tiles and the overlay chart compare
+	// with; nil shows dashes.
+	Baseline *baselines.Set
+	// Gauges, when not nil, returns each worker's own queue and KV-cache
+	// figures by worker name; GaugeSource says where they come from.
+	Gauges      func() map[string]Gauge
+	GaugeSource string
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error
@@ -108,7 +121,12 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/start", s.start)
 		r.Post("/api/stop", s.stop)
 		r.Post("/api/concurrency", s.concurrency)
+		r.Post("/api/mode", s.mode)
+		r.Post("/api/reset", s.reset)
 	})
+	r.Get("/how", s.how)
+	r.Get("/conversations", s.conversationList)
+	r.Get("/conversations/{id}", s.conversationLog)
 	r.Get("/qr.png", s.qr)
 	r.Get("/api/state", s.state)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -122,37 +140,38 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
-func (s *Server) tiles(snap loadgen.Snapshot) components.TilesData {
-	w := snap.Window
-	return components.TilesData{
-		Live: snap.Live, Target: snap.Target,
-		TTFTp50: w.TTFT.P50, TTFTp95: w.TTFT.P95, TTFTCount: w.TTFT.Count,
-		TPOTp50: w.TPOT.P50, TPOTp95: w.TPOT.P95, TPOTCount: w.TPOT.Count,
-		OutputTokensPerSec: w.OutputTokensPerSec,
-		Errors:             w.Errors, ErrorRate: w.ErrorRate,
-		SLOTTFTms: ms(s.opts.SLOTTFT), SLOTPOTms: ms(s.opts.SLOTPOT),
-	}
-}
-
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	snap := s.gen.Snapshot()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	operator := s.opts.Access.IsOperator(r)
+	slo := baselines.SLO{TTFT: s.opts.SLOTTFT, TPOT: s.opts.SLOTPOT}
+	name := "no stored baseline"
+	if s.opts.Baseline != nil {
+		name = "Stored curves: " + s.opts.Baseline.Name
+	}
 	components.Page(components.PageData{
-		Mode:       s.opts.Describe(s.rt.PolicyName()),
-		Workers:    s.opts.Workers,
-		Running:    snap.Running,
-		SliderMin:  s.opts.SliderMin,
-		SliderMax:  s.opts.SliderMax,
-		SliderStep: s.opts.SliderStep,
-		Target:     snap.Target,
-		SLOTTFTms:  ms(s.opts.SLOTTFT),
-		SLOTPOTms:  ms(s.opts.SLOTPOT),
-		Tiles:      s.tiles(snap),
-		Operator:   s.opts.Access.IsOperator(r),
-		CanLogin:   s.opts.Access.Token != "",
-		QR:         s.opts.PublicURL != "",
-		PublicURL:  s.opts.PublicURL,
-		How:        components.HowData{Workers: s.opts.Workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize},
+		Mode:         s.opts.Describe(s.rt.PolicyName()),
+		Workers:      s.opts.Workers,
+		Profile:      s.opts.Profile,
+		Running:      snap.Running,
+		SliderMin:    s.opts.SliderMin,
+		SliderMax:    s.opts.SliderMax,
+		SliderStep:   s.opts.SliderStep,
+		Target:       snap.Target,
+		SLOTTFTms:    ms(s.opts.SLOTTFT),
+		SLOTPOTms:    ms(s.opts.SLOTPOT),
+		Tiles:        s.tiles(snap),
+		Live:         snap.Live,
+		Modes:        s.modes(operator),
+		WorkerPanel:  s.workers(snap),
+		Baseline:     s.baselineData(),
+		BaselineName: name,
+		Envelope:     EnvelopeSentence(s.opts.Baseline, slo, s.opts.Describe),
+		Operator:     operator,
+		CanLogin:     s.opts.Access.Token != "",
+		QR:           s.opts.PublicURL != "",
+		PublicURL:    s.opts.PublicURL,
+		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()},
 	}).Render(r.Context(), w)
 }
 
@@ -194,6 +213,78 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 	}
 	s.history.mark(Mark{T: time.Now().Unix(), Kind: "concurrency", Label: fmt.Sprintf("→ %d", n)})
 	components.Target(n).Render(r.Context(), w)
+}
+
+// mode switches the routing policy. Requests in flight keep their worker.
+func (s *Server) mode(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimSpace(r.FormValue("mode"))
+	if !slices.Contains(router.Policies, name) {
+		http.Error(w, fmt.Sprintf("routing mode %q is unknown (available: %s)", name, strings.Join(router.Policies, ", ")), http.StatusBadRequest)
+		return
+	}
+	if err := s.rt.SwitchPolicy(name); err != nil {
+		http.Error(w, "routing mode: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	text := s.opts.Describe(name)
+	s.history.mark(Mark{T: time.Now().Unix(), Kind: "mode", Label: text})
+	components.ModeSwitch(s.modes(true)).Render(r.Context(), w)
+	components.ModeName(text).Render(r.Context(), w)
+}
+
+// reset drops the workers' prefix caches, the router's indexes and the
+// metrics window, so the next minute shows a cold start.
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	res := s.rt.Reset(r.Context())
+	s.gen.Reset()
+	s.history.mark(Mark{T: time.Now().Unix(), Kind: "reset", Label: "reset"})
+	names := make([]string, 0, len(res))
+	for n := range res {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var failed []string
+	for _, n := range names {
+		if res[n] != "ok" {
+			failed = append(failed, res[n])
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "Caches reset, except: %s", strings.Join(failed, "; "))
+		return
+	}
+	fmt.Fprintf(w, "Caches reset on %d workers; index and window cleared.", len(names))
+}
+
+func (s *Server) howData() components.HowData {
+	workers := s.opts.Workers
+	if s.opts.Profile != "" {
+		workers += " (" + s.opts.Profile + ")"
+	}
+	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()}
+}
+
+// how is the "How it works" panel with the router's latest decision.
+func (s *Server) how(w http.ResponseWriter, r *http.Request) {
+	components.HowItWorks(s.howData()).Render(r.Context(), w)
+}
+
+func (s *Server) conversationList(w http.ResponseWriter, r *http.Request) {
+	components.Conversations(s.conversations()).Render(r.Context(), w)
+}
+
+func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseUint(chi.URLParam(r, "id"), 10, 64)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("conversation %q: not a number", chi.URLParam(r, "id")), http.StatusBadRequest)
+		return
+	}
+	c, ok := s.gen.Conversation(id)
+	if !ok {
+		http.Error(w, fmt.Sprintf("conversation %d is not in the log (it keeps the last %d)", id, loadgen.LogSize), http.StatusNotFound)
+		return
+	}
+	components.Conversation(conversation(c, "")).Render(r.Context(), w)
 }
 
 // stateJSON is the body of GET /api/state.

@@ -15,9 +15,11 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/gorilla/websocket"
 
+	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 )
 
 // fakeLoad is a Loadgen whose state the test sets and reads.
@@ -26,6 +28,8 @@ type fakeLoad struct {
 	running bool
 	target  int
 	snap    loadgen.Snapshot
+	resets  int
+	convs   []loadgen.ConversationLog
 }
 
 func (f *fakeLoad) Start() { f.mu.Lock(); f.running = true; f.mu.Unlock() }
@@ -44,15 +48,77 @@ func (f *fakeLoad) Snapshot() loadgen.Snapshot {
 	return s
 }
 
-type fakeRouter string
+func (f *fakeLoad) Reset() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
+func (f *fakeLoad) Conversations() []loadgen.ConversationSummary {
+	var out []loadgen.ConversationSummary
+	for _, c := range f.convs {
+		out = append(out, loadgen.ConversationSummary{ID: c.ID, Title: c.Title, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done})
+	}
+	return out
+}
+func (f *fakeLoad) Conversation(id uint64) (loadgen.ConversationLog, bool) {
+	for _, c := range f.convs {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return loadgen.ConversationLog{}, false
+}
 
-func (r fakeRouter) PolicyName() string { return string(r) }
+// fakeRouter is a Router whose state the test sets and reads.
+type fakeRouter struct {
+	mu       sync.Mutex
+	policy   string
+	resets   int
+	shed     int64
+	workers  []router.WorkerState
+	decision *router.Decision
+}
 
+func newFakeRouter(policy string) *fakeRouter { return &fakeRouter{policy: policy} }
+
+func (r *fakeRouter) PolicyName() string { r.mu.Lock(); defer r.mu.Unlock(); return r.policy }
+func (r *fakeRouter) SwitchPolicy(name string) error {
+	if _, err := router.NewPolicy(name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.policy = name
+	r.mu.Unlock()
+	return nil
+}
+func (r *fakeRouter) Reset(context.Context) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resets++
+	out := map[string]string{}
+	for _, w := range r.workers {
+		out[w.Name] = "ok"
+	}
+	return out
+}
+func (r *fakeRouter) WorkerStates() []router.WorkerState { return r.workers }
+func (r *fakeRouter) Counts() router.Counts              { return router.Counts{Shed: r.shed} }
+func (r *fakeRouter) LastDecision() (router.Decision, bool) {
+	if r.decision == nil {
+		return router.Decision{}, false
+	}
+	return *r.decision, true
+}
+
+// testOptions are the demo's defaults with the seeds' averaged baseline, so
+// pages and frames are as large as the real ones.
 func testOptions() Options {
+	sets, err := baselines.Builtin()
+	if err != nil {
+		panic(err)
+	}
+	sets[0].Sort()
 	return Options{
 		Workers: "3 simulated H200 workers", SliderMin: 60, SliderMax: 180, SliderStep: 20,
 		SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
 		Describe: func(s string) string { return "Plain " + s },
+		Baseline: &sets[0],
 	}
 }
 
@@ -60,7 +126,7 @@ func newTestServer(t *testing.T) (*fakeLoad, *Server, *httptest.Server) {
 	t.Helper()
 	load := &fakeLoad{target: 60}
 	load.snap.Window.TTFT = loadgen.Quantiles{Count: 10, P50: 250, P95: 580}
-	s := New(load, fakeRouter("round_robin"), testOptions())
+	s := New(load, newFakeRouter("round_robin"), testOptions())
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return load, s, ts
@@ -112,8 +178,11 @@ func TestTilesColourBySLO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			load := &fakeLoad{target: 60}
+			load.snap.Window.TTFT = loadgen.Quantiles{Count: 1, P50: 100, P95: tt.p95}
+			s := New(load, newFakeRouter("round_robin"), testOptions())
 			var b bytes.Buffer
-			components.Tiles(components.TilesData{TTFTp95: tt.p95, TTFTCount: 1, SLOTTFTms: 600}).Render(context.Background(), &b)
+			components.Tiles(s.tiles(load.Snapshot())).Render(context.Background(), &b)
 			doc, _ := goquery.NewDocumentFromReader(&b)
 			tile := doc.Find(`[data-testid=ttft-p95]`).Parent()
 			if !tile.HasClass(tt.want) {
@@ -240,6 +309,16 @@ func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
 	if !strings.HasPrefix(got[2], `{"type":"snapshot","mode":"round_robin"`) || !strings.Contains(got[2], `"ttft_p95":580`) {
 		t.Errorf("tick frame = %.200s", got[2])
 	}
+	// The baseline chart's live point: TTFT under the stored curves' keys,
+	// compared with the round-robin curve; TPOT has no data, so it is absent.
+	if !strings.Contains(got[2], `"live":{"c":0,"compare":"round_robin","values":{"ttft_p50_ms":250,"ttft_p95_ms":580}}`) {
+		t.Errorf("tick frame lacks the live point: %s", got[2])
+	}
+	for _, id := range []string{`id="live-count"`, `id="workers-panel"`} {
+		if !strings.Contains(got[3], id) {
+			t.Errorf("the tick's HTML frame lacks %s", id)
+		}
+	}
 }
 
 func TestSlowClientIsDroppedWithoutStallingTheHub(t *testing.T) {
@@ -265,7 +344,7 @@ func TestProbes(t *testing.T) {
 	opts := testOptions()
 	var notReady error
 	opts.Ready = func() error { return notReady }
-	ts := httptest.NewServer(New(load, fakeRouter("round_robin"), opts).Handler())
+	ts := httptest.NewServer(New(load, newFakeRouter("round_robin"), opts).Handler())
 	defer ts.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(ts.URL + path)
@@ -292,7 +371,7 @@ func TestViewerCannotChangeAnything(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	opts := testOptions()
 	opts.Access = Access{Token: "s3cret"}
-	srv := New(load, fakeRouter("round_robin"), opts)
+	srv := New(load, newFakeRouter("round_robin"), opts)
 	// Requests here come from a visitor's phone, not from this machine.
 	remote := func(r *http.Request) *http.Request { r.RemoteAddr = "192.0.2.7:50000"; return r }
 	do := func(r *http.Request) *httptest.ResponseRecorder {
@@ -350,7 +429,7 @@ func TestLocalhostIsAlwaysOperator(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	opts := testOptions()
 	opts.Access = Access{Token: "s3cret"}
-	ts := httptest.NewServer(New(load, fakeRouter("round_robin"), opts).Handler())
+	ts := httptest.NewServer(New(load, newFakeRouter("round_robin"), opts).Handler())
 	defer ts.Close()
 	resp, err := http.Post(ts.URL+"/api/start", "", nil)
 	if err != nil {
@@ -366,7 +445,7 @@ func TestQRCode(t *testing.T) {
 	load := &fakeLoad{}
 	opts := testOptions()
 	opts.PublicURL = "http://192.0.2.1:8080/"
-	srv := New(load, fakeRouter("round_robin"), opts)
+	srv := New(load, newFakeRouter("round_robin"), opts)
 	w := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/qr.png", nil))
 	if w.Code != 200 || w.Header().Get("Content-Type") != "image/png" || !bytes.HasPrefix(w.Body.Bytes(), []byte("\x89PNG")) {
@@ -463,7 +542,7 @@ func (fakeFrontend) Stats() dynamo.Stats { return dynamo.Stats{OK: true, KVHitRa
 func TestStateReportsTheDynamoFrontend(t *testing.T) {
 	opts := testOptions()
 	opts.Frontend = fakeFrontend{}
-	ts := httptest.NewServer(New(&fakeLoad{}, fakeRouter("kv"), opts).Handler())
+	ts := httptest.NewServer(New(&fakeLoad{}, newFakeRouter("kv"), opts).Handler())
 	defer ts.Close()
 	resp, err := http.Get(ts.URL + "/api/state")
 	if err != nil {
@@ -473,5 +552,174 @@ func TestStateReportsTheDynamoFrontend(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `"frontend":{"ok":true,"kv_hit_rate":0.93,"in_flight":0,"queued":3}`) {
 		t.Fatalf("state = %s", body)
+	}
+}
+
+func TestModeSwitch(t *testing.T) {
+	tests := []struct {
+		name       string
+		mode       string
+		wantStatus int
+		wantBody   string
+		wantPolicy string
+	}{
+		{"a known policy becomes live and the header says so", "kv", 200, `<strong id="mode-name" hx-swap-oob="true">Plain kv</strong>`, "kv"},
+		{"a policy from the more menu is accepted", "least_loaded", 200, `data-active="least_loaded"`, "least_loaded"},
+		{"an unknown policy is refused and nothing changes", "fastest", 400, `routing mode "fastest" is unknown`, "round_robin"},
+		{"an empty policy is refused and nothing changes", "", 400, `routing mode "" is unknown`, "round_robin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			load := &fakeLoad{target: 60}
+			rt := newFakeRouter("round_robin")
+			s := New(load, rt, testOptions())
+			ts := httptest.NewServer(s.Handler())
+			defer ts.Close()
+			resp, err := http.PostForm(ts.URL+"/api/mode", url.Values{"mode": {tt.mode}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
+				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, tt.wantStatus, tt.wantBody)
+			}
+			if resp.StatusCode == 400 && strings.Count(strings.TrimSpace(string(body)), "\n") != 0 {
+				t.Errorf("error is not one line: %q", body)
+			}
+			if rt.PolicyName() != tt.wantPolicy {
+				t.Fatalf("policy = %s, want %s", rt.PolicyName(), tt.wantPolicy)
+			}
+			marks := string(s.frames()[0])
+			if got := strings.Contains(marks, `"kind":"mode"`); got != (tt.wantStatus == 200) {
+				t.Fatalf("mode mark recorded = %v after a %d", got, resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestResetClearsCachesAndWindow(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	rt := newFakeRouter("kv")
+	rt.workers = []router.WorkerState{{Name: "sim-0"}, {Name: "sim-1"}}
+	s := New(load, rt, testOptions())
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/api/reset", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "2 workers") {
+		t.Fatalf("reset = %d %q", resp.StatusCode, body)
+	}
+	if rt.resets != 1 || load.resets != 1 {
+		t.Fatalf("router resets %d, window resets %d; want 1 and 1", rt.resets, load.resets)
+	}
+}
+
+func TestViewerCannotSwitchModeOrReset(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	rt := newFakeRouter("round_robin")
+	opts := testOptions()
+	opts.Access = Access{Token: "s3cret", LoopbackViewer: true}
+	s := New(load, rt, opts)
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	for _, c := range []struct{ path, mode string }{{"/api/mode", "kv"}, {"/api/reset", ""}} {
+		resp, err := http.PostForm(ts.URL+c.path, url.Values{"mode": {c.mode}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s from a viewer on this machine = %d, want 403", c.path, resp.StatusCode)
+		}
+	}
+	if rt.PolicyName() != "round_robin" || rt.resets != 0 || load.resets != 0 {
+		t.Fatal("a viewer changed the demo")
+	}
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := goquery.NewDocumentFromReader(resp.Body)
+	resp.Body.Close()
+	for _, id := range []string{"mode-kv", "mode-round_robin", "mode-more", "reset", "concurrency-slider"} {
+		if _, disabled := doc.Find(`[data-testid=` + id + `]`).Attr("disabled"); !disabled {
+			t.Errorf("%s is not disabled for a viewer", id)
+		}
+	}
+}
+
+func TestConversations(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	load.convs = []loadgen.ConversationLog{{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
+		{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
+	}}}
+	ts := httptest.NewServer(New(load, newFakeRouter("kv"), testOptions()).Handler())
+	defer ts.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		name, path string
+		status     int
+		want       string
+	}{
+		{"the list links each conversation", "/conversations", 200, `hx-get="/conversations/7"`},
+		{"a turn shows its worker and timings", "/conversations/7", 200, "worker <strong>sim-1</strong> · TTFT 312 ms · TPOT 21.5 ms"},
+		{"text is escaped", "/conversations/7", 200, "Explain &lt;this&gt;"},
+		{"an unknown conversation is a 404 with a reason", "/conversations/8", 404, "conversation 8 is not in the log"},
+		{"a malformed id is a 400", "/conversations/x", 400, `conversation "x": not a number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := get(tt.path)
+			if status != tt.status || !strings.Contains(body, tt.want) {
+				t.Fatalf("GET %s = %d %q, want %d containing %q", tt.path, status, body, tt.status, tt.want)
+			}
+		})
+	}
+}
+
+func TestHowItWorksShowsTheLastDecision(t *testing.T) {
+	ws, err := router.ParseWorkers([]string{"a=http://a:8000", "b=http://b:8000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newFakeRouter("kv")
+	// A 1,000-token prompt in blocks of 100: b caches 8 blocks, a none.
+	rt.decision = &router.Decision{Policy: "kv", Chosen: 1,
+		Request: router.Request{Tokens: 1000, BlockSize: 100, Chain: make([]uint64, 10)},
+		Candidates: []router.Candidate{
+			{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
+			{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
+		}}
+	opts := testOptions()
+	opts.BlockSize = 100
+	srv := New(&fakeLoad{}, rt, opts)
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/how", nil))
+	doc, _ := goquery.NewDocumentFromReader(w.Body)
+	rows := doc.Find(`[data-testid=cost-example] tbody tr`)
+	if rows.Length() != 2 {
+		t.Fatalf("worked example has %d rows, want 2", rows.Length())
+	}
+	// KVCost: a = (0 + 1000)/100 + 500/100 = 15; b = (100 + 200)/100 + 900/100 = 12.
+	for i, want := range []string{"15.0", "12.0"} {
+		if got := rows.Eq(i).Find("td").Last().Text(); got != want {
+			t.Errorf("row %d cost = %q, want %s", i, got, want)
+		}
+	}
+	if chosen := doc.Find(`tr.chosen td`).First().Text(); chosen != "b" {
+		t.Fatalf("chosen = %q, want b", chosen)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/store"
 )
 
 // serveFlags binds serve's flags to cfg; open is set by --open-controls.
@@ -55,6 +56,9 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Dashboard.SLOTPOT, "slo-tpot", cfg.Dashboard.SLOTPOT, "time-per-output-token objective")
 	fs.StringVar(&cfg.Dashboard.Access.Token, "control-token", cfg.Dashboard.Access.Token, "operator token: only browsers on this machine or that entered it may change the demo (default: a random token, printed at start)")
 	fs.BoolVar(open, "open-controls", false, "let every browser change the demo, with no operator token")
+	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used (default "+defaultDBText()+")")
+	fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "name of the baseline set the dashboard compares with (default: the seeds' 6-sweep average)")
+	fs.BoolVar(&cfg.Dashboard.Access.LoopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
 	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address)")
 	fs.Func("starters", "directory of .md/.txt conversation starters, or a JSONL file with id, topic, text (default: the 10 built-in ones)", func(p string) error {
 		ss, err := loadgen.LoadStarters(p)
@@ -75,8 +79,18 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// defaultDBText is the store's default path for the usage text.
+func defaultDBText() string {
+	p, err := store.DefaultPath()
+	if err != nil {
+		return "none: " + err.Error()
+	}
+	return p
+}
+
 func serve(args []string) int {
 	cfg := demo.DefaultConfig()
+	cfg.DB, _ = store.DefaultPath()
 	var openControls bool
 	fs := serveFlags(&cfg, &openControls, os.Stderr)
 	if err := fs.Parse(args); err != nil {

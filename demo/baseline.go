@@ -1,0 +1,63 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/store"
+	"github.com/kvlens/kvlens/web"
+)
+
+// chooseBaseline returns the set the dashboard compares with: name from the
+// store at dbPath, or from the built-in sets when dbPath is empty or the
+// store fails to open (with a one-line warning). An empty name is the
+// seeds' 6-sweep average, the first built-in set.
+func chooseBaseline(dbPath, name string) (*baselines.Set, error) {
+	builtin, err := baselines.Builtin()
+	if err != nil {
+		return nil, err
+	}
+	if name == "" && len(builtin) > 0 {
+		name = builtin[0].Name
+	}
+	if dbPath != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		db, err := store.Open(ctx, dbPath)
+		if err == nil {
+			defer db.Close()
+			set, err := db.Set(ctx, name)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("--baseline %q: no such set in %s (list them with kvlens baselines list)", name, dbPath)
+			}
+			if err == nil {
+				set.Sort()
+				return &set, nil
+			}
+		}
+		fmt.Fprintf(os.Stderr, "kvlens: warning: %v; using the built-in baselines\n", err)
+	}
+	for i := range builtin {
+		if builtin[i].Name == name {
+			builtin[i].Sort()
+			return &builtin[i], nil
+		}
+	}
+	return nil, fmt.Errorf("--baseline %q: no such built-in set", name)
+}
+
+// gauges reads each simulated worker's queue and KV-cache usage from its
+// engine, as its /metrics reports them (num_requests_waiting,
+// kv_cache_usage_perc).
+func (d *Demo) gauges() map[string]web.Gauge {
+	out := make(map[string]web.Gauge, len(d.fleet.Workers))
+	for i, w := range d.fleet.Workers {
+		st := w.Runner().Stats()
+		out[fmt.Sprintf("sim-%d", i)] = web.Gauge{Queued: st.Waiting, KVUsage: st.KVUsage}
+	}
+	return out
+}

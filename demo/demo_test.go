@@ -1,0 +1,103 @@
+package demo
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvlens/kvlens/web"
+)
+
+func TestParseGauges(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want web.Gauge
+	}{
+		{"one engine's waiting requests and KV usage", `# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="m"} 3
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="m"} 0.25
+`, web.Gauge{Queued: 3, KVUsage: 0.25}},
+		// Data-parallel engines: queues add up, usage is their mean.
+		{"two engines are summed and averaged", `# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0"} 2
+vllm:num_requests_waiting{engine="1"} 5
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0"} 0.2
+vllm:kv_cache_usage_perc{engine="1"} 0.6
+`, web.Gauge{Queued: 7, KVUsage: 0.4}},
+		{"a worker without vLLM's gauges reports neither", "# TYPE up gauge\nup 1\n", web.Gauge{Queued: -1, KVUsage: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseGauges(strings.NewReader(tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Queued != tt.want.Queued || got.KVUsage < tt.want.KVUsage-1e-9 || got.KVUsage > tt.want.KVUsage+1e-9 {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// Sad path: a body that is not the text format is an error, not zeros.
+	if _, err := parseGauges(strings.NewReader("<html>not metrics</html>\n")); err == nil {
+		t.Fatal("an HTML page parsed as metrics")
+	}
+}
+
+func FuzzParseGauges(f *testing.F) {
+	f.Add("vllm:num_requests_waiting 3\nvllm:kv_cache_usage_perc 0.5\n")
+	f.Add("# TYPE x gauge\nx{a=\"b\"} NaN\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := parseGauges(strings.NewReader(s))
+		if err != nil {
+			return // refused; the panel shows dashes
+		}
+		// A figure the text never names must be reported as missing.
+		if !strings.Contains(s, metricWaiting) && g.Queued != -1 {
+			t.Fatalf("queue %d from text without %s: %q", g.Queued, metricWaiting, s)
+		}
+		if !strings.Contains(s, metricKVUsage) && g.KVUsage != -1 {
+			t.Fatalf("KV usage %g from text without %s: %q", g.KVUsage, metricKVUsage, s)
+		}
+	})
+}
+
+func TestChooseBaseline(t *testing.T) {
+	dir := t.TempDir()
+	// A path under a regular file cannot be a database.
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, db, set string
+		wantName      string
+		wantErr       string
+	}{
+		{"no store and no name is the seeds' 6-sweep average", "", "", "averaged, 6 sweeps", ""},
+		{"a store that cannot open falls back to the built-in sets", filepath.Join(blocker, "kvlens.db"), "", "averaged, 6 sweeps", ""},
+		{"a fresh store holds the built-in sets", filepath.Join(dir, "kvlens.db"), "", "averaged, 6 sweeps", ""},
+		{"an unknown name in the store is an error", filepath.Join(dir, "kvlens.db"), "nope", "", `--baseline "nope": no such set in`},
+		{"an unknown built-in name is an error", "", "nope", "", `--baseline "nope": no such built-in set`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := chooseBaseline(tt.db, tt.set)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(set.Name, tt.wantName) || len(set.Curve("kv")) == 0 || len(set.Curve("round_robin")) == 0 {
+				t.Fatalf("set %q with %d levels", set.Name, len(set.Levels))
+			}
+		})
+	}
+}

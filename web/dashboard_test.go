@@ -1,0 +1,125 @@
+package web
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/loadgen"
+)
+
+func builtinAverage(t *testing.T) *baselines.Set {
+	t.Helper()
+	sets, err := baselines.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets[0].Sort()
+	return &sets[0]
+}
+
+func tile(td components.TilesData, id string) components.Tile {
+	for _, x := range td.Tiles {
+		if x.ID == id {
+			return x
+		}
+	}
+	return components.Tile{}
+}
+
+func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
+	set := builtinAverage(t)
+	f, _ := baselines.FieldByKey("ttft_p95_ms")
+	rr, _ := set.At("round_robin", 120, f)
+	kv, _ := set.At("kv", 120, f)
+	tests := []struct {
+		name, policy string
+		target       int
+		want         float64
+		has          bool
+	}{
+		{"round-robin compares with the round-robin curve", "round_robin", 120, rr, true},
+		{"least-loaded compares with round-robin too", "least_loaded", 120, rr, true},
+		{"kv compares with the kv curve", "kv", 120, kv, true},
+		{"dynamo compares with the kv curve", "dynamo", 120, kv, true},
+		// Below the measured range there is no baseline, never an extrapolation.
+		{"a concurrency outside the measured range shows a dash", "kv", 20, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			load := &fakeLoad{target: tt.target}
+			load.snap.Window.TTFT = loadgen.Quantiles{Count: 10, P50: 100, P95: 2 * tt.want}
+			opts := testOptions()
+			opts.Baseline = set
+			s := New(load, newFakeRouter(tt.policy), opts)
+			got := tile(s.tiles(load.Snapshot()), "ttft-p95")
+			if !tt.has {
+				if got.Baseline != "—" || got.Delta != "" {
+					t.Fatalf("baseline %q delta %q, want a dash and no delta", got.Baseline, got.Delta)
+				}
+				return
+			}
+			if want := "base " + components.FormatMs(tt.want, 1); got.Baseline != want {
+				t.Fatalf("baseline = %q, want %q", got.Baseline, want)
+			}
+			// Live is twice the baseline: +100%, and worse for a latency.
+			if got.Delta != "+100%" || got.Better {
+				t.Fatalf("delta = %q better=%v, want +100%% and worse", got.Delta, got.Better)
+			}
+		})
+	}
+}
+
+func TestTilesWithoutDataShowDashes(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	s := New(load, newFakeRouter("kv"), testOptions())
+	for _, x := range s.tiles(load.Snapshot()).Tiles {
+		if x.Value != "—" {
+			t.Errorf("tile %s = %q with an empty window, want a dash", x.ID, x.Value)
+		}
+	}
+}
+
+func TestErrorTileCountsShedRequests(t *testing.T) {
+	load := &fakeLoad{target: 60}
+	load.snap.Window = loadgen.Stats{Covered: time.Minute, Completed: 90, Errors: 10, ErrorRate: 0.1}
+	rt := newFakeRouter("kv")
+	rt.shed = 7
+	s := New(load, rt, testOptions())
+	got := tile(s.tiles(load.Snapshot()), "errors")
+	if got.Value != "10.0%" || got.Level != "bad" || !strings.Contains(got.Note, "7 shed") {
+		t.Fatalf("errors tile = %+v", got)
+	}
+}
+
+func TestEnvelopeSentence(t *testing.T) {
+	m := func(ttft float64) baselines.Metrics { return baselines.Metrics{TTFTP95: ttft, TPOTP95: 30} }
+	set := &baselines.Set{Levels: []baselines.Level{
+		{Concurrency: 60, Mode: "kv", Metrics: m(300)}, {Concurrency: 80, Mode: "kv", Metrics: m(500)}, {Concurrency: 100, Mode: "kv", Metrics: m(700)},
+		{Concurrency: 60, Mode: "round_robin", Metrics: m(900)},
+	}}
+	describe := func(s string) string { return map[string]string{"kv": "KV-aware", "round_robin": "Round-robin"}[s] }
+	tests := []struct {
+		name string
+		set  *baselines.Set
+		want string
+	}{
+		{"a mode that fails inside the range holds it up to the last good level", set, "KV-aware holds it up to 80 conversations"},
+		{"a mode that fails at the lowest level says so", set, "Round-robin misses it even at 60, the lowest level measured"},
+		{"a mode good everywhere is not claimed beyond the range", &baselines.Set{Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
+			"KV-aware holds it at every level measured, up to 60 and perhaps beyond"},
+		{"a mode without a curve says it was not measured", &baselines.Set{Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
+			"Round-robin was not measured"},
+		{"no set at all says so", nil, "No stored baseline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := EnvelopeSentence(tt.set, baselines.DefaultSLO, describe)
+			if !strings.Contains(got, tt.want) {
+				t.Fatalf("%q lacks %q", got, tt.want)
+			}
+		})
+	}
+}
