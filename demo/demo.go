@@ -5,6 +5,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +23,10 @@ import (
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/recording"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/store"
 	"github.com/kvlens/kvlens/web"
 )
 
@@ -62,6 +65,11 @@ type Config struct {
 	// Dashboard configures the page: slider scale, SLOs, operator token and
 	// public URL.
 	Dashboard web.Options
+	// Record keeps the session in the store (DB), for replay and export.
+	Record bool
+	// RecordingRetention deletes recordings older than this at start; 0
+	// keeps them all.
+	RecordingRetention time.Duration
 	// DB is the store's path, for the baselines; empty means the built-in
 	// sets only. A store that fails to open costs a warning, not the demo.
 	DB string
@@ -105,6 +113,11 @@ type Demo struct {
 	Web *web.Server
 	// Metrics is the registry /metrics serves.
 	Metrics *prometheus.Registry
+	// Recording is the id of this session's recording in the store; 0 when
+	// the session is not recorded.
+	Recording int64
+
+	db *store.DB // open while recording
 
 	fleet   *sim.Fleet
 	scraper *scraper // real workers' /metrics; nil for the simulated fleet
@@ -200,6 +213,13 @@ func Start(cfg Config) (*Demo, error) {
 		opts.Gauges = d.scraper.gauges
 		opts.GaugeSource = "each worker's /metrics (vLLM gauges, every 2 s)"
 	}
+	var rec *recording.Recorder
+	if cfg.Record && cfg.DB != "" {
+		rec = d.startRecording(cfg)
+		if rec != nil {
+			opts.Record = func(frame []byte) { rec.Add("snapshot", frame) }
+		}
+	}
 	if opts.Baseline == nil {
 		set, err := chooseBaseline(cfg.DB, cfg.Baseline)
 		if err != nil {
@@ -228,6 +248,10 @@ func Start(cfg Config) (*Demo, error) {
 	mux.Handle(router.AdminPrefix+"/", d.Proxy.Admin())
 	mux.Handle("/", d.Web.Handler())
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if rec != nil {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); rec.Run(ctx) }()
+	}
 	if frontend != nil {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); frontend.Run(ctx, clock.Real, 5*time.Second) }()
@@ -268,7 +292,10 @@ func (d *Demo) Close(ctx context.Context) error {
 	if d.fleet != nil {
 		err = errors.Join(err, d.fleet.Close(ctx))
 	}
-	d.wg.Wait()
+	d.wg.Wait() // the recorder has written its last frames
+	if d.db != nil {
+		err = errors.Join(err, d.db.Close())
+	}
 	return err
 }
 
@@ -285,6 +312,31 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 			fmt.Fprintln(w, StatusLine(d.Proxy.PolicyName(), d.Gen.Snapshot()))
 		}
 	}
+}
+
+// startRecording opens the store and starts this session's recording. A
+// store that cannot be opened turns recording off with a one-line warning:
+// the demo itself must not depend on the disk.
+func (d *Demo) startRecording(cfg Config) *recording.Recorder {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := store.Open(ctx, cfg.DB)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens: warning: not recording this session: %v\n", err)
+		return nil
+	}
+	conf, _ := json.Marshal(map[string]any{
+		"policy": cfg.Policy, "model": cfg.Model, "workers": d.WorkerURLs,
+		"profile": cfg.SimProfile.Name, "concurrency": cfg.Load.Concurrency,
+	})
+	rec, err := recording.Start(ctx, db, clock.Real, recording.Name(time.Now()), conf, cfg.RecordingRetention)
+	if err != nil {
+		db.Close()
+		fmt.Fprintf(os.Stderr, "kvlens: warning: not recording this session: %v\n", err)
+		return nil
+	}
+	d.db, d.Recording = db, rec.ID()
+	return rec
 }
 
 // StatusLine is the one-line summary the terminal shows every few seconds.

@@ -183,6 +183,9 @@ func (s *Server) frames() [][]byte {
 	s.history.add(p)
 	mode := s.rt.PolicyName()
 	js, _ := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: s.opts.Describe(mode), Points: []Point{p}, Marks: s.history.takeFresh(), Live: livePoint(snap, mode)})
+	if s.opts.Record != nil {
+		s.opts.Record(js)
+	}
 	return [][]byte{js, s.panelsHTML(snap)}
 }
 

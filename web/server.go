@@ -79,6 +79,9 @@ type Options struct {
 	// figures by worker name; GaugeSource says where they come from.
 	Gauges      func() map[string]Gauge
 	GaugeSource string
+	// Record, when set, receives every 1 Hz chart frame (JSON, with the
+	// marks made since the last one), for the session's recording.
+	Record func(frame []byte)
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error

@@ -17,7 +17,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KVLENS_RUN_MAIN") == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	// serve records sessions in the user's data directory by default: keep
+	// the tests' kvlens processes out of the real one.
+	data, err := os.MkdirTemp("", "kvlens-test-data")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_DATA_HOME", data)
+	code := m.Run()
+	os.RemoveAll(data)
+	os.Exit(code)
 }
 
 // kvlens returns a command that runs kvlens with args.
