@@ -27,6 +27,8 @@ func run(args []string) int {
 		return sweepCmd(rest)
 	case "baselines":
 		return baselinesCmd(rest)
+	case "plan":
+		return planCmd(rest)
 	case "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
@@ -42,6 +44,7 @@ Commands:
   sim         run simulated workers on their own, or benchmark the simulator
   sweep       measure concurrency levels × routing modes into a baseline set and reports
   baselines   list, show, import, export or delete stored baseline sets
+  plan        plan capacity in virtual time: concurrency per policy and worker count within SLOs
   help        show this text
 
 Run 'kvlens serve -h' for the flags of serve.
