@@ -44,6 +44,10 @@ func planCmd(args []string) int {
 	fs.Float64Var(&load.StartRate, "target-rps", load.StartRate, "conversations started per second while ramping up")
 	fs.Uint64Var(&load.Seed, "seed", load.Seed, "seed of the simulation")
 	fs.StringVar(&out, "out", "kvlens-plan.png", "path of the chart (PNG)")
+	var study string
+	var perWorkerLoad int
+	fs.StringVar(&study, "study", "", "instead of planning, run a scaling study at these comma-separated worker counts: round_robin (queue) against dynamo and kv (both shedding, as Dynamo's KV router does), printed as a Markdown table")
+	fs.IntVar(&perWorkerLoad, "study-load", 40, "with --study, conversations per worker")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: kvlens plan [flags]
 
@@ -92,6 +96,9 @@ Flags:
 		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	pc.Base = simulate.Config{Profile: prof, Load: load, Seed: load.Seed, Router: router.Config{Admission: admission}}
+	if study != "" {
+		return studyCmd(pc, study, perWorkerLoad)
+	}
 	pc.OnProbe = func(p simulate.Probe) {
 		verdict := "fails"
 		if p.Holds {
@@ -157,4 +164,32 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 			}
 		}
 	}
+}
+
+// studyCmd runs `kvlens plan --study`.
+func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
+	var workers []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			fmt.Fprintf(os.Stderr, "kvlens plan: --study: %q is not a worker count from 1 to 1024\n", f)
+			return 2
+		}
+		workers = append(workers, n)
+	}
+	arms := []simulate.Arm{{Policy: "round_robin", Admission: router.AdmitQueue}, {Policy: "dynamo", Admission: router.AdmitShed}, {Policy: "kv", Admission: router.AdmitShed}}
+	start := time.Now()
+	rows, err := simulate.Study(context.Background(), pc.Base, arms, workers, perWorker, pc.SLO, pc.Warmup, pc.Measure)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+		return 1
+	}
+	fmt.Printf("| N | policy (admission) | concurrency | TTFT p50 ms | TTFT p95 ms | shed %% | goodput req/s | KV hit %% |\n")
+	fmt.Printf("|--:|:--|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rows {
+		fmt.Printf("| %d | %s (%s) | %d | %.0f | %.0f | %.1f | %.2f | %.1f |\n", r.Workers, r.Policy, r.Admission, r.Concurrency,
+			r.Level.TTFTP50, r.Level.TTFTP95, r.ShedPct, r.GoodputPerSec, r.Level.KVHitRate)
+	}
+	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
+	return 0
 }
