@@ -175,3 +175,78 @@ func TestSweepReportsProgressInVirtualTime(t *testing.T) {
 		t.Errorf("elapsed %v of virtual time, want %v", last.Elapsed, want)
 	}
 }
+
+func TestPlanFindsTheKneeAndTheWorkersForATarget(t *testing.T) {
+	pc := PlanConfig{
+		Base:     smallConfig(1),
+		Policies: []string{"kv"},
+		Workers:  []int{1},
+		Target:   30,
+		SLO:      baselines.SLO{TTFT: 600 * time.Millisecond, TPOT: 60 * time.Millisecond},
+		Warmup:   20 * time.Second, Measure: 40 * time.Second,
+		PerWorker: 100,
+	}
+	// A small batch makes one worker saturate at a concurrency the search
+	// reaches quickly.
+	pc.Base.Profile.MaxBatchSize = 16
+	var probes []Probe
+	pc.OnProbe = func(p Probe) { probes = append(probes, p) }
+	res, err := Plan(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Capacities[0]
+	if c.MaxConcurrency < 8 || c.MaxConcurrency > 24 {
+		t.Fatalf("one worker with a batch of 16 holds the SLO up to %d conversations, want about 16 (probes %+v)", c.MaxConcurrency, probes)
+	}
+	var above bool
+	for _, p := range probes {
+		if p.Workers == 1 && p.Concurrency > c.MaxConcurrency && p.Holds {
+			t.Errorf("probe at %d held, above the answer %d", p.Concurrency, c.MaxConcurrency)
+		}
+		above = above || (p.Workers == 1 && p.Concurrency > c.MaxConcurrency)
+	}
+	if !above {
+		t.Error("no probe above the answer failed: the search never found the knee")
+	}
+	if n := res.Needed["kv"]; n < 2 || n > 4 {
+		t.Errorf("%d workers needed for 30 conversations at about 16 each, want 2 to 4", n)
+	}
+}
+
+func TestPlanRefusesAnEmptyQuestion(t *testing.T) {
+	tests := []struct {
+		name string
+		pc   PlanConfig
+	}{
+		{"no policies", PlanConfig{Workers: []int{1}, PerWorker: 10, Measure: time.Second}},
+		{"neither worker counts nor a target", PlanConfig{Policies: []string{"kv"}, PerWorker: 10, Measure: time.Second}},
+		{"no measurement", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Plan(context.Background(), tt.pc); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// BenchmarkSweepLevel simulates one seed-000 level (3 workers, 120
+// conversations, 60 s warmup and 300 s measurement) and reports how many
+// times faster than real time it ran.
+func BenchmarkSweepLevel(b *testing.B) {
+	c := baselines.SweepConfig{Levels: []int{120}, Modes: []string{"kv"}, Warmup: time.Minute, Measure: 5 * time.Minute,
+		Snapshots: 3, Repeats: 1, SLO: baselines.DefaultSLO}
+	cfg := smallConfig(1)
+	cfg.Workers = 3
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := Sweep(context.Background(), c, cfg, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	virtual := float64(b.N) * (c.Warmup + c.Measure).Seconds()
+	b.ReportMetric(virtual/time.Since(start).Seconds(), "x_real_time")
+}
