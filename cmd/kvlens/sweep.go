@@ -374,6 +374,11 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run)
 		target = t
 	}
 	progress, finish := progressReporter(os.Stderr)
+	if o.virtual {
+		// Phases start in virtual time; the bar moves by whole phases.
+		inner := progress
+		progress = func(p baselines.Progress) { p.PhaseLength = 0; inner(p) }
+	}
 	sw := baselines.Sweep{
 		Config: *c, Target: target, Clock: clk, Done: done, OnProgress: progress,
 		Save: func(ctx context.Context, rl baselines.RunLevel) error { return db.SaveRunLevel(ctx, run.ID, rl) },
