@@ -18,7 +18,7 @@ import (
 func smallSweep() baselines.SweepConfig {
 	return baselines.SweepConfig{
 		Levels: []int{6, 12}, Modes: []string{"round_robin", "kv"},
-		Warmup: 20 * time.Second, Measure: 60 * time.Second, Snapshots: 2, Repeats: 1,
+		Warmup: 10 * time.Second, Measure: 40 * time.Second, Snapshots: 2, Repeats: 1,
 		SLO: baselines.DefaultSLO, Window: time.Minute,
 	}
 }
@@ -171,7 +171,7 @@ func TestSweepReportsProgressInVirtualTime(t *testing.T) {
 	if len(levels) != 4 || last.Phase != baselines.PhaseDone || last.Finished != 4 {
 		t.Fatalf("%d levels, last progress %+v", len(levels), last)
 	}
-	if want := 4 * 80 * time.Second; last.Elapsed != want {
+	if want := 4 * 50 * time.Second; last.Elapsed != want {
 		t.Errorf("elapsed %v of virtual time, want %v", last.Elapsed, want)
 	}
 }
