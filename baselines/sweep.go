@@ -303,20 +303,10 @@ func finishedAny(snaps []loadgen.Stats) bool {
 	return false
 }
 
-// sleep waits d on clk, or until ctx ends.
+// sleep waits d on clk, or until ctx ends; on a discrete-event loop's clock
+// it runs the loop for d.
 func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	fired := make(chan struct{})
-	timer := clk.AfterFunc(d, func() { close(fired) })
-	select {
-	case <-fired:
-		return nil
-	case <-ctx.Done():
-		timer.Stop()
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, clk, d)
 }
 
 // LevelFromStats averages snapshots of the rolling window into a level. Each

@@ -15,9 +15,12 @@ type conversation struct {
 	starter  *Starter
 	headings []string
 	turns    int // how many turns it will have
-	messages []tokenizer.Message
-	rng      *rand.Rand
-	log      *ConversationLog
+	turn     int // the turn in progress, from 0
+	// question and source are the turn's question and who wrote it.
+	question, source string
+	messages         []tokenizer.Message
+	rng              *rand.Rand
+	log              *ConversationLog
 }
 
 // openingQuestion is the first user turn without the starter's text.

@@ -4,12 +4,15 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,25 +150,31 @@ type TraceStats struct {
 }
 
 // Generator runs conversations. Its methods are safe for concurrent use.
+//
+// It is event-driven: a conversation is a state machine advanced by
+// callbacks (the transport's done, and timers on the generator's clock for
+// pacing, think time and request timeouts), never a goroutine blocked on a
+// channel. So the same code runs in real time, where the clock's timers and
+// the transport's streams fire from their own goroutines, and in virtual
+// time, where a discrete-event loop fires every callback from one goroutine
+// in a fixed order and the run is reproducible (package des).
 type Generator struct {
 	cfg       Config
 	clk       clock.Clock
-	transport Transport
+	transport AsyncTransport
 	window    *Window
 	metrics   *Metrics
 	log       convLog
 
-	// wakeups counts supervisor loop passes, so a test can tell an idle
-	// supervisor from a spinning one.
+	// wakeups counts passes of the start logic (fill), so a test can tell
+	// an idle generator from a spinning one.
 	wakeups atomic.Int64
 
 	mu        sync.Mutex
 	target    int
 	live      int
 	inFlight  int
-	cancel    context.CancelFunc // nil when stopped
-	done      chan struct{}      // closed when the current run has fully ended
-	wake      chan struct{}
+	run       *run // nil when stopped
 	rng       *rand.Rand
 	user      UserStats
 	traceSent int
@@ -173,8 +182,59 @@ type Generator struct {
 	lag       *ddsketch.DDSketchWithExactSummaryStatistics
 }
 
-// New returns a stopped generator. metrics may be nil.
+// run is one Start..Stop period. Its fields are guarded by Generator.mu.
+type run struct {
+	// ctx ends when the run stops; only the user model's questions use it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// done is closed once the run is stopped and every conversation (or
+	// trace request) has ended.
+	done    chan struct{}
+	closed  bool
+	stopped bool
+	// convs counts conversations, or trace requests, not yet ended.
+	convs int
+	// pacing says a timer will call fill when the next start is allowed.
+	pacing bool
+	// next is the earliest time the next conversation may start.
+	next time.Time
+	// waits are the run's pending timers; Stop cancels them.
+	waits map[*wait]struct{}
+	// turns are the requests in flight; Stop cancels them.
+	turns map[*turn]struct{}
+	// seq numbers waits and turns, so that Stop cancels them in the order
+	// they began: a virtual-time run stays reproducible.
+	seq uint64
+}
+
+// wait is a pending timer of a run. cancelled, if not nil, runs instead of
+// the timer's function when the run stops first.
+type wait struct {
+	seq       uint64
+	t         clock.Timer
+	cancelled func()
+}
+
+// turn is one request in flight.
+type turn struct {
+	seq uint64
+	// mu guards cancel, which the transport returns only after it may
+	// already have finished the turn.
+	mu       sync.Mutex
+	cancel   func(error)
+	timer    clock.Timer // request timeout, or nil
+	timedOut atomic.Bool
+}
+
+// New returns a stopped generator over a blocking transport, each of whose
+// turns runs in its own goroutine (see Async). metrics may be nil.
 func New(t Transport, cfg Config, metrics *Metrics) (*Generator, error) {
+	return NewAsync(Async(t), cfg, metrics)
+}
+
+// NewAsync returns a stopped generator over an asynchronous transport.
+// metrics may be nil.
+func NewAsync(t AsyncTransport, cfg Config, metrics *Metrics) (*Generator, error) {
 	switch {
 	case len(cfg.Starters) == 0 && len(cfg.Trace) == 0:
 		return nil, errors.New("loadgen: no conversation starters")
@@ -216,7 +276,6 @@ func New(t Transport, cfg Config, metrics *Metrics) (*Generator, error) {
 		window:    NewWindow(cfg.Window, cfg.SLO, clk.Now),
 		metrics:   metrics,
 		target:    cfg.Concurrency,
-		wake:      make(chan struct{}, 1),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		lag:       newSketch(),
 	}
@@ -234,34 +293,90 @@ func checkConcurrency(n int) error {
 // Start begins generating load. Starting a running generator does nothing.
 func (g *Generator) Start() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.cancel != nil {
+	if g.run != nil {
+		g.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	g.done = make(chan struct{})
+	r := &run{ctx: ctx, cancel: cancel, done: make(chan struct{}), waits: map[*wait]struct{}{}, turns: map[*turn]struct{}{}}
+	g.run = r
 	if len(g.cfg.Trace) > 0 {
 		g.traceSent, g.traceDone = 0, 0
 		g.lag = newSketch()
-		go g.replay(ctx, g.done)
+		start := g.clk.Now().Add(replayLead)
+		g.afterLocked(r, 0, func() { g.dispatch(r, start, 0) }, nil)
+		g.mu.Unlock()
 		return
 	}
-	go g.supervise(ctx, g.done)
+	g.mu.Unlock()
+	g.fill(r)
 }
 
 // Stop cancels every conversation and request in flight, and returns once
-// none is left, so a Start right after never overlaps the old run.
+// none is left, so a Start right after never overlaps the old run. A
+// transport driven by a discrete-event loop ends its turns as it is
+// cancelled, so Stop then returns without the loop running.
 func (g *Generator) Stop() {
 	g.mu.Lock()
-	cancel, done := g.cancel, g.done
-	g.cancel = nil
-	g.mu.Unlock()
-	if cancel == nil {
+	r := g.run
+	if r == nil {
+		g.mu.Unlock()
 		return
 	}
-	cancel()
-	<-done
+	g.run = nil
+	r.stopped = true
+	// A timer that fired but has not yet taken the lock finds its wait
+	// gone and does nothing, so exactly one of f and cancelled runs.
+	waits := slices.SortedFunc(maps.Keys(r.waits), func(a, b *wait) int { return cmp.Compare(a.seq, b.seq) })
+	var cancelled []func()
+	for _, w := range waits {
+		w.t.Stop()
+		if w.cancelled != nil {
+			cancelled = append(cancelled, w.cancelled)
+		}
+	}
+	clear(r.waits)
+	turns := slices.SortedFunc(maps.Keys(r.turns), func(a, b *turn) int { return cmp.Compare(a.seq, b.seq) })
+	g.closeIfDoneLocked(r)
+	g.mu.Unlock()
+	r.cancel()
+	for _, f := range cancelled {
+		f()
+	}
+	for _, t := range turns {
+		t.abort(context.Canceled)
+	}
+	<-r.done
+}
+
+func (g *Generator) closeIfDoneLocked(r *run) {
+	if r.stopped && r.convs == 0 && !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+}
+
+// afterLocked runs f after d on the generator's clock, unless r stops first;
+// then cancelled runs instead, if not nil. g.mu is held.
+func (g *Generator) afterLocked(r *run, d time.Duration, f, cancelled func()) {
+	if r.stopped {
+		if cancelled != nil {
+			defer func() { g.mu.Unlock(); cancelled(); g.mu.Lock() }()
+		}
+		return
+	}
+	r.seq++
+	w := &wait{seq: r.seq, cancelled: cancelled}
+	r.waits[w] = struct{}{}
+	w.t = g.clk.AfterFunc(d, func() {
+		g.mu.Lock()
+		_, ok := r.waits[w]
+		delete(r.waits, w)
+		g.mu.Unlock()
+		if ok { // else Stop took it
+			f()
+		}
+	})
 }
 
 // SetConcurrency changes the target number of conversations. Raising it
@@ -274,8 +389,11 @@ func (g *Generator) SetConcurrency(n int) error {
 	}
 	g.mu.Lock()
 	g.target = n
+	r := g.run
 	g.mu.Unlock()
-	g.poke()
+	if r != nil && len(g.cfg.Trace) == 0 {
+		g.fill(r)
+	}
 	return nil
 }
 
@@ -289,7 +407,7 @@ func (g *Generator) Snapshot() Snapshot {
 	defer g.mu.Unlock()
 	s := Snapshot{
 		Time:     g.clk.Now(),
-		Running:  g.cancel != nil,
+		Running:  g.run != nil,
 		Workload: "conversations",
 		Target:   g.target,
 		Live:     g.live,
@@ -315,164 +433,177 @@ func (g *Generator) Conversations() []ConversationSummary { return g.log.list() 
 // turns' text and metrics; false when it is unknown or has left the log.
 func (g *Generator) Conversation(id uint64) (ConversationLog, bool) { return g.log.get(id) }
 
-func (g *Generator) poke() {
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
-// sleep waits d on the generator's clock; it reports false if ctx ended first.
-func (g *Generator) sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	ch := make(chan struct{})
-	t := g.clk.AfterFunc(d, func() { close(ch) })
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	}
-}
-
-// supervise keeps the number of live conversations at the target until ctx
-// ends, then waits for every conversation to return and closes done. It
-// blocks while there is nothing to do: it wakes only when the target changes,
-// a conversation ends, or the pacing allows the next start.
-func (g *Generator) supervise(ctx context.Context, done chan struct{}) {
-	var wg sync.WaitGroup
-	defer func() {
-		wg.Wait()
-		close(done)
-	}()
+// fill starts conversations until the target is reached, paced by the start
+// rate: when the next start is not yet allowed, it sets one timer that calls
+// it again. It runs whenever the target may have been missed: at Start, when
+// the target changes, when a conversation ends and when the pacing allows.
+func (g *Generator) fill(r *run) {
 	var interval time.Duration // between starts; 0 is unpaced
 	if g.cfg.StartRate > 0 {
 		interval = time.Duration(float64(time.Second) / g.cfg.StartRate)
 	}
-	var next time.Time // the earliest time the next start is allowed
 	for {
 		g.wakeups.Add(1)
 		g.mu.Lock()
-		short := g.target - g.live
-		g.mu.Unlock()
-		if short <= 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-g.wake:
-				continue
-			}
+		if r.stopped || r.pacing || g.live >= g.target {
+			g.mu.Unlock()
+			return
 		}
 		if interval > 0 {
 			now := g.clk.Now()
-			if now.Before(next) {
-				t := g.clk.AfterFunc(next.Sub(now), g.poke)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-g.wake:
-					t.Stop()
-					continue
-				}
+			if now.Before(r.next) {
+				r.pacing = true
+				g.afterLocked(r, r.next.Sub(now), func() {
+					g.mu.Lock()
+					r.pacing = false
+					g.mu.Unlock()
+					g.fill(r)
+				}, nil)
+				g.mu.Unlock()
+				return
 			}
-			next = now.Add(interval)
-		} else if ctx.Err() != nil {
-			return
-		}
-		g.mu.Lock()
-		if g.live >= g.target { // lowered while we waited
-			g.mu.Unlock()
-			continue
+			r.next = now.Add(interval)
 		}
 		g.live++
+		r.convs++
 		s := &g.cfg.Starters[g.rng.IntN(len(g.cfg.Starters))]
 		turns := g.cfg.Turns.sample(g.rng)
 		rng := rand.New(rand.NewPCG(g.rng.Uint64(), g.rng.Uint64()))
 		g.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.converse(ctx, newConversation(s, turns, rng))
-		}()
+		c := newConversation(s, turns, rng)
+		c.log = g.log.open(c.starter, c.turns, g.clk.Now())
+		c.question, c.source = openingQuestion(c.starter), "opening"
+		g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
+			g.answered(r, c, res, stopped)
+		})
 	}
 }
 
-// send makes one request, counting it in flight and bounding it by the
-// request timeout.
-func (g *Generator) send(ctx context.Context, req TurnRequest) Result {
+// send starts one request, counting it in flight and bounding it by the
+// request timeout. done gets the result, and whether the run stopped while
+// the request was out (its result is then not the server's doing).
+func (g *Generator) send(r *run, req TurnRequest, done func(res Result, stopped bool)) {
+	t := &turn{}
 	g.mu.Lock()
-	g.inFlight++
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.inFlight--
+	if r.stopped {
 		g.mu.Unlock()
-	}()
-	if g.cfg.RequestTimeout <= 0 {
-		return g.transport.Chat(ctx, req, g.window.ObserveFirstToken)
+		done(Result{Err: context.Canceled, Class: ErrCancelled}, true)
+		return
 	}
-	// The timeout runs on the generator's clock, not context.WithTimeout's
-	// real one, so a virtual-time run times out in virtual time.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	t := g.clk.AfterFunc(g.cfg.RequestTimeout, func() { cancel(errRequestTimeout) })
-	defer t.Stop()
-	r := g.transport.Chat(ctx, req, g.window.ObserveFirstToken)
-	if r.Err != nil && errors.Is(context.Cause(ctx), errRequestTimeout) {
-		r.Class = ErrTimeout
-		r.Err = fmt.Errorf("%w after %v: %w", errRequestTimeout, g.cfg.RequestTimeout, r.Err)
+	g.inFlight++
+	r.seq++
+	t.seq = r.seq
+	r.turns[t] = struct{}{}
+	g.mu.Unlock()
+	var once sync.Once
+	finish := func(res Result) {
+		once.Do(func() {
+			t.mu.Lock()
+			if t.timer != nil {
+				t.timer.Stop()
+			}
+			t.mu.Unlock()
+			g.mu.Lock()
+			g.inFlight--
+			delete(r.turns, t)
+			stopped := r.stopped
+			g.mu.Unlock()
+			if res.Err != nil && t.timedOut.Load() {
+				res.Class = ErrTimeout
+				res.Err = fmt.Errorf("%w after %v: %w", errRequestTimeout, g.cfg.RequestTimeout, res.Err)
+			}
+			done(res, stopped)
+		})
 	}
-	return r
+	t.mu.Lock()
+	if g.cfg.RequestTimeout > 0 {
+		// The timeout runs on the generator's clock, so a virtual-time run
+		// times out in virtual time.
+		t.timer = g.clk.AfterFunc(g.cfg.RequestTimeout, func() {
+			t.timedOut.Store(true)
+			t.abort(errRequestTimeout)
+		})
+	}
+	t.cancel = g.transport.Start(req, g.window.ObserveFirstToken, finish)
+	t.mu.Unlock()
+}
+
+// abort cancels the turn, once the transport has started it.
+func (t *turn) abort(cause error) {
+	t.mu.Lock()
+	cancel := t.cancel
+	t.mu.Unlock()
+	cancel(cause)
 }
 
 var errRequestTimeout = errors.New("request timeout")
 
-// converse plays one conversation to its end, or until it is surplus to the
-// target at a turn boundary, or until ctx ends.
-func (g *Generator) converse(ctx context.Context, c *conversation) {
-	counted := false // whether leaveIfSurplus already counted us out
-	c.log = g.log.open(c.starter, c.turns, g.clk.Now())
-	defer func() {
-		g.log.end(c.log)
-		if !counted {
-			g.mu.Lock()
-			g.live--
-			g.mu.Unlock()
-		}
-		g.poke()
-	}()
-	question, source := openingQuestion(c.starter), "opening"
-	for turn := range c.turns {
-		if turn > 0 {
-			if !g.sleep(ctx, g.cfg.ThinkTime) {
-				return
-			}
-			if g.leaveIfSurplus() {
-				counted = true
-				return
-			}
-		}
-		r := g.send(ctx, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens})
-		if ctx.Err() != nil {
-			return // stopped by us: not the server's failure, not counted
-		}
-		r.Turn = turn
-		g.window.ObserveDone(r)
-		g.metrics.observe(turn, r)
-		g.log.addTurn(c.log, turnLog(turn, question, source, r))
-		if r.Err != nil {
-			return // the conversation cannot go on without the answer
-		}
-		c.messages = append(c.messages, tokenizer.Message{Role: "assistant", Content: r.Text})
-		if turn+1 < c.turns {
-			question, source = g.followUp(ctx, c)
-			c.messages = append(c.messages, tokenizer.Message{Role: "user", Content: question})
-		}
+// answered takes a conversation's answer and moves it on: to the next turn
+// after the think time, or to its end.
+func (g *Generator) answered(r *run, c *conversation, res Result, stopped bool) {
+	if stopped {
+		g.endConversation(r, c, false) // stopped by us: not the server's failure, not counted
+		return
 	}
+	res.Turn = c.turn
+	g.window.ObserveDone(res)
+	g.metrics.observe(c.turn, res)
+	g.log.addTurn(c.log, turnLog(c.turn, c.question, c.source, res))
+	if res.Err != nil {
+		g.endConversation(r, c, false) // the conversation cannot go on without the answer
+		return
+	}
+	c.messages = append(c.messages, tokenizer.Message{Role: "assistant", Content: res.Text})
+	c.turn++
+	if c.turn >= c.turns {
+		g.endConversation(r, c, false)
+		return
+	}
+	next := func(question, source string) {
+		c.question, c.source = question, source
+		c.messages = append(c.messages, tokenizer.Message{Role: "user", Content: question})
+		g.mu.Lock()
+		g.afterLocked(r, g.cfg.ThinkTime, func() { g.nextTurn(r, c) }, func() { g.endConversation(r, c, false) })
+		g.mu.Unlock()
+	}
+	if g.cfg.User == nil {
+		next(g.followUp(r.ctx, c))
+		return
+	}
+	go func() { // the user model answers over HTTP
+		q, source := g.followUp(r.ctx, c)
+		if r.ctx.Err() != nil {
+			g.endConversation(r, c, false)
+			return
+		}
+		next(q, source)
+	}()
+}
+
+// nextTurn sends a conversation's next question after its think time, unless
+// it is surplus to the target.
+func (g *Generator) nextTurn(r *run, c *conversation) {
+	if g.leaveIfSurplus() {
+		g.endConversation(r, c, true)
+		return
+	}
+	g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
+		g.answered(r, c, res, stopped)
+	})
+}
+
+// endConversation closes a conversation; counted says leaveIfSurplus
+// already counted it out of the live ones.
+func (g *Generator) endConversation(r *run, c *conversation, counted bool) {
+	g.log.end(c.log)
+	g.mu.Lock()
+	if !counted {
+		g.live--
+	}
+	r.convs--
+	g.closeIfDoneLocked(r)
+	g.mu.Unlock()
+	g.fill(r)
 }
 
 // followUp asks the user simulator for the next question, falling back to the
@@ -513,55 +644,60 @@ func (g *Generator) leaveIfSurplus() bool {
 	return false
 }
 
-// replayLead is how long before its due time each trace request is handed
-// to its own goroutine, which synthesizes the prompt and then waits for the
-// due time itself: no request waits behind another's wake-up, and a
-// dispatcher descheduled for a moment still has every request on time.
+// replayLead is how long before its due time each trace request's prompt is
+// synthesized, in its own timer callback, which then waits for the due time
+// itself: no request waits behind another's synthesis, and a dispatcher
+// descheduled for a moment still has every request on time.
 const replayLead = 100 * time.Millisecond
 
-// replay sends each trace record at its timestamp after the run's start (an
-// open loop: nothing waits for earlier answers), then waits for the answers
-// and closes done.
-func (g *Generator) replay(ctx context.Context, done chan struct{}) {
-	var wg sync.WaitGroup
-	defer func() {
-		wg.Wait()
-		close(done)
-	}()
+// dispatch handles trace record i at its due time less replayLead after
+// start (an open loop: nothing waits for earlier answers): it schedules the
+// next record's dispatch, synthesizes this one's prompt and sends it at its
+// due time.
+func (g *Generator) dispatch(r *run, start time.Time, i int) {
 	trace := g.cfg.Trace
 	origin := trace[0].Timestamp
-	start := g.clk.Now().Add(replayLead)
-	for i := range trace {
-		rec := &trace[i]
-		due := start.Add(time.Duration(rec.Timestamp-origin) * time.Millisecond)
-		if !g.sleep(ctx, due.Add(-replayLead).Sub(g.clk.Now())) {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := TurnRequest{
-				Messages:  []tokenizer.Message{{Role: "user", Content: TracePrompt(*rec)}},
-				MaxTokens: rec.OutputLength,
-			}
-			if !g.sleep(ctx, due.Sub(g.clk.Now())) {
-				return
-			}
-			lag := g.clk.Now().Sub(due)
-			g.mu.Lock()
-			g.traceSent++
-			g.lag.Add(ms(max(lag, 0)))
-			g.mu.Unlock()
-			r := g.send(ctx, req)
-			if ctx.Err() != nil {
-				return
-			}
-			r.Turn = rec.Line
-			g.window.ObserveDone(r)
-			g.metrics.observe(0, r)
-			g.mu.Lock()
-			g.traceDone++
-			g.mu.Unlock()
-		}()
+	due := func(i int) time.Time { return start.Add(time.Duration(trace[i].Timestamp-origin) * time.Millisecond) }
+	rec := &trace[i]
+	g.mu.Lock()
+	if i+1 < len(trace) {
+		g.afterLocked(r, due(i+1).Add(-replayLead).Sub(g.clk.Now()), func() { g.dispatch(r, start, i+1) }, nil)
 	}
+	if r.stopped {
+		g.mu.Unlock()
+		return
+	}
+	r.convs++
+	g.mu.Unlock()
+	req := TurnRequest{
+		Messages:  []tokenizer.Message{{Role: "user", Content: TracePrompt(*rec)}},
+		MaxTokens: rec.OutputLength,
+	}
+	ended := func() {
+		g.mu.Lock()
+		r.convs--
+		g.closeIfDoneLocked(r)
+		g.mu.Unlock()
+	}
+	at := due(i)
+	g.mu.Lock()
+	g.afterLocked(r, at.Sub(g.clk.Now()), func() {
+		lag := g.clk.Now().Sub(at)
+		g.mu.Lock()
+		g.traceSent++
+		g.lag.Add(ms(max(lag, 0)))
+		g.mu.Unlock()
+		g.send(r, req, func(res Result, stopped bool) {
+			if !stopped {
+				res.Turn = rec.Line
+				g.window.ObserveDone(res)
+				g.metrics.observe(0, res)
+				g.mu.Lock()
+				g.traceDone++
+				g.mu.Unlock()
+			}
+			ended()
+		})
+	}, ended)
+	g.mu.Unlock()
 }

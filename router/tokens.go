@@ -83,3 +83,7 @@ func (c *tokenCache) chat(msgs []tokenizer.Message) []uint32 {
 	}
 	return append(out, c.encode(assistantOpen)...)
 }
+
+// ChatTokens returns the tokens of tokenizer.RenderChat(msgs), as the proxy
+// computes them for a chat request, from the same per-message cache.
+func ChatTokens(msgs []tokenizer.Message) []uint32 { return chatTokens.chat(msgs) }

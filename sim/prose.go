@@ -52,3 +52,7 @@ func pieceText(id uint32) string {
 	}
 	return tokenizer.Decode([]uint32{id})
 }
+
+// PieceText returns the text of a token an engine generated, as a worker
+// streams it.
+func PieceText(id uint32) string { return pieceText(id) }

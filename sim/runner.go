@@ -67,6 +67,8 @@ type Stream struct {
 	// lastAt is when the latest token arrived.
 	lastAt time.Time
 	ready  chan struct{}
+	// notify, if set, is called whenever tokens or the end arrive.
+	notify func()
 }
 
 // Ready is signalled whenever tokens or the end arrive.
@@ -87,11 +89,20 @@ func (s *Stream) signal() {
 	case s.ready <- struct{}{}:
 	default:
 	}
+	if s.notify != nil {
+		s.notify()
+	}
 }
 
 // Submit hands a request to the engine, giving it a fresh id, and returns
 // the stream its tokens arrive on.
-func (r *Runner) Submit(req Request) (*Stream, error) {
+func (r *Runner) Submit(req Request) (*Stream, error) { return r.SubmitNotify(req, nil) }
+
+// SubmitNotify is Submit for a caller that is told instead of waiting on
+// Ready: notify is called whenever tokens or the end arrive. It runs with
+// the runner's lock held, so it must not block or call the runner; a
+// discrete-event transport schedules an event and returns.
+func (r *Runner) SubmitNotify(req Request, notify func()) (*Stream, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -102,7 +113,7 @@ func (r *Runner) Submit(req Request) (*Stream, error) {
 	if err := r.eng.Submit(req); err != nil {
 		return nil, err
 	}
-	s := &Stream{ID: req.ID, Submitted: r.clk.Now(), ready: make(chan struct{}, 1)}
+	s := &Stream{ID: req.ID, Submitted: r.clk.Now(), ready: make(chan struct{}, 1), notify: notify}
 	r.streams[req.ID] = s
 	if r.inStep == nil && !r.closed {
 		r.step()

@@ -90,6 +90,9 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 		{"zero snapshots", []string{"--snapshots", "0"}, 2, "snapshots 0"},
 		{"--run without --resume", []string{"--run", "3"}, 2, "--run goes with --resume"},
 		{"--resume with nothing to resume", []string{"--resume"}, 1, "no unfinished sweep run"},
+		{"--virtual against an external router", []string{"--virtual", "--target", "http://127.0.0.1:1/v1", "--modes", "rr"}, 2, "--virtual simulates kvlens's own router"},
+		{"an unknown admission", []string{"--admission", "maybe"}, 2, `--admission "maybe"`},
+		{"an unknown engine profile", []string{"--sim-profile", "tpu-v9"}, 2, "tpu-v9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,6 +158,77 @@ func TestSweepInterruptedThenResumed(t *testing.T) {
 				if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 					t.Errorf("%s: %v", f, err)
 				}
+			}
+		})
+	}
+}
+
+// TestVirtualSweepWritesTheSameOutputs runs a small sweep in virtual time and
+// checks the stored set and the report files, which must say it was
+// simulated and with which profile; the same seed gives the same JSON.
+func TestVirtualSweepWritesTheSameOutputs(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "kvlens.db")
+	sweep := func(name string, seed string) []byte {
+		t.Helper()
+		out := filepath.Join(dir, name)
+		stdout, code := exitCode(t, kvlens("sweep", "--virtual", "--db", db, "--name", name, "--out", out, "--seed", seed,
+			"--levels", "10,20", "--modes", "rr,kv", "--warmup", "20s", "--measure", "40s", "--sim-workers", "2"))
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, stdout)
+		}
+		files, _ := filepath.Glob(filepath.Join(out, "kvlens-sweep-*"))
+		if len(files) != 3 {
+			t.Fatalf("wrote %v, want JSON, Markdown and PNG", files)
+		}
+		md, _ := filepath.Glob(filepath.Join(out, "*.md"))
+		report, err := os.ReadFile(md[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"| Simulated | yes: virtual time", "h200-llama3.1-70b-fp8-tp1", "2x simulated worker"} {
+			if !strings.Contains(string(report), want) {
+				t.Errorf("report does not say %q", want)
+			}
+		}
+		js, _ := filepath.Glob(filepath.Join(out, "*.json"))
+		data, err := os.ReadFile(js[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The generation time is the wall clock's; the figures are not.
+		_, levels, _ := strings.Cut(string(data), `"levels"`)
+		return []byte(levels)
+	}
+	a, b := sweep("a", "5"), sweep("b", "5")
+	if string(a) != string(b) {
+		t.Fatalf("two virtual sweeps with seed 5 differ:\n%s\n%s", a, b)
+	}
+	out, code := exitCode(t, kvlens("baselines", "list", "--db", db))
+	if code != 0 || !strings.Contains(out, "a") {
+		t.Fatalf("stored sets (exit %d):\n%s", code, out)
+	}
+}
+
+func TestPlanRefusesBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown policy", []string{"--modes", "rr,fastest"}, `unknown routing policy "fastest"`},
+		{"a worker count that is not a number", []string{"--workers", "2,many"}, `--workers: "many" is not a worker count`},
+		{"an unknown admission", []string{"--admission", "maybe"}, `--admission "maybe"`},
+		{"a stray argument", []string{"now"}, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, code := exitCode(t, kvlens(append([]string{"plan"}, tt.args...)...))
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; output:\n%s", code, out)
+			}
+			if first, _, _ := strings.Cut(out, "\n"); !strings.Contains(first, tt.want) {
+				t.Fatalf("first line %q does not say %q", first, tt.want)
 			}
 		})
 	}

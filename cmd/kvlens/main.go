@@ -29,6 +29,8 @@ func run(args []string) int {
 		return baselinesCmd(rest)
 	case "recordings":
 		return recordingsCmd(rest)
+	case "plan":
+		return planCmd(rest)
 	case "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
@@ -45,6 +47,7 @@ Commands:
   sweep       measure concurrency levels × routing modes into a baseline set and reports
   baselines   list, show, import, export or delete stored baseline sets
   recordings  list, export (CSV or JSON) or delete recorded live sessions
+  plan        plan capacity in virtual time: concurrency per policy and worker count within SLOs
   help        show this text
 
 Run 'kvlens serve -h' for the flags of serve.

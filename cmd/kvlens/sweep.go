@@ -25,6 +25,8 @@ import (
 	"github.com/kvlens/kvlens/demo"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/simulate"
 	"github.com/kvlens/kvlens/store"
 )
 
@@ -91,7 +93,7 @@ func defaultModes() string {
 type sweepOptions struct {
 	db, levels, modes, switchCmd, name, out, note string
 	readyTimeout                                  time.Duration
-	resume                                        bool
+	resume, virtual                               bool
 	run                                           int64
 	serve                                         demo.Config
 	sweep                                         baselines.SweepConfig
@@ -134,6 +136,17 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.serve.Load.Window, "window", o.serve.Load.Window, "length of the rolling metrics window")
 	fs.DurationVar(&o.sweep.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT p95 objective drawn on the chart and used in the summary")
 	fs.DurationVar(&o.sweep.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT p95 objective used in the summary")
+	fs.BoolVar(&o.virtual, "virtual", false, "simulate the sweep in virtual time: the same load generator, router and engines on a discrete-event loop, with no HTTP; --sim-workers and --sim-profile set the deployment")
+	fs.Uint64Var(&o.serve.Load.Seed, "seed", o.serve.Load.Seed, "seed of conversations and, with --virtual, of output lengths and routing choices: the same seed gives the same virtual sweep")
+	fs.StringVar(&o.serve.Router.Admission, "admission", router.AdmitQueue, "router admission: queue, or shed (503 when every worker is busy, as Dynamo's KV router does)")
+	fs.Func("sim-profile", "engine profile of the simulated workers (default "+sim.DefaultProfile+")", func(s string) error {
+		p, err := sim.LookupProfile(s)
+		if err != nil {
+			return err
+		}
+		o.serve.SimProfile = p
+		return nil
+	})
 	return fs
 }
 
@@ -245,6 +258,12 @@ func (o *sweepOptions) configure() error {
 	if external && len(modes) > 1 && o.switchCmd == "" {
 		return fmt.Errorf("--target is an external router and --modes has %d modes: give --mode-switch-cmd to switch it between them", len(modes))
 	}
+	if o.virtual && (external || len(o.serve.Workers) > 0) {
+		return errors.New("--virtual simulates kvlens's own router and simulated workers: drop --target and --workers")
+	}
+	if a := o.serve.Router.Admission; a != router.AdmitQueue && a != router.AdmitShed {
+		return fmt.Errorf("--admission %q: want %s or %s", a, router.AdmitQueue, router.AdmitShed)
+	}
 	if o.serve.SimWorkers < 1 && len(o.serve.Workers) == 0 {
 		return fmt.Errorf("--sim-workers must be at least 1, got %d", o.serve.SimWorkers)
 	}
@@ -270,6 +289,8 @@ func (o *sweepOptions) deployment() []baselines.Param {
 	add := func(k, v string) { p = append(p, baselines.Param{Name: k, Value: v}) }
 	add("Model", o.serve.Model)
 	switch {
+	case o.virtual:
+		p = append(p, simulate.Deployment(o.simConfig())...)
 	case o.serve.Target != "":
 		add("Target", o.serve.Target+" (external router)")
 		if o.switchCmd != "" {
@@ -328,33 +349,38 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run)
 	if err != nil {
 		return err
 	}
-	serve := o.serve
-	serve.NoStart = true
-	serve.Load.Concurrency = c.Levels[0]
-	serve.Dashboard.SliderMin, serve.Dashboard.SliderMax, serve.Dashboard.SliderStep = slices.Min(c.Levels), slices.Max(c.Levels), 1
-	serve.Dashboard.SLOTTFT, serve.Dashboard.SLOTPOT = c.SLO.TTFT, c.SLO.TPOT
-	if serve.Policy, err = o.firstPolicy(); err != nil {
-		return err
-	}
-	d, err := demo.Start(serve)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-		defer cancel()
-		d.Close(shutdown)
-	}()
-	fmt.Printf("kvlens sweep: run %d, %s × %v, %s warmup + %s measure per level; dashboard on %s\n",
-		run.ID, strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, d.URL)
-
-	target := &sweepTarget{Generator: d.Gen, proxy: d.Proxy, switchCmd: o.switchCmd, readyTimeout: o.readyTimeout, log: os.Stderr}
-	if o.serve.Target != "" {
-		target.readyURL = o.serve.Target
+	var (
+		target baselines.Target
+		clk    clock.Clock
+	)
+	if o.virtual {
+		cfg := o.simConfig()
+		cfg.Policy = c.Modes[0]
+		cfg.Load.Concurrency = c.Levels[0]
+		p, err := simulate.New(cfg)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		target, clk = p.Target(), p.Loop
+		fmt.Printf("kvlens sweep: run %d, %s × %v, %s warmup + %s measure per level, simulated in virtual time (%d × %s, seed %d)\n",
+			run.ID, strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, cfg.Workers, cfg.Profile.Name, cfg.Seed)
+	} else {
+		t, closeDemo, err := o.startDemo(run)
+		if err != nil {
+			return err
+		}
+		defer closeDemo()
+		target = t
 	}
 	progress, finish := progressReporter(os.Stderr)
+	if o.virtual {
+		// Phases start in virtual time; the bar moves by whole phases.
+		inner := progress
+		progress = func(p baselines.Progress) { p.PhaseLength = 0; inner(p) }
+	}
 	sw := baselines.Sweep{
-		Config: *c, Target: target, Done: done, OnProgress: progress,
+		Config: *c, Target: target, Clock: clk, Done: done, OnProgress: progress,
 		Save: func(ctx context.Context, rl baselines.RunLevel) error { return db.SaveRunLevel(ctx, run.ID, rl) },
 	}
 	results, err := sw.Run(ctx)
@@ -370,6 +396,9 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run)
 	}
 
 	source := fmt.Sprintf("kvlens sweep run %d", run.ID)
+	if o.virtual {
+		source += ", simulated in virtual time"
+	}
 	set := c.Result(source, results)
 	// A run killed between storing its set and marking itself done stores
 	// the same set again when resumed.
@@ -387,6 +416,47 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run)
 		fmt.Printf("kvlens sweep: wrote %s\n", f)
 	}
 	return err
+}
+
+// startDemo starts the demo (fleet, router, dashboard) that a real-time
+// sweep drives, and returns it as the sweep's target.
+func (o *sweepOptions) startDemo(run store.Run) (baselines.Target, func(), error) {
+	c := &o.sweep
+	serve := o.serve
+	serve.NoStart = true
+	serve.Load.Concurrency = c.Levels[0]
+	serve.Dashboard.SliderMin, serve.Dashboard.SliderMax, serve.Dashboard.SliderStep = slices.Min(c.Levels), slices.Max(c.Levels), 1
+	serve.Dashboard.SLOTTFT, serve.Dashboard.SLOTPOT = c.SLO.TTFT, c.SLO.TPOT
+	var err error
+	if serve.Policy, err = o.firstPolicy(); err != nil {
+		return nil, nil, err
+	}
+	d, err := demo.Start(serve)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeDemo := func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		defer cancel()
+		d.Close(shutdown)
+	}
+	fmt.Printf("kvlens sweep: run %d, %s × %v, %s warmup + %s measure per level; dashboard on %s\n",
+		run.ID, strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, d.URL)
+	target := &sweepTarget{Generator: d.Gen, proxy: d.Proxy, switchCmd: o.switchCmd, readyTimeout: o.readyTimeout, log: os.Stderr}
+	if o.serve.Target != "" {
+		target.readyURL = o.serve.Target
+	}
+	return target, closeDemo, nil
+}
+
+// simConfig is the simulated deployment of a --virtual sweep.
+func (o *sweepOptions) simConfig() simulate.Config {
+	load := o.serve.Load
+	load.SLO = loadgen.SLO{TTFT: o.sweep.SLO.TTFT, TPOT: o.sweep.SLO.TPOT}
+	return simulate.Config{
+		Profile: o.serve.SimProfile, Workers: o.serve.SimWorkers, Router: o.serve.Router,
+		Load: load, Seed: o.serve.Load.Seed,
+	}
 }
 
 // firstPolicy is the router's initial policy: the sweep's first mode when

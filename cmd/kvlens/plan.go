@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/simulate"
+)
+
+// planCmd is `kvlens plan`: capacity planning on the virtual-time pipeline.
+func planCmd(args []string) int {
+	var (
+		modes, workers, profile, admission, out string
+		pc                                      = simulate.PlanConfig{SLO: baselines.DefaultSLO}
+		load                                    = loadgen.DefaultConfig()
+	)
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.StringVar(&modes, "modes", "rr,dynamo,kv", "comma-separated routing policies to plan for (rr = round_robin)")
+	fs.StringVar(&workers, "workers", "1,2,3,4,6,8", "comma-separated worker counts to find the highest concurrency for")
+	fs.IntVar(&pc.Target, "target", 0, "a concurrency to find the fewest workers for (0: skip)")
+	fs.IntVar(&pc.MaxWorkers, "max-workers", 64, "largest worker count tried for --target")
+	fs.IntVar(&pc.PerWorker, "per-worker", 100, "highest concurrency searched, per worker")
+	fs.StringVar(&profile, "sim-profile", sim.DefaultProfile, "engine profile of the simulated workers")
+	fs.StringVar(&admission, "admission", router.AdmitQueue, "router admission: queue, or shed (503 when every worker is busy)")
+	fs.DurationVar(&pc.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT p95 objective")
+	fs.DurationVar(&pc.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT p95 objective")
+	fs.DurationVar(&pc.Warmup, "warmup", 60*time.Second, "virtual warmup of each probed level")
+	fs.DurationVar(&pc.Measure, "measure", 120*time.Second, "virtual measurement of each probed level")
+	fs.IntVar(&load.MaxTokens, "max-tokens", load.MaxTokens, "max_tokens of every request")
+	fs.Float64Var(&load.StartRate, "target-rps", load.StartRate, "conversations started per second while ramping up")
+	fs.Uint64Var(&load.Seed, "seed", load.Seed, "seed of the simulation")
+	fs.StringVar(&out, "out", "kvlens-plan.png", "path of the chart (PNG)")
+	var study string
+	var perWorkerLoad int
+	fs.StringVar(&study, "study", "", "instead of planning, run a scaling study at these comma-separated worker counts: round_robin (queue) against dynamo and kv (both shedding, as Dynamo's KV router does), printed as a Markdown table")
+	fs.IntVar(&perWorkerLoad, "study-load", 40, "with --study, conversations per worker")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: kvlens plan [flags]
+
+Plans capacity in virtual time: for each policy and worker count, finds the
+highest concurrency whose level holds the SLOs (TTFT p95 and TPOT p95 within
+them, and no failed or shed request), and with --target, the fewest workers
+holding them at that concurrency. Each probe is a sweep level simulated on a
+fresh deployment.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	usage := func(err error) int {
+		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+		return 2
+	}
+	var err error
+	if pc.Policies, err = parseModes(modes, false); err != nil {
+		return usage(err)
+	}
+	for _, f := range strings.Split(workers, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 1024 {
+			return usage(fmt.Errorf("--workers: %q is not a worker count from 1 to 1024", f))
+		}
+		pc.Workers = append(pc.Workers, n)
+	}
+	prof, err := sim.LookupProfile(profile)
+	if err != nil {
+		return usage(fmt.Errorf("--sim-profile: %w", err))
+	}
+	if admission != router.AdmitQueue && admission != router.AdmitShed {
+		return usage(fmt.Errorf("--admission %q: want %s or %s", admission, router.AdmitQueue, router.AdmitShed))
+	}
+	if fs.NArg() > 0 {
+		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	pc.Base = simulate.Config{Profile: prof, Load: load, Seed: load.Seed, Router: router.Config{Admission: admission}}
+	if study != "" {
+		return studyCmd(pc, study, perWorkerLoad)
+	}
+	pc.OnProbe = func(p simulate.Probe) {
+		verdict := "fails"
+		if p.Holds {
+			verdict = "holds"
+		}
+		fmt.Fprintf(os.Stderr, "kvlens plan: %s, %d workers, concurrency %d: TTFT p95 %.0f ms, TPOT p95 %.1f ms, errors %.1f%%: %s\n",
+			p.Policy, p.Workers, p.Concurrency, p.Level.TTFTP95, p.Level.TPOTP95, deref(p.Level.ErrorPct), verdict)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	res, err := simulate.Plan(ctx, pc)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+		return 1
+	}
+	writePlan(os.Stdout, pc, prof, admission, res)
+	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
+	if len(res.Capacities) > 0 {
+		f, err := os.Create(out)
+		if err == nil {
+			title := fmt.Sprintf("Capacity at TTFT p95 ≤ %d ms, TPOT p95 ≤ %d ms — %s (simulated)", pc.SLO.TTFT.Milliseconds(), pc.SLO.TPOT.Milliseconds(), prof.Name)
+			err = errors.Join(simulate.WritePlanChart(f, res, title), f.Close())
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+			return 1
+		}
+		fmt.Printf("wrote %s\n", out)
+	}
+	return 0
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// writePlan prints the planner's answer as tables.
+func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission string, res simulate.PlanResult) {
+	fmt.Fprintf(w, "Capacity plan, simulated in virtual time: profile %s (max batch %d, %d KV blocks), admission %s\n",
+		prof.Name, prof.MaxBatchSize, prof.KVBlocks, admission)
+	fmt.Fprintf(w, "SLO: TTFT p95 ≤ %v, TPOT p95 ≤ %v, no failed or shed request; each probe %v warmup + %v measure\n\n",
+		pc.SLO.TTFT, pc.SLO.TPOT, pc.Warmup, pc.Measure)
+	if len(res.Capacities) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "policy\tworkers\tmax concurrency\tper worker\tTTFT p95 ms\tTPOT p95 ms\tKV hit %\t")
+		for _, c := range res.Capacities {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t\n", c.Policy, c.Workers, c.MaxConcurrency,
+				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, c.At.KVHitRate)
+		}
+		tw.Flush()
+	}
+	if pc.Target > 0 {
+		fmt.Fprintf(w, "\nWorkers needed for %d concurrent conversations:\n", pc.Target)
+		for _, pol := range pc.Policies {
+			if n := res.Needed[pol]; n > 0 {
+				fmt.Fprintf(w, "  %-12s %d\n", pol, n)
+			} else {
+				fmt.Fprintf(w, "  %-12s more than %d\n", pol, pc.MaxWorkers)
+			}
+		}
+	}
+}
+
+// studyCmd runs `kvlens plan --study`.
+func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
+	var workers []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			fmt.Fprintf(os.Stderr, "kvlens plan: --study: %q is not a worker count from 1 to 1024\n", f)
+			return 2
+		}
+		workers = append(workers, n)
+	}
+	arms := []simulate.Arm{{Policy: "round_robin", Admission: router.AdmitQueue}, {Policy: "dynamo", Admission: router.AdmitShed}, {Policy: "kv", Admission: router.AdmitShed}}
+	start := time.Now()
+	rows, err := simulate.Study(context.Background(), pc.Base, arms, workers, perWorker, pc.SLO, pc.Warmup, pc.Measure)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+		return 1
+	}
+	fmt.Printf("| N | policy (admission) | concurrency | TTFT p50 ms | TTFT p95 ms | shed %% | goodput req/s | KV hit %% |\n")
+	fmt.Printf("|--:|:--|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range rows {
+		fmt.Printf("| %d | %s (%s) | %d | %.0f | %.0f | %.1f | %.2f | %.1f |\n", r.Workers, r.Policy, r.Admission, r.Concurrency,
+			r.Level.TTFTP50, r.Level.TTFTP95, r.ShedPct, r.GoodputPerSec, r.Level.KVHitRate)
+	}
+	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
+	return 0
+}

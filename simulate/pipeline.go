@@ -1,0 +1,303 @@
+// Package simulate runs kvlens's whole pipeline in virtual time: the load
+// generator's conversations, the router's decisions, bookings and KV index,
+// and N simulated engines, driven by one discrete-event loop (package des)
+// with no HTTP, no goroutines and no wall-clock reads. A simulated hour
+// takes seconds, and a seed makes a run reproducible byte for byte.
+//
+// # Design
+//
+// Nothing here re-implements the pipeline. The generator is loadgen's,
+// the router is router's (Router.Decide, Booking.FirstToken and Release,
+// Index.Apply), the engines are sim's, each stepped by a sim.Runner; only
+// the clock (a des.Loop) and the transport (Transport, in place of HTTP and
+// the router proxy) differ from real-time mode.
+//
+// This works because those cores are event-driven: loadgen's conversations
+// advance by callbacks (a transport's done, timers on their clock) rather
+// than goroutines blocked on channels, and sim.Runner steps its engine with
+// AfterFunc. The alternative, a cooperative scheduler that runs blocking
+// goroutines one at a time and advances time when all are parked, would
+// need every blocking point (channel selects, context cancellation,
+// WaitGroups) routed through the scheduler to notice that they park, and
+// would still hand control between goroutines on every event. An event
+// loop needs neither, and its order (due time, then scheduling order) is
+// deterministic by construction.
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/kvlens/kvlens/des"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+// Config describes a simulated deployment and its load.
+type Config struct {
+	// Profile is every engine's profile.
+	Profile sim.Profile
+	// Workers is the number of simulated engines.
+	Workers int
+	// Policy is the router's first policy.
+	Policy string
+	// Router configures the router; its Clock and Registerer are ignored.
+	Router router.Config
+	// Load configures the load generator; its Clock and Seed are ignored.
+	Load loadgen.Config
+	// Seed seeds the generator (Seed), the engines (Seed+i for worker i)
+	// and the router's random choices.
+	Seed uint64
+}
+
+// Pipeline is a deployment in virtual time: a generator in front of a router
+// in front of simulated engines, all on one des.Loop. Drive it from one
+// goroutine: call its methods, then run the loop (Loop.Run, or a
+// baselines.Sweep whose Clock is the loop).
+type Pipeline struct {
+	// Loop is the virtual clock and the event loop.
+	Loop *des.Loop
+	// Router is the router.
+	Router *router.Router
+	// Gen is the load generator.
+	Gen *loadgen.Generator
+
+	runners map[string]*sim.Runner
+	names   []string
+	seed    uint64
+}
+
+// New builds a stopped pipeline whose time starts at des.Epoch.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Workers < 1 {
+		return nil, fmt.Errorf("simulate: %d workers: need at least 1", cfg.Workers)
+	}
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	loop := des.New(time.Time{})
+	p := &Pipeline{Loop: loop, runners: map[string]*sim.Runner{}, seed: cfg.Seed}
+	var workers []*router.Worker
+	var engines []*sim.Engine
+	for i := range cfg.Workers {
+		name := fmt.Sprintf("sim-%d", i)
+		eng, err := sim.NewEngine(cfg.Profile, sim.Options{Seed: cfg.Seed + uint64(i)})
+		if err != nil {
+			return nil, fmt.Errorf("simulate: %w", err)
+		}
+		p.names = append(p.names, name)
+		workers = append(workers, &router.Worker{
+			Name: name, URL: &url.URL{Scheme: "sim", Host: name},
+			Events: "inproc://" + name, Capacity: cfg.Profile.MaxBatchSize,
+		})
+		engines = append(engines, eng)
+	}
+	policy, err := p.policy(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := cfg.Router
+	rcfg.Clock, rcfg.Registerer = loop, nil
+	p.Router = router.NewRouter(router.NewPool(workers), policy, rcfg)
+	// Each runner publishes its steps' KV events straight into the index,
+	// the path the ZMQ feed takes in real time.
+	for i, name := range p.names {
+		p.runners[name] = sim.NewRunner(engines[i], loop, p.sink(name))
+	}
+	load := cfg.Load
+	load.Clock, load.Seed = loop, cfg.Seed
+	if len(load.Starters) == 0 {
+		load.Starters = loadgen.BuiltinStarters()
+	}
+	p.Gen, err = loadgen.NewAsync(&Transport{loop: loop, router: p.Router, runners: p.runners}, load, nil)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	return p, nil
+}
+
+func (p *Pipeline) sink(worker string) sim.EventSink {
+	idx := p.Router.Index()
+	return func(b kvevents.Batch) {
+		for _, ev := range b.Events {
+			idx.Apply(worker, ev)
+		}
+	}
+}
+
+// policy builds a routing policy seeded from the run's seed.
+func (p *Pipeline) policy(name string) (router.Policy, error) {
+	k := router.DefaultKnobs()
+	k.Seed = p.seed ^ 0x6a09e667f3bcc909
+	if k.Seed == 0 {
+		k.Seed = 1
+	}
+	return router.NewPolicyWith(name, k)
+}
+
+// SetPolicy switches the router's policy.
+func (p *Pipeline) SetPolicy(name string) error {
+	pol, err := p.policy(name)
+	if err != nil {
+		return err
+	}
+	p.Router.SetPolicy(pol)
+	return nil
+}
+
+// Engines returns each worker's engine counters, in worker order.
+func (p *Pipeline) Engines() []sim.Stats {
+	var out []sim.Stats
+	for _, n := range p.names {
+		out = append(out, p.runners[n].Stats())
+	}
+	return out
+}
+
+// Close stops the load and the engines.
+func (p *Pipeline) Close() {
+	p.Gen.Stop()
+	for _, r := range p.runners {
+		r.Close()
+	}
+}
+
+// Transport is loadgen's transport in virtual time: it does what the
+// router proxy and a worker's HTTP server do for one chat turn, in process.
+// It tokenizes the messages as the proxy does, asks Router.Decide, submits
+// to the chosen engine's runner, marks the booking's first token and
+// releases it at the end, and reports TTFT, chunk gaps, text and usage
+// (prompt, cached and completion tokens) as the HTTP client would read them
+// from the worker's SSE stream, one chunk per engine step.
+type Transport struct {
+	loop    *des.Loop
+	router  *router.Router
+	runners map[string]*sim.Runner
+}
+
+// Start implements loadgen.AsyncTransport. The request reaches the router
+// in an event of its own, so nothing is called back before Start returns.
+func (t *Transport) Start(req loadgen.TurnRequest, onFirst func(string, time.Duration), done func(loadgen.Result)) func(error) {
+	c := &call{t: t, req: req, onFirst: onFirst, done: done}
+	c.res.Start = t.loop.Now()
+	t.loop.AfterFunc(0, c.begin)
+	return c.cancel
+}
+
+// call is one turn in flight.
+type call struct {
+	t       *Transport
+	req     loadgen.TurnRequest
+	onFirst func(string, time.Duration)
+	done    func(loadgen.Result)
+
+	booking *router.Booking
+	runner  *sim.Runner
+	stream  *sim.Stream
+	// queued says a delivery event is scheduled.
+	queued   bool
+	finished bool
+	res      loadgen.Result
+	text     strings.Builder
+	last     time.Time
+	toks     []sim.Token
+}
+
+func (c *call) begin() {
+	if c.finished {
+		return
+	}
+	tokens := router.ChatTokens(c.req.Messages)
+	b, err := c.t.router.Decide(&router.Request{Path: "/v1/chat/completions", TokenIDs: tokens}, nil)
+	if err != nil {
+		// The proxy answers 503 when it sheds or has no worker left.
+		c.fail(fmt.Errorf("HTTP 503: router: %w", err), loadgen.ErrHTTP503)
+		return
+	}
+	c.booking = b
+	c.res.Worker = b.Worker.Name
+	c.runner = c.t.runners[b.Worker.Name]
+	st, err := c.runner.SubmitNotify(sim.Request{Prompt: tokens, MaxTokens: c.req.MaxTokens}, c.notify)
+	if err != nil {
+		b.Release()
+		c.fail(fmt.Errorf("HTTP 400: %s", strings.TrimPrefix(err.Error(), "sim: ")), loadgen.ErrHTTP4xx)
+		return
+	}
+	c.stream = st
+}
+
+// notify is called by the runner, under its lock, when tokens arrive: the
+// delivery runs as the next event at the same virtual time.
+func (c *call) notify() {
+	if c.queued {
+		return
+	}
+	c.queued = true
+	c.t.loop.AfterFunc(0, c.deliver)
+}
+
+// deliver reads what the step delivered, as the client reads one SSE chunk.
+func (c *call) deliver() {
+	c.queued = false
+	if c.finished {
+		return
+	}
+	now := c.t.loop.Now()
+	var fin *sim.Finished
+	c.toks, fin = c.stream.Take(c.toks[:0])
+	if len(c.toks) > 0 {
+		start := c.text.Len()
+		for _, tk := range c.toks {
+			c.text.WriteString(sim.PieceText(tk.Token))
+		}
+		if start == 0 && c.text.Len() > 0 {
+			c.res.TTFT = now.Sub(c.res.Start)
+			c.res.FirstChunkTokens = tokenizer.Count(c.text.String())
+			c.booking.FirstToken()
+			if c.onFirst != nil {
+				c.onFirst(c.res.Worker, c.res.TTFT)
+			}
+		}
+		if !c.last.IsZero() {
+			c.res.ChunkGaps = append(c.res.ChunkGaps, now.Sub(c.last))
+		}
+		c.last = now
+	}
+	if fin == nil {
+		return
+	}
+	c.finished = true
+	c.booking.Release()
+	c.res.Text = c.text.String()
+	c.res.E2E = c.last.Sub(c.res.Start)
+	c.res.ISL, c.res.CachedTokens, c.res.OSL = fin.PromptTokens, fin.CachedTokens, fin.CompletionTokens
+	c.done(c.res)
+}
+
+func (c *call) fail(err error, class loadgen.ErrorClass) {
+	c.finished = true
+	c.res.Err, c.res.Class = err, class
+	c.done(c.res)
+}
+
+// cancel abandons the turn, as a client that hangs up: the engine drops the
+// request and the booking is freed.
+func (c *call) cancel(cause error) {
+	if c.finished {
+		return
+	}
+	if c.stream != nil {
+		c.runner.Cancel(c.stream.ID)
+		c.booking.Release()
+	}
+	if cause == nil {
+		cause = errors.New("cancelled")
+	}
+	c.fail(cause, loadgen.ErrCancelled)
+}

@@ -1,0 +1,242 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/loadgen"
+)
+
+// PlanConfig asks the capacity planner a question.
+type PlanConfig struct {
+	// Base is the deployment and workload; its Workers and Policy are set
+	// by the planner.
+	Base Config
+	// Policies are the routing policies to plan for.
+	Policies []string
+	// Workers are the worker counts to find the highest concurrency for.
+	Workers []int
+	// Target, when positive, is a concurrency to find the worker count for.
+	Target int
+	// MaxWorkers bounds the search for Target's worker count.
+	MaxWorkers int
+	// SLO is what a level must hold: TTFT p95 ≤ SLO.TTFT, TPOT p95 ≤
+	// SLO.TPOT, and no failed or shed request.
+	SLO baselines.SLO
+	// Warmup and Measure time each probe, as a sweep's level.
+	Warmup, Measure time.Duration
+	// PerWorker bounds the concurrency searched: PerWorker × workers.
+	PerWorker int
+	// OnProbe, if not nil, sees every probe as it finishes.
+	OnProbe func(Probe)
+}
+
+// Probe is one simulated level.
+type Probe struct {
+	Policy      string
+	Workers     int
+	Concurrency int
+	// Level holds the level's figures, as a sweep stores them.
+	Level baselines.Level
+	// Holds says the level met the SLO with no failed request.
+	Holds bool
+}
+
+// Capacity is the planner's answer for one policy and worker count.
+type Capacity struct {
+	Policy  string
+	Workers int
+	// MaxConcurrency is the highest concurrency that holds the SLO; 0 if
+	// none does.
+	MaxConcurrency int
+	// At is the level measured at MaxConcurrency.
+	At baselines.Level
+}
+
+// PlanResult is the planner's answer.
+type PlanResult struct {
+	// Capacities holds one row per policy and worker count.
+	Capacities []Capacity
+	// Needed is, per policy, the fewest workers holding the SLO at the
+	// target concurrency; -1 when MaxWorkers do not.
+	Needed map[string]int
+}
+
+// holds says whether a level meets the SLO with no failed request (shed
+// requests fail with 503, so they count).
+func holds(l baselines.Level, slo baselines.SLO) bool {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return l.TTFTP95 > 0 && l.TTFTP95 <= ms(slo.TTFT) && l.TPOTP95 <= ms(slo.TPOT) && l.ErrorPct != nil && *l.ErrorPct == 0
+}
+
+// probe simulates one level on a fresh pipeline.
+func (pc *PlanConfig) probe(ctx context.Context, policy string, workers, concurrency int) (Probe, error) {
+	cfg := pc.Base
+	cfg.Workers, cfg.Policy = workers, policy
+	cfg.Load.Concurrency = concurrency
+	cfg.Load.SLO = loadgen.SLO{TTFT: pc.SLO.TTFT, TPOT: pc.SLO.TPOT}
+	p, err := New(cfg)
+	if err != nil {
+		return Probe{}, err
+	}
+	defer p.Close()
+	c := baselines.SweepConfig{Levels: []int{concurrency}, Modes: []string{policy}, Warmup: pc.Warmup, Measure: pc.Measure,
+		Snapshots: 3, Repeats: 1, SLO: pc.SLO}
+	sw := baselines.Sweep{Config: c, Target: p.Target(), Clock: p.Loop}
+	levels, err := sw.Run(ctx)
+	if err != nil {
+		return Probe{}, err
+	}
+	l := levels[0].Level
+	pr := Probe{Policy: policy, Workers: workers, Concurrency: concurrency, Level: l, Holds: holds(l, pc.SLO)}
+	if pc.OnProbe != nil {
+		pc.OnProbe(pr)
+	}
+	return pr, nil
+}
+
+// maxConcurrency bisects for the highest concurrency that holds, assuming
+// that a level holding implies every lower one does.
+func (pc *PlanConfig) maxConcurrency(ctx context.Context, policy string, workers int) (Capacity, error) {
+	c := Capacity{Policy: policy, Workers: workers}
+	lo, hi := 0, pc.PerWorker*workers+1 // lo holds (0 trivially), hi does not
+	// Resolution: 2% of the range, at least 1 conversation.
+	step := max(1, hi/50)
+	for hi-lo > step {
+		mid := (lo + hi) / 2
+		pr, err := pc.probe(ctx, policy, workers, mid)
+		if err != nil {
+			return c, err
+		}
+		if pr.Holds {
+			lo, c.MaxConcurrency, c.At = mid, mid, pr.Level
+		} else {
+			hi = mid
+		}
+	}
+	return c, nil
+}
+
+// Plan answers a PlanConfig by simulating levels: per policy and worker
+// count, the highest concurrency holding the SLO; and per policy, the fewest
+// workers that hold it at the target concurrency.
+func Plan(ctx context.Context, pc PlanConfig) (PlanResult, error) {
+	switch {
+	case len(pc.Policies) == 0:
+		return PlanResult{}, fmt.Errorf("simulate: plan: no policies")
+	case len(pc.Workers) == 0 && pc.Target <= 0:
+		return PlanResult{}, fmt.Errorf("simulate: plan: no worker counts and no target concurrency")
+	case pc.PerWorker < 1 || pc.Measure <= 0:
+		return PlanResult{}, fmt.Errorf("simulate: plan: need a positive per-worker bound and measurement")
+	}
+	if pc.MaxWorkers < 1 {
+		pc.MaxWorkers = 64
+	}
+	res := PlanResult{Needed: map[string]int{}}
+	for _, pol := range pc.Policies {
+		for _, n := range pc.Workers {
+			c, err := pc.maxConcurrency(ctx, pol, n)
+			if err != nil {
+				return res, err
+			}
+			res.Capacities = append(res.Capacities, c)
+		}
+		if pc.Target <= 0 {
+			continue
+		}
+		// The fewest workers: bisect over worker counts, each probed at
+		// the target concurrency.
+		ok := func(n int) (bool, error) {
+			pr, err := pc.probe(ctx, pol, n, pc.Target)
+			return pr.Holds, err
+		}
+		lo, hi := 0, 1 // lo fails (0 trivially); find an hi that holds
+		for {
+			h, err := ok(hi)
+			if err != nil {
+				return res, err
+			}
+			if h {
+				break
+			}
+			if hi >= pc.MaxWorkers {
+				hi = -1
+				break
+			}
+			lo, hi = hi, min(2*hi, pc.MaxWorkers)
+		}
+		for hi > 0 && hi-lo > 1 {
+			mid := (lo + hi) / 2
+			h, err := ok(mid)
+			if err != nil {
+				return res, err
+			}
+			if h {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		res.Needed[pol] = hi
+	}
+	return res, nil
+}
+
+var planColors = []color.Color{
+	color.RGBA{R: 0x6b, G: 0x72, B: 0x80, A: 0xff},
+	color.RGBA{R: 0x25, G: 0x63, B: 0xeb, A: 0xff},
+	color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff},
+	color.RGBA{R: 0xd9, G: 0x77, B: 0x06, A: 0xff},
+}
+
+// WritePlanChart draws the highest concurrency holding the SLO against the
+// worker count, one line per policy, and writes it to w as a PNG.
+func WritePlanChart(w io.Writer, r PlanResult, title string) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "Workers"
+	p.Y.Label.Text = "Highest concurrency holding the SLO"
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	var order []string
+	byPolicy := map[string]plotter.XYs{}
+	for _, c := range r.Capacities {
+		if _, ok := byPolicy[c.Policy]; !ok {
+			order = append(order, c.Policy)
+		}
+		byPolicy[c.Policy] = append(byPolicy[c.Policy], plotter.XY{X: float64(c.Workers), Y: float64(c.MaxConcurrency)})
+	}
+	for i, pol := range order {
+		line, points, err := plotter.NewLinePoints(byPolicy[pol])
+		if err != nil {
+			return fmt.Errorf("plan chart: %s: %w", pol, err)
+		}
+		c := planColors[i%len(planColors)]
+		line.Color, line.Width = c, vg.Points(2)
+		points.Color, points.Shape = c, draw.CircleGlyph{}
+		p.Add(line, points)
+		short, long := baselines.Label(pol)
+		p.Legend.Add(fmt.Sprintf("%s (%s)", long, short), line, points)
+	}
+	if math.IsInf(p.Y.Max, 0) || p.Y.Max <= 0 {
+		p.Y.Max = 1
+	}
+	c := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(10*vg.Inch, 5.625*vg.Inch), vgimg.UseDPI(150))}
+	p.Draw(draw.New(c))
+	if _, err := c.WriteTo(w); err != nil {
+		return fmt.Errorf("plan chart: write PNG: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/des"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/sim"
+)
+
+func smallSweep() baselines.SweepConfig {
+	return baselines.SweepConfig{
+		Levels: []int{6, 12}, Modes: []string{"round_robin", "kv"},
+		Warmup: 10 * time.Second, Measure: 40 * time.Second, Snapshots: 2, Repeats: 1,
+		SLO: baselines.DefaultSLO, Window: time.Minute,
+	}
+}
+
+func smallConfig(seed uint64) Config {
+	return Config{Profile: sim.MustProfile(sim.DefaultProfile), Workers: 2, Load: loadgen.DefaultConfig(), Seed: seed}
+}
+
+// run sweeps and returns the levels and the engines' counters as JSON.
+func run(t *testing.T, seed uint64) []byte {
+	t.Helper()
+	c, cfg := smallSweep(), smallConfig(seed)
+	cfg.Policy = c.Modes[0]
+	cfg.Load.Concurrency = c.Levels[0]
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sw := baselines.Sweep{Config: c, Target: p.Target(), Clock: p.Loop}
+	levels, err := sw.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(struct {
+		Levels  []baselines.RunLevel
+		Engines []sim.Stats
+		Router  router.Counts
+		Snap    loadgen.Snapshot
+	}{levels, p.Engines(), p.Router.Counts(), p.Gen.Snapshot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSeedDecidesTheRun(t *testing.T) {
+	a, b, c := run(t, 7), run(t, 7), run(t, 8)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("two runs with seed 7 differ:\n%s\n%s", a, b)
+	}
+	if bytes.Equal(a, c) {
+		t.Fatal("seeds 7 and 8 gave identical runs")
+	}
+}
+
+func TestVirtualRunMeasuresWhatTheEnginesDid(t *testing.T) {
+	cfg := smallConfig(3)
+	cfg.Policy = "kv"
+	cfg.Load.Concurrency = 10
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Gen.Start()
+	p.Loop.Run(3 * time.Minute)
+	s := p.Gen.Snapshot()
+	w := s.Window
+	var prompt, hits uint64
+	for _, e := range p.Engines() {
+		prompt += e.PromptTokens
+		hits += e.PrefixHits
+	}
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"requests complete without errors", w.Completed > 0 && w.Errors == 0},
+		{"the whole target is live", s.Live == 10},
+		{"TTFT is a prefill's time, not zero and not seconds", w.TTFT.P50 > 10 && w.TTFT.P50 < 2000},
+		{"TPOT is a decode step's time", w.TPOT.P50 > 5 && w.TPOT.P50 < 100},
+		{"follow-up turns hit the prefix cache through the KV index", w.KVHitRate > 0.5 && hits > 0 && hits < prompt},
+		{"the router knows every worker's blocks from their events", p.Router.Index().Blocks("sim-0") > 0 && p.Router.Index().Blocks("sim-1") > 0},
+		{"virtual time moved three minutes", p.Loop.Now().Sub(s.Time) == 0 && s.Time.Sub(des.Epoch) == 3*time.Minute},
+	}
+	for _, tt := range tests {
+		if !tt.ok {
+			t.Errorf("%s: window %+v", tt.name, w)
+		}
+	}
+	p.Gen.Stop()
+	if n := p.Router.Counts().InFlight; n != 0 {
+		t.Errorf("stopping the load left %d bookings open", n)
+	}
+}
+
+func TestSheddingRouterAnswers503(t *testing.T) {
+	cfg := smallConfig(1)
+	cfg.Workers = 1
+	cfg.Policy = "kv"
+	cfg.Router.Admission = router.AdmitShed
+	cfg.Router.BusyThreshold = 0.05 // busy at 4 of 64 in flight
+	// Paced starts: unpaced, a conversation shed at once would be replaced
+	// at once, forever, at one instant of virtual time.
+	cfg.Load.Concurrency = 20
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Gen.Start()
+	p.Loop.Run(time.Minute)
+	w := p.Gen.Snapshot().Window
+	if w.ErrorsByClass[loadgen.ErrHTTP503] == 0 || p.Router.Counts().Shed == 0 {
+		t.Fatalf("no request was shed: %+v", w.ErrorsByClass)
+	}
+}
+
+func TestSadPaths(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"no workers", func(c *Config) { c.Workers = 0 }},
+		{"an unknown policy", func(c *Config) { c.Policy = "fastest" }},
+		{"an invalid profile", func(c *Config) { c.Profile.BlockSize = 0 }},
+		{"no max tokens", func(c *Config) { c.Load.MaxTokens = 0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := smallConfig(1)
+			cfg.Policy = "kv"
+			tt.mutate(&cfg)
+			if _, err := New(cfg); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	t.Run("a cancelled sweep stops", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := Sweep(ctx, smallSweep(), smallConfig(1), nil)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestSweepReportsProgressInVirtualTime(t *testing.T) {
+	var phases []baselines.Phase
+	var last baselines.Progress
+	levels, err := Sweep(context.Background(), smallSweep(), smallConfig(2), func(p baselines.Progress) {
+		phases = append(phases, p.Phase)
+		last = p
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(levels) != 4 || last.Phase != baselines.PhaseDone || last.Finished != 4 {
+		t.Fatalf("%d levels, last progress %+v", len(levels), last)
+	}
+	if want := 4 * 50 * time.Second; last.Elapsed != want {
+		t.Errorf("elapsed %v of virtual time, want %v", last.Elapsed, want)
+	}
+}
+
+func TestPlanFindsTheKneeAndTheWorkersForATarget(t *testing.T) {
+	pc := PlanConfig{
+		Base:     smallConfig(1),
+		Policies: []string{"kv"},
+		Workers:  []int{1},
+		Target:   30,
+		SLO:      baselines.SLO{TTFT: 600 * time.Millisecond, TPOT: 60 * time.Millisecond},
+		Warmup:   20 * time.Second, Measure: 40 * time.Second,
+		PerWorker: 100,
+	}
+	// A small batch makes one worker saturate at a concurrency the search
+	// reaches quickly.
+	pc.Base.Profile.MaxBatchSize = 16
+	var probes []Probe
+	pc.OnProbe = func(p Probe) { probes = append(probes, p) }
+	res, err := Plan(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Capacities[0]
+	if c.MaxConcurrency < 8 || c.MaxConcurrency > 24 {
+		t.Fatalf("one worker with a batch of 16 holds the SLO up to %d conversations, want about 16 (probes %+v)", c.MaxConcurrency, probes)
+	}
+	var above bool
+	for _, p := range probes {
+		if p.Workers == 1 && p.Concurrency > c.MaxConcurrency && p.Holds {
+			t.Errorf("probe at %d held, above the answer %d", p.Concurrency, c.MaxConcurrency)
+		}
+		above = above || (p.Workers == 1 && p.Concurrency > c.MaxConcurrency)
+	}
+	if !above {
+		t.Error("no probe above the answer failed: the search never found the knee")
+	}
+	if n := res.Needed["kv"]; n < 2 || n > 4 {
+		t.Errorf("%d workers needed for 30 conversations at about 16 each, want 2 to 4", n)
+	}
+}
+
+func TestPlanRefusesAnEmptyQuestion(t *testing.T) {
+	tests := []struct {
+		name string
+		pc   PlanConfig
+	}{
+		{"no policies", PlanConfig{Workers: []int{1}, PerWorker: 10, Measure: time.Second}},
+		{"neither worker counts nor a target", PlanConfig{Policies: []string{"kv"}, PerWorker: 10, Measure: time.Second}},
+		{"no measurement", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Plan(context.Background(), tt.pc); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// BenchmarkSweepLevel simulates one seed-000 level (3 workers, 120
+// conversations, 60 s warmup and 300 s measurement) and reports how many
+// times faster than real time it ran.
+func BenchmarkSweepLevel(b *testing.B) {
+	c := baselines.SweepConfig{Levels: []int{120}, Modes: []string{"kv"}, Warmup: time.Minute, Measure: 5 * time.Minute,
+		Snapshots: 3, Repeats: 1, SLO: baselines.DefaultSLO}
+	cfg := smallConfig(1)
+	cfg.Workers = 3
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := Sweep(context.Background(), c, cfg, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	virtual := float64(b.N) * (c.Warmup + c.Measure).Seconds()
+	b.ReportMetric(virtual/time.Since(start).Seconds(), "x_real_time")
+}
