@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/router/kvevents"
 )
 
@@ -52,17 +53,17 @@ func TestActiveSequences(t *testing.T) {
 }
 
 func TestStaleBookingsExpire(t *testing.T) {
-	clk := newFakeClock()
+	clk := des.New(time.Unix(1_700_000_000, 0))
 	rt := NewRouter(NewPool(fleet(2)), &RoundRobin{}, Config{Clock: clk})
 	lost, _ := rt.Decide(&Request{}, nil) // never released: the client vanished without a trace
-	clk.Advance(DefaultStaleBooking - time.Second)
+	clk.Run(DefaultStaleBooking - time.Second)
 	fresh, _ := rt.Decide(&Request{}, nil)
 	if c := rt.Counts(); c.InFlight != 2 || c.StaleFreed != 0 {
 		t.Fatalf("before expiry: %+v", c)
 	}
 	// Sweeps run at most every tenth of the limit, so a lost booking is
 	// freed within 330 s.
-	clk.Advance(DefaultStaleBooking / 10)
+	clk.Run(DefaultStaleBooking / 10)
 	b, _ := rt.Decide(&Request{}, nil)
 	if c := rt.Counts(); c.InFlight != 2 || c.StaleFreed != 1 {
 		t.Fatalf("after expiry: %+v, want the lost booking freed and 2 in flight", c)

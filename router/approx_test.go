@@ -6,41 +6,42 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/des"
 )
 
 func TestApprox(t *testing.T) {
 	chainOf := func(base, n int) []uint64 { return blockhash.Chain(toks(base, n), testB) }
 	tests := []struct {
 		name string
-		run  func(a *Approx, clk *fakeClock)
+		run  func(a *Approx, clk *des.Loop)
 		want map[string]int // overlap of chainOf(1, 10) per worker
 		size int
 	}{
 		{"a decision predicts the chosen worker holds the prompt",
-			func(a *Approx, clk *fakeClock) { a.Insert("a", chainOf(1, 10)) },
+			func(a *Approx, clk *des.Loop) { a.Insert("a", chainOf(1, 10)) },
 			map[string]int{"a": 10}, 10},
 		{"predictions expire after the TTL",
-			func(a *Approx, clk *fakeClock) { a.Insert("a", chainOf(1, 10)); clk.Advance(time.Minute + time.Second) },
+			func(a *Approx, clk *des.Loop) { a.Insert("a", chainOf(1, 10)); clk.Run(time.Minute + time.Second) },
 			map[string]int{}, 0},
 		{"reuse refreshes the TTL of the blocks reused",
-			func(a *Approx, clk *fakeClock) {
+			func(a *Approx, clk *des.Loop) {
 				a.Insert("a", chainOf(1, 10))
-				clk.Advance(40 * time.Second)
+				clk.Run(40 * time.Second)
 				a.Insert("a", chainOf(1, 4)) // the first 4 blocks are reused
-				clk.Advance(30 * time.Second)
+				clk.Run(30 * time.Second)
 			}, map[string]int{"a": 4}, 4},
 		{"past the cap the earliest-expiring are pruned to 80%",
-			func(a *Approx, clk *fakeClock) {
+			func(a *Approx, clk *des.Loop) {
 				a.Insert("b", chainOf(500, 10)) // oldest: pruned first
-				clk.Advance(time.Second)
+				clk.Run(time.Second)
 				a.Insert("a", chainOf(1, 10))
-				clk.Advance(time.Second)
+				clk.Run(time.Second)
 				a.Insert("c", chainOf(900, 3)) // 23 > 20: prune to 16
 			}, map[string]int{"a": 10}, 16},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
+			clk := des.New(time.Unix(1_700_000_000, 0))
 			a := NewApprox(clk, time.Minute, 20)
 			tt.run(a, clk)
 			names := []string{"a", "b", "c"}
@@ -68,7 +69,7 @@ func TestApprox(t *testing.T) {
 }
 
 func TestApproxRemoveAndClear(t *testing.T) {
-	a := NewApprox(newFakeClock(), 0, 0)
+	a := NewApprox(des.New(time.Unix(1_700_000_000, 0)), 0, 0)
 	c := blockhash.Chain(toks(1, 5), testB)
 	a.Insert("a", c)
 	a.Insert("b", c)

@@ -5,6 +5,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/des"
 )
 
 // fleet returns n workers named a, b, c, ... with capacity 64.
@@ -222,7 +225,7 @@ func TestKVPolicy(t *testing.T) {
 }
 
 func TestKVApproxPolicy(t *testing.T) {
-	clk := newFakeClock()
+	clk := des.New(time.Unix(1_700_000_000, 0))
 	ws := fleet(3)
 	p, _ := NewPolicy("kv_approx")
 	rt := NewRouter(NewPool(ws), p, Config{Clock: clk, BlockSize: testB})
@@ -238,7 +241,7 @@ func TestKVApproxPolicy(t *testing.T) {
 		t.Fatalf("follow-up went to %s with overlap %d; want %s with 20", follow.Worker.Name, follow.Overlap, first.Worker.Name)
 	}
 	// After the TTL the prediction is gone.
-	clk.Advance(DefaultApproxTTL + 1)
+	clk.Run(DefaultApproxTTL + 1)
 	late, _ := rt.Decide(&Request{TokenIDs: toks(1, 30)}, nil)
 	late.Release()
 	if late.Overlap != 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/des"
 )
 
 func TestParseWorkers(t *testing.T) {
@@ -181,13 +182,13 @@ func TestPoolDNSDiscovery(t *testing.T) {
 func TestPoolDiscoverReresolvesEveryTenSeconds(t *testing.T) {
 	res := &fakeResolver{hosts: map[string][]string{"svc": {"10.0.0.1"}}}
 	pool := NewPool(nil)
-	clk := newFakeClock()
+	clk := des.New(time.Unix(1_700_000_000, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { pool.Discover(ctx, clk, res, DNSSource{Service: "svc", Port: "80"}, nil); close(done) }()
 	waitFor(t, func() bool { return names(pool.Workers()) == "10.0.0.1:80" })
 	res.set("svc", "10.0.0.1", "10.0.0.9")
-	clk.Advance(DNSRefresh)
+	clk.Run(DNSRefresh)
 	waitFor(t, func() bool { return names(pool.Workers()) == "10.0.0.1:80 10.0.0.9:80" })
 	cancel()
 	<-done
