@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -271,4 +272,41 @@ func FuzzRecordingID(f *testing.F) {
 			t.Fatalf("id %q: %d %q", id, w.Code, w.Body.String())
 		}
 	})
+}
+
+func TestReplayFirstLoadIsLightAndSelfContained(t *testing.T) {
+	// The replay page loads the same vendored chart library as the live
+	// page, from the binary, within the same 300 KB budget.
+	s, _ := recordingServer(t)
+	page := serve(s, "GET", "/recordings/1", false)
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(page.Body.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := page.Body.Len()
+	var assets []string
+	doc.Find("script[src], link[href]").Each(func(_ int, sel *goquery.Selection) {
+		for _, attr := range []string{"src", "href"} {
+			if v, ok := sel.Attr(attr); ok {
+				assets = append(assets, v)
+			}
+		}
+	})
+	if len(assets) < 4 {
+		t.Fatalf("found only %d assets: %v", len(assets), assets)
+	}
+	for _, a := range assets {
+		if !strings.HasPrefix(a, "/static/") {
+			t.Fatalf("asset %q is not served by kvlens itself", a)
+		}
+		w := serve(s, "GET", a, false)
+		if w.Code != 200 {
+			t.Fatalf("GET %s = %d", a, w.Code)
+		}
+		total += w.Body.Len()
+	}
+	t.Logf("replay first load: %d bytes over %d requests, before the frames", total, len(assets)+1)
+	if total > 300_000 {
+		t.Fatalf("replay first load is %d bytes, over the 300 KB budget", total)
+	}
 }
