@@ -5,9 +5,11 @@ package demo
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +58,7 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
 	return ctx
 }
@@ -75,6 +77,8 @@ func startDemo(t *testing.T) *Demo {
 	cfg.Load.MaxTokens = 80
 	cfg.Load.StartRate = 0
 	cfg.Dashboard.Access = web.Access{Token: operatorToken, LoopbackViewer: true}
+	// The session is recorded, so the test can replay it afterwards.
+	cfg.DB, cfg.Record = filepath.Join(t.TempDir(), "kvlens.db"), true
 	d, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -292,4 +296,89 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, `document.getElementById('notice').textContent.startsWith('Caches reset on 3 workers')`, 10*time.Second, "the reset did not report 3 workers")
+
+	replaySession(t, ctx, d)
+}
+
+// replaySession opens this session's recording from the Recordings page and
+// plays it on the charts: issue 6's "a recorded session replays".
+func replaySession(t *testing.T, ctx context.Context, d *Demo) {
+	t.Helper()
+	flushCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.FlushRecording(flushCtx); err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`[data-testid=recording-row][data-id="%d"]`, d.Recording)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=recordings-link]`),
+		chromedp.Click(`[data-testid=recordings-link]`),
+		chromedp.WaitVisible(row),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(text(t, ctx, row+` [data-testid=recording-frames]`)); n < 10 {
+		t.Fatalf("the session is listed with %d frames; it has run for more than 10 s", n)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(row+` [data-testid=recording-open]`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The charts draw the recorded points up to the playhead, at the end.
+	waitJS(t, ctx, `Number(document.body.dataset.frameCount) >= 10 && Number(document.getElementById('ttft-chart').dataset.points) >= 10 && !!document.querySelector('#ttft-chart canvas')`,
+		10*time.Second, "the replay drew no recorded points")
+	end := playheadT(t, ctx)
+	if mode := text(t, ctx, `#mode-name`); mode != "KV-aware" {
+		t.Fatalf("the mode at the end of the recording is %q, want KV-aware", mode)
+	}
+
+	// Scrubbing to the start moves the playhead and the mode back.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const s = document.querySelector('[data-testid=timeline]');
+		s.value = "0";
+		s.dispatchEvent(new Event('input', { bubbles: true }));
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	start := playheadT(t, ctx)
+	if start > end-9 {
+		t.Fatalf("the playhead went from %d to %d after scrubbing to the start", end, start)
+	}
+	if mode := text(t, ctx, `#mode-name`); mode != "Round-robin" {
+		t.Fatalf("the mode at the start of the recording is %q, want Round-robin", mode)
+	}
+	waitJS(t, ctx, `document.getElementById('ttft-chart').dataset.points === '1'`, time.Second, "at the first frame the charts show more than one point")
+
+	// At 16x the recording plays in 1/16 of its length (at 4x it would
+	// take four times as long), and stops at its end.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=speed-16]`), chromedp.Click(`[data-testid=play]`)); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	want := time.Duration(end-start) * time.Second / 16
+	waitJS(t, ctx, `document.querySelector('[data-testid=play]').dataset.playing === 'false'`, 10*time.Second, "the player did not stop at the end")
+	if took := time.Since(began); took < want*8/10 || took > want+time.Second {
+		t.Fatalf("%d recorded seconds played in %s at 16x; want about %s", end-start, took, want)
+	}
+	if got := playheadT(t, ctx); got != end {
+		t.Fatalf("the player stopped at %d, want the end %d", got, end)
+	}
+	time.Sleep(500 * time.Millisecond)
+	screenshot(t, ctx, "replay-1920x1080.png", false)
+}
+
+func playheadT(t *testing.T, ctx context.Context) int64 {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=playhead]').dataset.t || ''`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("playhead time %q: %v", s, err)
+	}
+	return v
 }

@@ -117,7 +117,8 @@ type Demo struct {
 	// the session is not recorded.
 	Recording int64
 
-	db *store.DB // open while recording
+	db  *store.DB // open while recording
+	rec *recording.Recorder
 
 	fleet   *sim.Fleet
 	scraper *scraper // real workers' /metrics; nil for the simulated fleet
@@ -218,7 +219,14 @@ func Start(cfg Config) (*Demo, error) {
 		rec = d.startRecording(cfg)
 		if rec != nil {
 			opts.Record = func(frame []byte) { rec.Add("snapshot", frame) }
+			opts.Recordings, opts.CurrentRecording = d.db, rec.ID()
+		} else {
+			opts.RecordingsOff = "the store at " + cfg.DB + " could not be opened (see the warning kvlens printed at start)"
 		}
+	} else if cfg.DB == "" {
+		opts.RecordingsOff = "kvlens runs without a store (--db)"
+	} else {
+		opts.RecordingsOff = "this session was started with --record=false"
 	}
 	if opts.Baseline == nil {
 		set, err := chooseBaseline(cfg.DB, cfg.Baseline)
@@ -335,8 +343,17 @@ func (d *Demo) startRecording(cfg Config) *recording.Recorder {
 		fmt.Fprintf(os.Stderr, "kvlens: warning: not recording this session: %v\n", err)
 		return nil
 	}
-	d.db, d.Recording = db, rec.ID()
+	d.db, d.rec, d.Recording = db, rec, rec.ID()
 	return rec
+}
+
+// FlushRecording writes the frames the recorder holds now, rather than at
+// its next 10 s flush; without a recording it does nothing.
+func (d *Demo) FlushRecording(ctx context.Context) error {
+	if d.rec == nil {
+		return nil
+	}
+	return d.rec.Flush(ctx)
 }
 
 // StatusLine is the one-line summary the terminal shows every few seconds.

@@ -2,6 +2,10 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,5 +64,70 @@ func TestUnwritableStoreDoesNotStopTheDemo(t *testing.T) {
 	defer d.Close(context.Background())
 	if d.Recording != 0 {
 		t.Fatal("claims to record into a store that cannot be opened")
+	}
+}
+
+func TestFlushRecordingMakesFramesReplayable(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DB, cfg.Record = filepath.Join(t.TempDir(), "kvlens.db"), true
+	cfg.Load.MaxTokens = 20
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	time.Sleep(2500 * time.Millisecond) // two 1 Hz frames, well before the 10 s flush
+	if err := d.FlushRecording(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(fmt.Sprintf("%s/recordings/%d/frames", d.URL, d.Recording))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct{ Frames []json.RawMessage }
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET frames = %d (%v)", resp.StatusCode, err)
+	}
+	if len(got.Frames) < 2 {
+		t.Fatalf("the dashboard replays %d frames after a flush; want at least 2", len(got.Frames))
+	}
+}
+
+func TestRecordingsPageSaysWhyItIsOff(t *testing.T) {
+	tests := []struct {
+		name   string
+		db     string
+		record bool
+		want   string
+	}{
+		{"without a store it names --db", "", true, "without a store (--db)"},
+		{"with recording turned off it names --record=false", "kvlens.db", false, "--record=false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Addr = "127.0.0.1:0"
+			cfg.NoStart = true
+			cfg.Record = tt.record
+			if tt.db != "" {
+				cfg.DB = filepath.Join(t.TempDir(), tt.db)
+			}
+			d, err := Start(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(context.Background())
+			resp, err := http.Get(d.URL + "/recordings")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if !strings.Contains(string(body), "Recordings are off") || !strings.Contains(string(body), tt.want) {
+				t.Fatalf("the Recordings page does not say %q:\n%s", tt.want, body)
+			}
+		})
 	}
 }

@@ -82,6 +82,14 @@ type Options struct {
 	// Record, when set, receives every 1 Hz chart frame (JSON, with the
 	// marks made since the last one), for the session's recording.
 	Record func(frame []byte)
+	// Recordings, when not nil, is the store the Recordings page lists and
+	// replays; nil shows the page saying recordings are off, and why
+	// (RecordingsOff).
+	Recordings    Recordings
+	RecordingsOff string
+	// CurrentRecording is this session's recording id (0 for none): it is
+	// shown as recording now and cannot be deleted.
+	CurrentRecording int64
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error
@@ -127,6 +135,12 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/mode", s.mode)
 		r.Post("/api/reset", s.reset)
 	})
+	r.Get("/recordings", s.recordingsPage)
+	r.Get("/recordings/{id}", s.replayPage)
+	r.Get("/recordings/{id}/frames", s.recordingFrames)
+	r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
+	r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
+	r.With(s.opts.Access.requireOperator).Post("/recordings/{id}/delete", s.deleteRecording)
 	r.Get("/how", s.how)
 	r.Get("/conversations", s.conversationList)
 	r.Get("/conversations/{id}", s.conversationLog)

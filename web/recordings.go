@@ -1,0 +1,181 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/recording"
+	"github.com/kvlens/kvlens/store"
+)
+
+// Recordings is the store of recorded sessions the Recordings page reads;
+// *store.DB satisfies it.
+type Recordings interface {
+	Recordings(ctx context.Context) ([]store.Recording, error)
+	Recording(ctx context.Context, id int64) (store.Recording, error)
+	RecordingFrames(ctx context.Context, id int64) ([]store.Frame, error)
+	DeleteRecording(ctx context.Context, id int64) error
+}
+
+func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
+	d := components.RecordingsData{Operator: s.opts.Access.IsOperator(r)}
+	if s.opts.Recordings == nil {
+		d.Off = s.opts.RecordingsOff
+		if d.Off == "" {
+			d.Off = "this dashboard has no store; start kvlens with --db and --record"
+		}
+	} else if recs, err := s.opts.Recordings.Recordings(r.Context()); err != nil {
+		d.Error = err.Error()
+	} else {
+		for _, rec := range recs {
+			d.Items = append(d.Items, recordingItem(rec, rec.ID == s.opts.CurrentRecording))
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	components.Recordings(d).Render(r.Context(), w)
+}
+
+func recordingItem(rec store.Recording, current bool) components.RecordingItem {
+	length := "cut off (no end recorded)"
+	switch {
+	case current:
+		length = "recording now"
+	case !rec.Ended.IsZero():
+		length = rec.Ended.Sub(rec.Started).Round(time.Second).String()
+	}
+	return components.RecordingItem{
+		ID: rec.ID, Name: rec.Name, Started: rec.Started.UTC().Format("2006-01-02 15:04:05 UTC"),
+		Length: length, Frames: rec.Frames, Size: fmt.Sprintf("%.1f KB", float64(rec.Bytes)/1000), Current: current,
+	}
+}
+
+// recording reads the {id} of a /recordings/{id}/... route and looks it up,
+// answering 400, 404 or 503 with a one-line reason when it cannot.
+func (s *Server) recording(w http.ResponseWriter, r *http.Request) (store.Recording, bool) {
+	raw := chi.URLParam(r, "id")
+	if s.opts.Recordings == nil {
+		http.Error(w, "recordings are off: this dashboard has no store", http.StatusNotFound)
+		return store.Recording{}, false
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		http.Error(w, fmt.Sprintf("recording %q: not a positive whole number", raw), http.StatusBadRequest)
+		return store.Recording{}, false
+	}
+	rec, err := s.opts.Recordings.Recording(r.Context(), id)
+	if errors.Is(err, store.ErrNoRecording) {
+		http.Error(w, fmt.Sprintf("recording %d does not exist (deleted, or pruned by the retention)", id), http.StatusNotFound)
+		return rec, false
+	}
+	if err != nil {
+		http.Error(w, "read recording: "+err.Error(), http.StatusInternalServerError)
+		return rec, false
+	}
+	return rec, true
+}
+
+func (s *Server) recordedFrames(w http.ResponseWriter, r *http.Request, rec store.Recording) ([]store.Frame, bool) {
+	frames, err := s.opts.Recordings.RecordingFrames(r.Context(), rec.ID)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("read recording %d: %v", rec.ID, err), http.StatusInternalServerError)
+		return nil, false
+	}
+	return frames, true
+}
+
+func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.recording(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	components.Replay(components.ReplayData{
+		ID: rec.ID, Name: rec.Name, Started: rec.Started.UTC().Format(time.RFC3339),
+		SLOTTFTms: ms(s.opts.SLOTTFT), SLOTPOTms: ms(s.opts.SLOTPOT),
+	}).Render(r.Context(), w)
+}
+
+// replayJSON is the body of GET /recordings/{id}/frames: the player's input.
+type replayJSON struct {
+	ID     int64             `json:"id"`
+	Name   string            `json:"name"`
+	Frames []replayFrameJSON `json:"frames"`
+}
+
+type replayFrameJSON struct {
+	// T is when the frame was recorded, in Unix ms.
+	T    int64  `json:"t"`
+	Kind string `json:"kind"`
+	// Body is the frame as the dashboard pushed it (a Frame for snapshots).
+	Body json.RawMessage `json:"body"`
+}
+
+func (s *Server) recordingFrames(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.recording(w, r)
+	if !ok {
+		return
+	}
+	frames, ok := s.recordedFrames(w, r, rec)
+	if !ok {
+		return
+	}
+	out := replayJSON{ID: rec.ID, Name: rec.Name, Frames: make([]replayFrameJSON, 0, len(frames))}
+	for _, f := range frames {
+		body := json.RawMessage(f.Body)
+		if !json.Valid(body) {
+			body = json.RawMessage("null") // the player skips it; the rest still plays
+		}
+		out.Frames = append(out.Frames, replayFrameJSON{T: f.T.UnixMilli(), Kind: f.Kind, Body: body})
+	}
+	writeJSON(w, out)
+}
+
+func (s *Server) exportRecording(format string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec, ok := s.recording(w, r)
+		if !ok {
+			return
+		}
+		frames, ok := s.recordedFrames(w, r, rec)
+		if !ok {
+			return
+		}
+		ctype := "text/csv; charset=utf-8"
+		if format == "json" {
+			ctype = "application/json"
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="kvlens-recording-%d.%s"`, rec.ID, format))
+		// Once writing starts the status is sent: a failure can only cut
+		// the download short.
+		if format == "json" {
+			recording.WriteJSON(w, rec, frames)
+		} else {
+			recording.WriteCSV(w, frames)
+		}
+	}
+}
+
+func (s *Server) deleteRecording(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.recording(w, r)
+	if !ok {
+		return
+	}
+	if rec.ID == s.opts.CurrentRecording {
+		http.Error(w, fmt.Sprintf("recording %d is this session's and still recording", rec.ID), http.StatusConflict)
+		return
+	}
+	if err := s.opts.Recordings.DeleteRecording(r.Context(), rec.ID); err != nil {
+		http.Error(w, fmt.Sprintf("delete recording %d: %v", rec.ID, err), http.StatusInternalServerError)
+		return
+	}
+	http.Redirect(w, r, "/recordings", http.StatusSeeOther)
+}

@@ -1,0 +1,312 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/kvlens/kvlens/recording"
+	"github.com/kvlens/kvlens/store"
+)
+
+// recordedFrame is a snapshot frame as the dashboard records it.
+func recordedFrame(t testing.TB, at int64, mode string, marks ...Mark) []byte {
+	t.Helper()
+	p50, p95 := 250.0, 580.0
+	b, err := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: "Plain " + mode, Marks: marks,
+		Points: []Point{{T: at, TTFTp50: &p50, TTFTp95: &p95, OutputTokensPerSec: 1500, Target: 60, Live: 60}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// recordingServer is a dashboard over a store holding two finished
+// recordings (ids 1 and 2, of 3 and 2 frames) and the current one (3).
+func recordingServer(t testing.TB) (*Server, *store.DB) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "kvlens.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	start := time.Unix(1_700_000_000, 0)
+	for i, spec := range []struct {
+		name   string
+		frames int
+	}{{"booth morning", 3}, {"booth afternoon", 2}, {"now", 1}} {
+		id, err := db.CreateRecording(ctx, spec.name, []byte(`{"policy":"round_robin"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var frames []store.Frame
+		for j := range spec.frames {
+			at := start.Add(time.Duration(i*100+j) * time.Second)
+			mode := "round_robin"
+			var marks []Mark
+			if j == 1 {
+				mode, marks = "kv", []Mark{{T: at.Unix(), Kind: "mode", Label: "Plain kv"}}
+			}
+			frames = append(frames, store.Frame{T: at, Kind: "snapshot", Body: recordedFrame(t, at.Unix(), mode, marks...)})
+		}
+		if err := db.AppendFrames(ctx, id, frames); err != nil {
+			t.Fatal(err)
+		}
+		if spec.name != "now" {
+			rec, err := db.Recording(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The store stamps the start with the real clock.
+			if err := db.EndRecording(ctx, id, rec.Started.Add(time.Duration(spec.frames)*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	opts := testOptions()
+	opts.Access = Access{Token: "secret", LoopbackViewer: true}
+	opts.Recordings, opts.CurrentRecording = db, 3
+	return New(&fakeLoad{target: 60}, newFakeRouter("round_robin"), opts), db
+}
+
+func serve(s *Server, method, path string, operator bool) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = "192.0.2.7:40000" // a visitor's phone, not this machine
+	if operator {
+		r.AddCookie(&http.Cookie{Name: operatorCookie, Value: s.opts.Access.cookieValue()})
+	}
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	return w
+}
+
+func TestRecordingRoutes(t *testing.T) {
+	s, _ := recordingServer(t)
+	tests := []struct {
+		name  string
+		path  string
+		code  int
+		check func(t *testing.T, w *httptest.ResponseRecorder)
+	}{
+		{"the list shows every recording with its frames and links, newest first", "/recordings", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+			doc, _ := goquery.NewDocumentFromReader(w.Body)
+			rows := doc.Find(`[data-testid=recording-row]`)
+			if rows.Length() != 3 {
+				t.Fatalf("%d rows, want 3", rows.Length())
+			}
+			first := rows.Eq(2)
+			if got := first.Find(`[data-testid=recording-open]`).Text(); got != "booth morning" {
+				t.Fatalf("oldest row is %q", got)
+			}
+			for sel, want := range map[string]string{"recording-open": "/recordings/1", "export-csv": "/recordings/1/export.csv", "export-json": "/recordings/1/export.json"} {
+				if href, _ := first.Find(`[data-testid=` + sel + `]`).Attr("href"); href != want {
+					t.Errorf("%s links to %q, want %q", sel, href, want)
+				}
+			}
+			if got := first.Find(`[data-testid=recording-frames]`).Text(); got != "3" {
+				t.Errorf("frames = %q, want 3", got)
+			}
+			if got := first.Find(`[data-testid=recording-length]`).Text(); got != "3s" {
+				t.Errorf("length = %q, want 3s", got)
+			}
+			if got := rows.Eq(0).Find(`[data-testid=recording-length]`).Text(); got != "recording now" {
+				t.Errorf("the current session's length = %q", got)
+			}
+			if _, disabled := first.Find(`[data-testid=recording-delete]`).Attr("disabled"); !disabled {
+				t.Error("a viewer's delete button is enabled")
+			}
+		}},
+		{"the replay page names the recording and has the player and the four charts", "/recordings/2", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+			doc, _ := goquery.NewDocumentFromReader(w.Body)
+			if got := doc.Find(`[data-testid=replay-name]`).Text(); !strings.Contains(got, "booth afternoon") {
+				t.Errorf("header = %q", got)
+			}
+			for _, id := range []string{"timeline", "play", "speed-1", "speed-4", "speed-16", "playhead", "ttft-chart", "tpot-chart", "tops-chart", "errors-chart"} {
+				if doc.Find(`[data-testid=`+id+`]`).Length() != 1 {
+					t.Errorf("no %s", id)
+				}
+			}
+			if src, _ := doc.Find(`body`).Attr("data-frames"); src != "/recordings/2/frames" {
+				t.Errorf("the player reads %q", src)
+			}
+		}},
+		{"the frames JSON holds every frame in order with its dashboard body", "/recordings/1/frames", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+			var got struct {
+				Name   string `json:"name"`
+				Frames []struct {
+					T    int64 `json:"t"`
+					Kind string
+					Body Frame
+				}
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != "booth morning" || len(got.Frames) != 3 {
+				t.Fatalf("%q with %d frames", got.Name, len(got.Frames))
+			}
+			f := got.Frames[1]
+			if f.T != 1_700_000_001_000 || f.Kind != "snapshot" || f.Body.Mode != "kv" || len(f.Body.Marks) != 1 || f.Body.Points[0].T != 1_700_000_001 {
+				t.Fatalf("second frame = %+v", f)
+			}
+		}},
+		{"the CSV export is a download with a row per frame", "/recordings/1/export.csv", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+			if cd := w.Header().Get("Content-Disposition"); cd != `attachment; filename="kvlens-recording-1.csv"` {
+				t.Errorf("Content-Disposition = %q", cd)
+			}
+			lines := strings.Split(strings.TrimSpace(w.Body.String()), "\n")
+			if len(lines) != 4 || lines[0] != strings.Join(recording.CSVHeader, ",") || !strings.Contains(lines[2], ",kv,") {
+				t.Fatalf("CSV:\n%s", w.Body.String())
+			}
+		}},
+		{"the JSON export is a download of the recording and its frames", "/recordings/2/export.json", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+			if cd := w.Header().Get("Content-Disposition"); cd != `attachment; filename="kvlens-recording-2.json"` {
+				t.Errorf("Content-Disposition = %q", cd)
+			}
+			var got struct {
+				Name   string
+				Frames []json.RawMessage
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Name != "booth afternoon" || len(got.Frames) != 2 {
+				t.Fatalf("JSON export %q with %d frames (%v)", got.Name, len(got.Frames), err)
+			}
+		}},
+
+		// Sad paths: a one-line reason, never a page.
+		{"an id that is not a number is refused", "/recordings/abc", 400, nil},
+		{"id zero is refused", "/recordings/0/frames", 400, nil},
+		{"a negative id is refused", "/recordings/-1/export.csv", 400, nil},
+		{"an unknown recording's page is not found", "/recordings/99", 404, nil},
+		{"an unknown recording's frames are not found", "/recordings/99/frames", 404, nil},
+		{"an unknown recording's export is not found", "/recordings/99/export.json", 404, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := serve(s, "GET", tt.path, false)
+			if w.Code != tt.code {
+				t.Fatalf("GET %s = %d %q, want %d", tt.path, w.Code, w.Body.String(), tt.code)
+			}
+			if tt.code != 200 {
+				if body := strings.TrimSpace(w.Body.String()); body == "" || strings.Contains(body, "\n") || strings.Contains(body, "<") {
+					t.Fatalf("GET %s answered %q, want a one-line reason", tt.path, body)
+				}
+				return
+			}
+			tt.check(t, w)
+		})
+	}
+}
+
+func TestDeletingRecordings(t *testing.T) {
+	tests := []struct {
+		name     string
+		id       string
+		operator bool
+		code     int
+		// remaining is how many recordings the store keeps afterwards.
+		remaining int
+	}{
+		{"a viewer cannot delete a recording", "1", false, 403, 3},
+		{"the operator deletes a finished recording and returns to the list", "1", true, 303, 2},
+		{"the session being recorded cannot be deleted", "3", true, 409, 3},
+		{"deleting an unknown recording is not found", "99", true, 404, 3},
+		{"deleting a malformed id is refused", "x1", true, 400, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, db := recordingServer(t)
+			w := serve(s, "POST", "/recordings/"+tt.id+"/delete", tt.operator)
+			if w.Code != tt.code {
+				t.Fatalf("delete = %d %q, want %d", w.Code, w.Body.String(), tt.code)
+			}
+			recs, err := db.Recordings(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != tt.remaining {
+				t.Fatalf("%d recordings left, want %d", len(recs), tt.remaining)
+			}
+		})
+	}
+}
+
+func TestRecordingsOffSaysWhy(t *testing.T) {
+	opts := testOptions()
+	opts.RecordingsOff = "kvlens runs without a store (--db)"
+	s := New(&fakeLoad{}, newFakeRouter("round_robin"), opts)
+	w := serve(s, "GET", "/recordings", false)
+	doc, _ := goquery.NewDocumentFromReader(w.Body)
+	if got := doc.Find(`[data-testid=recordings-off]`).Text(); got != "Recordings are off: kvlens runs without a store (--db)" {
+		t.Fatalf("page says %q", got)
+	}
+	if w := serve(s, "GET", "/recordings/1/frames", false); w.Code != 404 {
+		t.Fatalf("frames without a store = %d, want 404", w.Code)
+	}
+	live := serve(s, "GET", "/", false)
+	doc, _ = goquery.NewDocumentFromReader(live.Body)
+	if href, _ := doc.Find(`[data-testid=recordings-link]`).Attr("href"); href != "/recordings" {
+		t.Fatalf("the live page links to %q for recordings", href)
+	}
+}
+
+func FuzzRecordingID(f *testing.F) {
+	for _, s := range []string{"1", "0", "-1", "abc", "99999999999999999999", "1e3", " 2"} {
+		f.Add(s)
+	}
+	srv, _ := recordingServer(f)
+	f.Fuzz(func(t *testing.T, id string) {
+		w := serve(srv, "GET", "/recordings/"+url.PathEscape(id)+"/frames", false)
+		switch w.Code {
+		case 200, 400, 404:
+		default:
+			t.Fatalf("id %q: %d %q", id, w.Code, w.Body.String())
+		}
+	})
+}
+
+func TestReplayFirstLoadIsLightAndSelfContained(t *testing.T) {
+	// The replay page loads the same vendored chart library as the live
+	// page, from the binary, within the same 300 KB budget.
+	s, _ := recordingServer(t)
+	page := serve(s, "GET", "/recordings/1", false)
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(page.Body.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := page.Body.Len()
+	var assets []string
+	doc.Find("script[src], link[href]").Each(func(_ int, sel *goquery.Selection) {
+		for _, attr := range []string{"src", "href"} {
+			if v, ok := sel.Attr(attr); ok {
+				assets = append(assets, v)
+			}
+		}
+	})
+	if len(assets) < 4 {
+		t.Fatalf("found only %d assets: %v", len(assets), assets)
+	}
+	for _, a := range assets {
+		if !strings.HasPrefix(a, "/static/") {
+			t.Fatalf("asset %q is not served by kvlens itself", a)
+		}
+		w := serve(s, "GET", a, false)
+		if w.Code != 200 {
+			t.Fatalf("GET %s = %d", a, w.Code)
+		}
+		total += w.Body.Len()
+	}
+	t.Logf("replay first load: %d bytes over %d requests, before the frames", total, len(assets)+1)
+	if total > 300_000 {
+		t.Fatalf("replay first load is %d bytes, over the 300 KB budget", total)
+	}
+}

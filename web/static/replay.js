@@ -1,0 +1,100 @@
+// kvlens replay: plays a recording's 1 Hz frames on the live dashboard's
+// charts (charts.js): a timeline to scrub, play and pause at 1×, 4× or 16×.
+// The charts show the 10 minutes up to the playhead, with the marks.
+(function () {
+  "use strict";
+  const charts = window.kvlens.timeCharts();
+  const windowSecs = window.kvlens.windowSecs;
+  const timeline = document.getElementById("timeline");
+  const playBtn = document.getElementById("play");
+  const playhead = document.getElementById("playhead");
+  const modeName = document.getElementById("mode-name");
+  const notice = document.getElementById("notice");
+
+  let frames = []; // {t, point, mode_text}, by time
+  let marks = []; // every mark of the recording, by time
+  let at = 0; // the playhead, an index into frames
+  let speed = 1;
+  let timer = null;
+
+  const clock = (t) => new Date(t * 1000).toISOString().slice(11, 19);
+  const elapsed = (s) => `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+
+  // first returns the index of the first frame at or after t.
+  function first(t) {
+    let lo = 0, hi = frames.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (frames[mid].t < t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  function show(i) {
+    if (!frames.length) return;
+    at = Math.max(0, Math.min(frames.length - 1, i));
+    const f = frames[at];
+    charts.setMarks(marks.filter((m) => m.t <= f.t));
+    charts.addPoints(frames.slice(first(f.t - windowSecs + 1), at + 1).map((x) => x.point), true);
+    modeName.textContent = f.mode_text;
+    timeline.value = String(at);
+    playhead.textContent = `${clock(f.t)} UTC · +${elapsed(f.t - frames[0].t)} of ${elapsed(frames[frames.length - 1].t - frames[0].t)}`;
+    playhead.dataset.t = String(f.t);
+  }
+
+  function pause() {
+    clearInterval(timer);
+    timer = null;
+    playBtn.textContent = "Play";
+    playBtn.dataset.playing = "false";
+  }
+
+  // play advances one recorded second per 1/speed s of wall time.
+  function play() {
+    if (at >= frames.length - 1) show(0);
+    clearInterval(timer);
+    timer = setInterval(() => {
+      if (at >= frames.length - 1) return pause();
+      show(at + 1);
+    }, 1000 / speed);
+    playBtn.textContent = "Pause";
+    playBtn.dataset.playing = "true";
+  }
+
+  playBtn.addEventListener("click", () => (timer ? pause() : play()));
+  timeline.addEventListener("input", () => show(Number(timeline.value)));
+  document.querySelectorAll("button[data-speed]").forEach((b) =>
+    b.addEventListener("click", () => {
+      speed = Number(b.dataset.speed);
+      document.querySelectorAll("button[data-speed]").forEach((o) => {
+        o.classList.toggle("active", o === b);
+        o.setAttribute("aria-pressed", String(o === b));
+      });
+      document.body.dataset.speed = String(speed);
+      if (timer) play();
+    }),
+  );
+
+  fetch(document.body.dataset.frames)
+    .then((r) => (r.ok ? r.json() : r.text().then((t) => Promise.reject(new Error(t.trim())))))
+    .then((rec) => {
+      for (const fr of rec.frames || []) {
+        if (fr.kind !== "snapshot" || !fr.body) continue;
+        const b = fr.body;
+        for (const p of b.points || []) frames.push({ t: p.t, point: p, mode_text: b.mode_text });
+        if (b.marks) marks = marks.concat(b.marks);
+      }
+      frames.sort((a, b) => a.t - b.t);
+      marks.sort((a, b) => a.t - b.t);
+      if (!frames.length) {
+        playhead.textContent = "this recording has no frames";
+        return;
+      }
+      timeline.max = String(frames.length - 1);
+      timeline.disabled = playBtn.disabled = false;
+      document.body.dataset.frameCount = String(frames.length);
+      show(frames.length - 1);
+    })
+    .catch((e) => (notice.textContent = "Cannot load the recording: " + e.message));
+})();
