@@ -108,6 +108,20 @@ type WorkersData struct {
 	Rows []WorkerRow
 	// Source says where queue and KV figures come from.
 	Source string
+	// Frontend is a Dynamo frontend's own view, when Dynamo routes and
+	// kvlens reads its /metrics; nil otherwise.
+	Frontend *FrontendRow
+}
+
+// FrontendRow is what a Dynamo frontend reports of itself.
+type FrontendRow struct {
+	// OK says at least two scrapes succeeded; else Error says why not.
+	OK    bool
+	Error string
+	// KVHitRate is from 0 to 1, over the window.
+	KVHitRate float64
+	// InFlight and Queued are requests at the last scrape.
+	InFlight, Queued float64
 }
 
 // WorkerRow is one worker's live state. Fractions are 0 to 1; a negative
@@ -236,4 +250,11 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return " (" + e + ")"
 }

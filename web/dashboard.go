@@ -231,6 +231,10 @@ func (s *Server) workers(snap loadgen.Snapshot) components.WorkersData {
 		}
 		d.Rows = append(d.Rows, r)
 	}
+	if s.opts.Frontend != nil {
+		f := s.opts.Frontend.Stats()
+		d.Frontend = &components.FrontendRow{OK: f.OK, Error: f.LastError, KVHitRate: f.KVHitRate, InFlight: f.InFlight, Queued: f.Queued}
+	}
 	return d
 }
 

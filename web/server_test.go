@@ -723,3 +723,17 @@ func TestHowItWorksShowsTheLastDecision(t *testing.T) {
 		t.Fatalf("chosen = %q, want b", chosen)
 	}
 }
+
+func TestWorkersPanelShowsTheDynamoFrontend(t *testing.T) {
+	opts := testOptions()
+	opts.Frontend = fakeFrontend{}
+	s := New(&fakeLoad{}, newFakeRouter("kv"), opts)
+	frame := string(s.frames()[1])
+	if !strings.Contains(frame, `data-testid="dynamo-frontend"`) || !strings.Contains(frame, "KV hit 93%, 0 in flight, 3 queued") {
+		t.Fatalf("workers panel lacks the frontend's figures: %s", frame)
+	}
+	plain := New(&fakeLoad{}, newFakeRouter("kv"), testOptions())
+	if strings.Contains(string(plain.frames()[1]), "dynamo-frontend") {
+		t.Fatal("the frontend line shows without a frontend")
+	}
+}
