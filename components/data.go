@@ -37,6 +37,8 @@ type PageData struct {
 	WorkerPanel WorkersData
 	// Baseline is the overlay chart's data, embedded as JSON.
 	Baseline any
+	// Sim is "simulate this curve"'s state.
+	Sim SimData
 	// BaselineName names the stored set the page compares with.
 	BaselineName string
 	// Envelope is the SLO envelope in one sentence.
@@ -257,4 +259,30 @@ func errSuffix(e string) string {
 		return ""
 	}
 	return " (" + e + ")"
+}
+
+// SimData is "simulate this curve"'s state, for SimStatus.
+type SimData struct {
+	// Available says the dashboard can simulate (a simulated fleet).
+	Available bool
+	// Operator says this rendering may press the buttons.
+	Operator bool
+	// Running, Finished, Steps and Phase describe a simulation under way.
+	Running         bool
+	Finished, Steps int
+	Phase           string
+	// Err is why the last simulation failed.
+	Err string
+	// Result names the finished curve set; Took is how long it took.
+	Result, Took string
+	// Stored says the set was saved in the store; InUse that the
+	// dashboard compares with it now.
+	Stored, InUse bool
+}
+
+func storedText(stored bool) string {
+	if stored {
+		return " (stored)"
+	}
+	return " (not stored: no database)"
 }

@@ -119,6 +119,7 @@ type Demo struct {
 
 	db  *store.DB // open while recording
 	rec *recording.Recorder
+	sim *simulator // "simulate this curve"; nil for real workers
 
 	fleet   *sim.Fleet
 	scraper *scraper // real workers' /metrics; nil for the simulated fleet
@@ -243,6 +244,16 @@ func Start(cfg Config) (*Demo, error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = lanURL(ln.Addr())
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if len(cfg.Workers) == 0 {
+		sim, err := newSimulator(ctx, cfg, d.db)
+		if err != nil {
+			cancel()
+			return fail(err)
+		}
+		d.sim = sim
+		opts.Simulator = sim
+	}
 	var frontend *dynamo.Frontend
 	if cfg.FrontendMetrics != "" {
 		frontend = dynamo.NewFrontend(cfg.FrontendMetrics, load.Window)
@@ -250,7 +261,6 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	d.Web = web.New(d.Gen, web.ProxyRouter{Proxy: d.Proxy}, opts)
 
-	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	mux := http.NewServeMux()
 	mux.Handle(router.AdminPrefix+"/", d.Proxy.Admin())
@@ -301,6 +311,9 @@ func (d *Demo) Close(ctx context.Context) error {
 		err = errors.Join(err, d.fleet.Close(ctx))
 	}
 	d.wg.Wait() // the recorder has written its last frames
+	if d.sim != nil {
+		d.sim.wait() // ended by the cancelled context
+	}
 	if d.db != nil {
 		err = errors.Join(err, d.db.Close())
 	}

@@ -88,7 +88,7 @@ func (s *Server) modes(operator bool) components.ModeData {
 
 // compareText says which baseline the tiles compare with.
 func (s *Server) compareText(policy string, target int) string {
-	set := s.opts.Baseline
+	set := s.base()
 	if set == nil {
 		return "no stored baseline"
 	}
@@ -102,15 +102,16 @@ func (s *Server) tiles(snap loadgen.Snapshot) components.TilesData {
 	mode := BaselineMode(policy)
 	shed := s.rt.Counts().Shed
 	sloTTFT, sloTPOT := ms(s.opts.SLOTTFT), ms(s.opts.SLOTPOT)
+	set := s.base()
 	base := func(key string) (float64, bool) {
-		if s.opts.Baseline == nil {
+		if set == nil {
 			return 0, false
 		}
 		f, ok := baselines.FieldByKey(key)
 		if !ok {
 			return 0, false
 		}
-		return s.opts.Baseline.At(mode, float64(snap.Target), f)
+		return set.At(mode, float64(snap.Target), f)
 	}
 	// latency builds a tile for a latency quantile; lower is better.
 	latency := func(id, label string, q loadgen.Quantiles, p95 bool, key string, slo float64) components.Tile {
@@ -282,7 +283,7 @@ var chartFields = []string{"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p9
 
 func (s *Server) baselineData() baselineJSON {
 	d := baselineJSON{Curves: map[string][]map[string]float64{}, SLOTTFT: ms(s.opts.SLOTTFT), SLOTPOT: ms(s.opts.SLOTPOT)}
-	set := s.opts.Baseline
+	set := s.base()
 	if set == nil {
 		return d
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -79,6 +80,8 @@ type Options struct {
 	// figures by worker name; GaugeSource says where they come from.
 	Gauges      func() map[string]Gauge
 	GaugeSource string
+	// Simulator, when set, runs "simulate this curve" from the dashboard.
+	Simulator Simulator
 	// Record, when set, receives every 1 Hz chart frame (JSON, with the
 	// marks made since the last one), for the session's recording.
 	Record func(frame []byte)
@@ -103,6 +106,9 @@ type Server struct {
 	hub  *Hub
 	// history holds the chart's last 5 minutes, for browsers that connect late.
 	history history
+	// baseline is the set the tiles and the overlay compare with; it starts
+	// as Options.Baseline and changes when a simulated curve is put in use.
+	baseline atomic.Pointer[baselines.Set]
 }
 
 // New returns a dashboard over gen and rt.
@@ -114,9 +120,13 @@ func New(gen Loadgen, rt Router, opts Options) *Server {
 		opts.Describe = func(s string) string { return s }
 	}
 	s := &Server{gen: gen, rt: rt, opts: opts}
+	s.baseline.Store(opts.Baseline)
 	s.hub = NewHub(s.frames, s.hello)
 	return s
 }
+
+// base returns the baseline set in use; nil when there is none.
+func (s *Server) base() *baselines.Set { return s.baseline.Load() }
 
 // Hub returns the websocket hub, which the caller runs and closes.
 func (s *Server) Hub() *Hub { return s.hub }
@@ -132,6 +142,8 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/start", s.start)
 		r.Post("/api/stop", s.stop)
 		r.Post("/api/concurrency", s.concurrency)
+		r.Post("/api/simulate", s.simulate)
+		r.Post("/api/simulate/use", s.useSimulated)
 		r.Post("/api/mode", s.mode)
 		r.Post("/api/reset", s.reset)
 	})
@@ -163,8 +175,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	operator := s.opts.Access.IsOperator(r)
 	slo := baselines.SLO{TTFT: s.opts.SLOTTFT, TPOT: s.opts.SLOTPOT}
 	name := "no stored baseline"
-	if s.opts.Baseline != nil {
-		name = "Stored curves: " + s.opts.Baseline.Name
+	if b := s.base(); b != nil {
+		name = "Stored curves: " + b.Name
 	}
 	components.Page(components.PageData{
 		Mode:         s.opts.Describe(s.rt.PolicyName()),
@@ -182,8 +194,9 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		Modes:        s.modes(operator),
 		WorkerPanel:  s.workers(snap),
 		Baseline:     s.baselineData(),
+		Sim:          s.simStatusData(operator),
 		BaselineName: name,
-		Envelope:     EnvelopeSentence(s.opts.Baseline, slo, s.opts.Describe),
+		Envelope:     EnvelopeSentence(s.base(), slo, s.opts.Describe),
 		Operator:     operator,
 		CanLogin:     s.opts.Access.Token != "",
 		QR:           s.opts.PublicURL != "",

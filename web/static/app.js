@@ -98,3 +98,17 @@
     if (e.detail.successful && e.detail.target !== notice) notice.textContent = "";
   });
 })();
+
+// Fragments pushed to every browser are rendered as for a viewer; on an
+// operator's page their operator-only buttons are enabled again. The server
+// refuses them to anyone else whatever the page shows.
+(function () {
+  "use strict";
+  const body = document.body;
+  const enable = () => {
+    if (body.dataset.operator !== "true") return;
+    for (const b of document.querySelectorAll('[data-operator-only="true"]')) b.disabled = false;
+  };
+  body.addEventListener("htmx:wsAfterMessage", enable);
+  body.addEventListener("htmx:afterSwap", enable);
+})();

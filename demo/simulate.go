@@ -1,0 +1,119 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/simulate"
+	"github.com/kvlens/kvlens/store"
+	"github.com/kvlens/kvlens/web"
+)
+
+// Simulation length per level: a minute of warmup and two measured minutes
+// of virtual time, about half a second of wall time each on this kind of
+// machine.
+const (
+	simWarmup  = 60 * time.Second
+	simMeasure = 120 * time.Second
+)
+
+// simulator runs "simulate this curve" for the dashboard: the live fleet's
+// settings as a virtual-time sweep over the slider's levels, round-robin
+// against KV-aware, through the same sweep runner as kvlens sweep.
+type simulator struct {
+	sim   simulate.Config
+	sweep baselines.SweepConfig
+	db    *store.DB // nil keeps results in memory only
+	ctx   context.Context
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	status web.SimStatus
+}
+
+var _ web.Simulator = (*simulator)(nil)
+
+func newSimulator(ctx context.Context, cfg Config, db *store.DB) (*simulator, error) {
+	load := cfg.Load
+	load.SLO = loadgen.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT}
+	sc := simulate.Config{Profile: cfg.SimProfile, Workers: cfg.SimWorkers, Router: cfg.Router, Load: load, Seed: load.Seed}
+	var levels []int
+	for c := cfg.Dashboard.SliderMin; c <= cfg.Dashboard.SliderMax && cfg.Dashboard.SliderStep > 0; c += cfg.Dashboard.SliderStep {
+		if c > 0 {
+			levels = append(levels, c)
+		}
+	}
+	sw := baselines.SweepConfig{
+		Levels: levels, Modes: []string{"round_robin", "kv"},
+		Warmup: simWarmup, Measure: simMeasure, Snapshots: 3, Repeats: 1,
+		SLO:       baselines.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT},
+		TargetRPS: load.StartRate, Window: load.Window,
+		Workload:   fmt.Sprintf("Multi-turn chat (%s turns per conversation, max_tokens %d)", load.Turns.String(), load.MaxTokens),
+		Deployment: simulate.Deployment(sc),
+	}
+	if err := sw.Validate(); err != nil {
+		return nil, fmt.Errorf("simulate this curve: %w", err)
+	}
+	return &simulator{sim: sc, sweep: sw, db: db, ctx: ctx}, nil
+}
+
+// Simulate implements web.Simulator.
+func (s *simulator) Simulate() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status.Running {
+		return web.ErrSimulating
+	}
+	if s.ctx.Err() != nil {
+		return fmt.Errorf("kvlens is shutting down")
+	}
+	s.status = web.SimStatus{Running: true, Steps: len(s.sweep.Levels) * len(s.sweep.Modes), Phase: "starting"}
+	s.wg.Add(1)
+	go s.run()
+	return nil
+}
+
+// SimStatus implements web.Simulator.
+func (s *simulator) SimStatus() web.SimStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+func (s *simulator) run() {
+	defer s.wg.Done()
+	start := time.Now()
+	c := s.sweep
+	c.Name = "simulated " + start.Format("2006-01-02 15:04:05")
+	results, err := simulate.Sweep(s.ctx, c, s.sim, func(p baselines.Progress) {
+		s.mu.Lock()
+		s.status.Finished, s.status.Steps = p.Finished, p.Steps
+		s.status.Phase = fmt.Sprintf("%s: %s at %d", p.Phase, router.Describe(p.Step.Mode), p.Step.Concurrency)
+		s.mu.Unlock()
+	})
+	st := web.SimStatus{Steps: s.sweep.Repeats * len(s.sweep.Levels) * len(s.sweep.Modes), Took: time.Since(start)}
+	if err != nil {
+		st.Err = err.Error()
+	} else {
+		set := c.Result("simulated in virtual time from the dashboard", results)
+		set.Sort()
+		st.Result, st.Finished = &set, st.Steps
+		if s.db != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, serr := s.db.SaveSet(ctx, &set, false)
+			cancel()
+			st.Stored = serr == nil
+		}
+	}
+	s.mu.Lock()
+	s.status = st
+	s.mu.Unlock()
+}
+
+// wait returns once no simulation runs; the demo's context ends them.
+func (s *simulator) wait() { s.wg.Wait() }

@@ -1,0 +1,69 @@
+package demo
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/store"
+)
+
+func TestSimulateThisCurve(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvlens.db")
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.NoStart = true
+	cfg.DB, cfg.Record = path, true
+	// Two levels keep the test short; the dashboard's default slider has 7.
+	cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax, cfg.Dashboard.SliderStep = 60, 80, 20
+	cfg.Load.Concurrency = 60
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	if d.sim == nil {
+		t.Fatal("a simulated fleet offers no simulation")
+	}
+	// Shorter levels than the dashboard's keep the race-detector run short.
+	d.sim.sweep.Warmup, d.sim.sweep.Measure = 20*time.Second, 30*time.Second
+	if err := d.sim.Simulate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sim.Simulate(); err == nil {
+		t.Fatal("a second simulation started while one was running")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for d.sim.SimStatus().Running {
+		if time.Now().After(deadline) {
+			t.Fatalf("still simulating after 60 s: %+v", d.sim.SimStatus())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := d.sim.SimStatus()
+	if st.Err != "" || st.Result == nil {
+		t.Fatalf("status %+v", st)
+	}
+	for _, mode := range []string{"round_robin", "kv"} {
+		curve := st.Result.Curve(mode)
+		if len(curve) != 2 || curve[0].Concurrency != 60 || curve[1].Concurrency != 80 {
+			t.Fatalf("%s curve = %+v, want the slider's levels 60 and 80", mode, curve)
+		}
+		if curve[0].TTFTP95 <= 0 || curve[0].TOPS <= 0 {
+			t.Fatalf("%s at 60 has no figures: %+v", mode, curve[0])
+		}
+	}
+	if !st.Stored || st.Finished != st.Steps || st.Steps != 4 {
+		t.Fatalf("status %+v: want stored, 4 of 4 levels", st)
+	}
+	d.Close(context.Background())
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Set(context.Background(), st.Result.Name); err != nil {
+		t.Fatalf("the simulated set is not in the store: %v", err)
+	}
+}
