@@ -37,6 +37,9 @@ type PageData struct {
 	WorkerPanel WorkersData
 	// Baseline is the overlay chart's data, embedded as JSON.
 	Baseline any
+	// Faults are the fault presets the operator may inject; empty for real
+	// workers.
+	Faults []Option
 	// Sim is "simulate this curve"'s state.
 	Sim SimData
 	// BaselineName names the stored set the page compares with.
@@ -285,4 +288,9 @@ func storedText(stored bool) string {
 		return " (stored)"
 	}
 	return " (not stored: no database)"
+}
+
+// Option is one choice of a select.
+type Option struct {
+	Value, Label string
 }

@@ -253,6 +253,7 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		d.sim = sim
 		opts.Simulator = sim
+		opts.Faults = fleetFaults{d.fleet}
 	}
 	var frontend *dynamo.Frontend
 	if cfg.FrontendMetrics != "" {

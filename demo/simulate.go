@@ -9,6 +9,7 @@ import (
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/simulate"
 	"github.com/kvlens/kvlens/store"
 	"github.com/kvlens/kvlens/web"
@@ -117,3 +118,36 @@ func (s *simulator) run() {
 
 // wait returns once no simulation runs; the demo's context ends them.
 func (s *simulator) wait() { s.wg.Wait() }
+
+// fleetFaults injects the dashboard's faults into every simulated worker.
+type fleetFaults struct{ fleet *sim.Fleet }
+
+var _ web.FaultInjector = fleetFaults{}
+
+// InjectFault implements web.FaultInjector: one kind at a time, so a new
+// choice replaces the last.
+func (f fleetFaults) InjectFault(kind string, amount float64) error {
+	var fs sim.Faults
+	frac := amount / 100
+	switch kind {
+	case "none":
+	case "503":
+		fs.Error503 = frac
+	case "429":
+		fs.Error429 = frac
+	case "500":
+		fs.Error500 = frac
+	case "cut":
+		fs.StreamCut = frac
+	case "slow":
+		fs.Slowdown = amount
+	default:
+		return fmt.Errorf("unknown fault %q", kind)
+	}
+	for _, w := range f.fleet.Workers {
+		if err := w.SetFaults(fs); err != nil {
+			return err
+		}
+	}
+	return nil
+}

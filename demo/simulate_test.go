@@ -2,6 +2,8 @@ package demo
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"path/filepath"
 	"testing"
 	"time"
@@ -65,5 +67,38 @@ func TestSimulateThisCurve(t *testing.T) {
 	defer db.Close()
 	if _, err := db.Set(context.Background(), st.Result.Name); err != nil {
 		t.Fatalf("the simulated set is not in the store: %v", err)
+	}
+}
+
+func TestInjectedFaultReachesClients(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.NoStart = true
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	ask := func() int {
+		body := `{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`
+		resp, err := http.Post(d.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ask(); code != 200 {
+		t.Fatalf("before any fault: %d", code)
+	}
+	if err := (fleetFaults{d.fleet}).InjectFault("503", 100); err != nil {
+		t.Fatal(err)
+	}
+	if code := ask(); code != 503 {
+		t.Fatalf("with 100%% 503s injected: %d", code)
+	}
+	(fleetFaults{d.fleet}).InjectFault("none", 0)
+	if code := ask(); code != 200 {
+		t.Fatalf("after faults off: %d", code)
 	}
 }

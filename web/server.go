@@ -80,6 +80,8 @@ type Options struct {
 	// figures by worker name; GaugeSource says where they come from.
 	Gauges      func() map[string]Gauge
 	GaugeSource string
+	// Faults, when set, injects faults into the simulated fleet.
+	Faults FaultInjector
 	// Simulator, when set, runs "simulate this curve" from the dashboard.
 	Simulator Simulator
 	// Record, when set, receives every 1 Hz chart frame (JSON, with the
@@ -143,6 +145,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/stop", s.stop)
 		r.Post("/api/concurrency", s.concurrency)
 		r.Post("/api/simulate", s.simulate)
+		r.Post("/api/fault", s.fault)
 		r.Post("/api/simulate/use", s.useSimulated)
 		r.Post("/api/mode", s.mode)
 		r.Post("/api/reset", s.reset)
@@ -192,6 +195,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		Tiles:        s.tiles(snap),
 		Live:         snap.Live,
 		Modes:        s.modes(operator),
+		Faults:       s.faultOptions(),
 		WorkerPanel:  s.workers(snap),
 		Baseline:     s.baselineData(),
 		Sim:          s.simStatusData(operator),
@@ -363,3 +367,15 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// faultOptions are the fault presets the page offers; none for real workers.
+func (s *Server) faultOptions() []components.Option {
+	if s.opts.Faults == nil {
+		return nil
+	}
+	var out []components.Option
+	for _, p := range FaultPresets {
+		out = append(out, components.Option{Value: p[0], Label: p[1]})
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+type fakeFaults struct {
+	kind   string
+	amount float64
+}
+
+func (f *fakeFaults) InjectFault(kind string, amount float64) error {
+	f.kind, f.amount = kind, amount
+	return nil
+}
+
+func TestParseFault(t *testing.T) {
+	tests := []struct {
+		name, in, kind string
+		amount         float64
+		wantErr        string
+	}{
+		{"a percentage of 503s", "503:10", "503", 10, ""},
+		{"a slow-down factor", "slow:2", "slow", 2, ""},
+		{"none turns faults off", "none", "none", 0, ""},
+		{"an unknown kind is named with the choices", "404:10", "", 0, "want none, 503:PCT"},
+		{"a percentage over 100 is refused", "cut:150", "", 0, "from 0 to 100"},
+		{"a slow-down under 1 is refused", "slow:0.5", "", 0, "from 1 to 100"},
+		{"a missing amount is refused", "500", "", 0, "is not a number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kind, amount, err := ParseFault(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || kind != tt.kind || amount != tt.amount {
+				t.Fatalf("got %q %v %v", kind, amount, err)
+			}
+		})
+	}
+}
+
+func TestInjectedFaultsAreMarkedAndOperatorOnly(t *testing.T) {
+	faults := &fakeFaults{}
+	opts := testOptions()
+	opts.Access = Access{Token: "s3cret"}
+	opts.Faults = faults
+	srv := New(&fakeLoad{}, newFakeRouter("kv"), opts)
+	post := func(value string, remote bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/api/fault", strings.NewReader(url.Values{"fault": {value}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.RemoteAddr = "127.0.0.1:4000"
+		if remote {
+			r.RemoteAddr = "192.0.2.9:4000"
+		}
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, r)
+		return w
+	}
+	if w := post("503:10", true); w.Code != http.StatusForbidden || faults.kind != "" {
+		t.Fatalf("a viewer injected a fault: %d", w.Code)
+	}
+	if w := post("503:bad", false); w.Code != http.StatusBadRequest || faults.kind != "" {
+		t.Fatalf("a bad value: %d, injected %q", w.Code, faults.kind)
+	}
+	if w := post("cut:10", false); w.Code != 200 || faults.kind != "cut" || faults.amount != 10 {
+		t.Fatalf("operator: %d, injected %q %v", w.Code, faults.kind, faults.amount)
+	}
+	// The injection is a mark on the charts, and so in the recording.
+	if frame := string(srv.frames()[0]); !strings.Contains(frame, `"kind":"fault","label":"fault: 10% cut streams"`) {
+		t.Fatalf("no fault mark in %s", frame)
+	}
+}
