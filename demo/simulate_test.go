@@ -3,8 +3,8 @@ package demo
 import (
 	"context"
 	"net/http"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
