@@ -170,6 +170,7 @@ func TestAccuracy(t *testing.T) {
 // BenchmarkAccuracy500Streams measures the same at 500 concurrent streams and
 // reports the p99 errors: go test -run '^$' -bench Accuracy500 -benchtime 1x ./loadgen
 func BenchmarkAccuracy500Streams(b *testing.B) {
+	defer TuneGC()() // as the kvlens binary runs
 	for _, perChunk := range []int{1, 3} {
 		b.Run(fmt.Sprintf("tokens_per_chunk=%d", perChunk), func(b *testing.B) {
 			for range b.N {

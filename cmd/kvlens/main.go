@@ -5,9 +5,13 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/kvlens/kvlens/loadgen"
 )
 
 func main() {
+	// kvlens measures latencies to the millisecond; see loadgen.TuneGC.
+	loadgen.TuneGC()
 	os.Exit(run(os.Args[1:]))
 }
 
