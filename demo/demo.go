@@ -297,7 +297,14 @@ func Start(cfg Config) (*Demo, error) {
 // Close stops the load (cancelling streams in flight), disconnects browsers,
 // and shuts the listeners, giving up on stragglers after ctx expires.
 func (d *Demo) Close(ctx context.Context) error {
+	var phases []string
+	start, last := time.Now(), time.Now()
+	phase := func(name string) {
+		phases = append(phases, fmt.Sprintf("%s %v", name, time.Since(last).Round(time.Millisecond)))
+		last = time.Now()
+	}
 	d.Gen.Stop()
+	phase("load stopped")
 	d.cancel()
 	// Every stream of ours is cancelled by now; whatever is still open
 	// after 2 s (a stuck client) is cut, so exit stays well within 5 s.
@@ -308,15 +315,24 @@ func (d *Demo) Close(ctx context.Context) error {
 		d.srv.Close()
 		err = fmt.Errorf("connections still open after 2 s were cut: %w", err)
 	}
+	phase("http closed")
 	if d.fleet != nil {
 		err = errors.Join(err, d.fleet.Close(ctx))
+		phase("fleet closed")
 	}
 	d.wg.Wait() // the recorder has written its last frames
+	phase("background work done")
 	if d.sim != nil {
 		d.sim.wait() // ended by the cancelled context
 	}
 	if d.db != nil {
 		err = errors.Join(err, d.db.Close())
+		phase("store closed")
+	}
+	if time.Since(start) > time.Second {
+		// Shutdown is normally tens of milliseconds; say where a slow one
+		// spent its time.
+		fmt.Fprintf(os.Stderr, "kvlens: slow shutdown (%v): %s\n", time.Since(start).Round(time.Millisecond), strings.Join(phases, ", "))
 	}
 	return err
 }
