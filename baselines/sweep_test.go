@@ -298,8 +298,10 @@ func TestWaitReady(t *testing.T) {
 	}
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
 	defer down.Close()
-	err := WaitReady(context.Background(), clock.Real, down.URL+"/v1", 10*time.Millisecond, 100*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "not ready after 100ms") || !strings.Contains(err.Error(), "503") {
+	// A second of polling every 10 ms: long enough that some polls answer
+	// even on a loaded machine, so the error can name the last answer.
+	err := WaitReady(context.Background(), clock.Real, down.URL+"/v1", 10*time.Millisecond, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "not ready after 1s") || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("a target that never comes up: %v", err)
 	}
 }
