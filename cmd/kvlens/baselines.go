@@ -66,36 +66,38 @@ func openDB(ctx context.Context, path string) (*store.DB, error) {
 }
 
 func baselinesCmd(args []string) int {
+	return storeCmd("baselines", baselinesUsage, map[string]storeSub{
+		"list": baselinesList, "show": baselinesShow, "import": baselinesImport,
+		"export": baselinesExport, "delete": baselinesDelete,
+	}, args)
+}
+
+// storeSub is one subcommand of a command over the store: its flag set
+// (with --db already on it), the database path, its arguments, and where
+// its output goes.
+type storeSub func(ctx context.Context, fs *flag.FlagSet, db *string, args []string, out io.Writer) error
+
+// storeCmd runs `kvlens <name> <sub>`: usage on -h or no subcommand, --db on
+// every subcommand, and the exit status from reportExit.
+func storeCmd(name, usage string, subs map[string]storeSub, args []string) int {
 	def, _ := store.DefaultPath()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(os.Stderr, baselinesUsage, def)
+		fmt.Fprintf(os.Stderr, usage, def)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
 	sub, rest := args[0], args[1:]
-	var err error
-	fs := flag.NewFlagSet("baselines "+sub, flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	db := dbFlag(fs)
-	ctx := context.Background()
-	switch sub {
-	case "list":
-		err = baselinesList(ctx, fs, db, rest, os.Stdout)
-	case "show":
-		err = baselinesShow(ctx, fs, db, rest, os.Stdout)
-	case "import":
-		err = baselinesImport(ctx, fs, db, rest, os.Stdout)
-	case "export":
-		err = baselinesExport(ctx, fs, db, rest, os.Stdout)
-	case "delete":
-		err = baselinesDelete(ctx, fs, db, rest, os.Stdout)
-	default:
-		fmt.Fprintf(os.Stderr, "kvlens baselines: unknown command %q\n"+baselinesUsage, sub, def)
+	run, ok := subs[sub]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "kvlens %s: unknown command %q\n"+usage, name, sub, def)
 		return 2
 	}
-	return reportExit("baselines "+sub, fs, err)
+	fs := flag.NewFlagSet(name+" "+sub, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	db := dbFlag(fs)
+	return reportExit(name+" "+sub, fs, run(context.Background(), fs, db, rest, os.Stdout))
 }
 
 // reportExit reports err of `kvlens <cmd>` on stderr and returns the exit

@@ -5,13 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kvlens/kvlens/recording"
-	"github.com/kvlens/kvlens/store"
 )
 
 const recordingsUsage = `Usage: kvlens recordings <command> [flags] [arguments]
@@ -25,32 +23,9 @@ Every command takes --db PATH (default: %s).
 `
 
 func recordingsCmd(args []string) int {
-	def, _ := store.DefaultPath()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(os.Stderr, recordingsUsage, def)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("recordings "+sub, flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	db := dbFlag(fs)
-	ctx := context.Background()
-	var err error
-	switch sub {
-	case "list":
-		err = recordingsList(ctx, fs, db, rest, os.Stdout)
-	case "export":
-		err = recordingsExport(ctx, fs, db, rest, os.Stdout)
-	case "delete":
-		err = recordingsDelete(ctx, fs, db, rest, os.Stdout)
-	default:
-		fmt.Fprintf(os.Stderr, "kvlens recordings: unknown command %q\n"+recordingsUsage, sub, def)
-		return 2
-	}
-	return reportExit("recordings "+sub, fs, err)
+	return storeCmd("recordings", recordingsUsage, map[string]storeSub{
+		"list": recordingsList, "export": recordingsExport, "delete": recordingsDelete,
+	}, args)
 }
 
 func recordingsList(ctx context.Context, fs *flag.FlagSet, dbPath *string, args []string, out io.Writer) error {
