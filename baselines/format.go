@@ -284,23 +284,8 @@ func decodeDual(top map[string]any) (Set, error) {
 	if err := o.header(&s); err != nil {
 		return s, err
 	}
-	levels, err := o.array("levels")
-	if err != nil {
-		return s, err
-	}
-	if err := o.unknown(); err != nil {
-		return s, err
-	}
 	seen := map[levelKey]bool{}
-	for i, lv := range levels {
-		lo, err := asObject(fmt.Sprintf("levels[%d]", i), lv)
-		if err != nil {
-			return s, err
-		}
-		c, err := lo.integer("concurrency")
-		if err != nil {
-			return s, err
-		}
+	err := o.eachLevel(func(lo *object, c int) error {
 		keys := make([]string, 0, len(lo.m))
 		for k := range lo.m {
 			if k != "concurrency" {
@@ -308,7 +293,7 @@ func decodeDual(top map[string]any) (Set, error) {
 			}
 		}
 		if len(keys) == 0 {
-			return s, fieldError(lo.path, "has no mode (such as round_robin or kv_aware)")
+			return fieldError(lo.path, "has no mode (such as round_robin or kv_aware)")
 		}
 		// Modes keep the order of the seeds' files: round_robin first,
 		// then the others by name.
@@ -330,27 +315,28 @@ func decodeDual(top map[string]any) (Set, error) {
 				mode = m
 			}
 			if !modeName.MatchString(k) {
-				return s, fieldError(lo.at(k), "is not a mode name (lower-case letters, digits, _ and -)")
+				return fieldError(lo.at(k), "is not a mode name (lower-case letters, digits, _ and -)")
 			}
 			v, _ := lo.get(k)
 			mo, err := asObject(lo.at(k), v)
 			if err != nil {
-				return s, err
+				return err
 			}
 			m, err := mo.metrics()
 			if err != nil {
-				return s, err
+				return err
 			}
 			if err := mo.unknown(); err != nil {
-				return s, err
+				return err
 			}
 			if err := once(seen, lo.at(k), mode, c); err != nil {
-				return s, err
+				return err
 			}
 			s.Levels = append(s.Levels, Level{Concurrency: c, Mode: mode, Metrics: m})
 		}
-	}
-	return s, nil
+		return nil
+	})
+	return s, err
 }
 
 func decodeSingle(top map[string]any) (Set, error) {
@@ -366,36 +352,49 @@ func decodeSingle(top map[string]any) (Set, error) {
 	if !modeName.MatchString(mode) {
 		return s, fieldError("mode", "is not a mode name (lower-case letters, digits, _ and -)")
 	}
+	seen := map[levelKey]bool{}
+	err = o.eachLevel(func(lo *object, c int) error {
+		m, err := lo.metrics()
+		if err != nil {
+			return err
+		}
+		if err := lo.unknown(); err != nil {
+			return err
+		}
+		if err := once(seen, lo.path, mode, c); err != nil {
+			return err
+		}
+		s.Levels = append(s.Levels, Level{Concurrency: c, Mode: mode, Metrics: m})
+		return nil
+	})
+	return s, err
+}
+
+// eachLevel reads o's "levels" array, refuses keys of o it has not read, and
+// calls f with each level's object and concurrency, in order, stopping at
+// the first error.
+func (o *object) eachLevel(f func(lo *object, c int) error) error {
 	levels, err := o.array("levels")
 	if err != nil {
-		return s, err
+		return err
 	}
 	if err := o.unknown(); err != nil {
-		return s, err
+		return err
 	}
-	seen := map[levelKey]bool{}
 	for i, lv := range levels {
 		lo, err := asObject(fmt.Sprintf("levels[%d]", i), lv)
 		if err != nil {
-			return s, err
+			return err
 		}
 		c, err := lo.integer("concurrency")
 		if err != nil {
-			return s, err
+			return err
 		}
-		m, err := lo.metrics()
-		if err != nil {
-			return s, err
+		if err := f(lo, c); err != nil {
+			return err
 		}
-		if err := lo.unknown(); err != nil {
-			return s, err
-		}
-		if err := once(seen, lo.path, mode, c); err != nil {
-			return s, err
-		}
-		s.Levels = append(s.Levels, Level{Concurrency: c, Mode: mode, Metrics: m})
 	}
-	return s, nil
+	return nil
 }
 
 func decodeKvlens(top map[string]any) (Set, error) {
