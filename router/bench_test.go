@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -318,14 +320,18 @@ func longChatBody(tokens int) []byte {
 // same run; added-p99 is the proxy's cost at the 99th percentile. Each
 // request is new: "cold" prompts share nothing with earlier ones, so the
 // proxy tokenizes all of them; a "follow-up" repeats a conversation's
-// history and adds a new question, as a chat's next turn does.
+// history and adds a new question, as a chat's next turn does. The garbage
+// collector runs at the target the kvlens binary sets (loadgen.TuneGC).
 func BenchmarkProxyTTFT(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(loadgen.MeasuringGCPercent))
 	for _, tc := range []struct {
 		name    string
 		tokens  int
 		history bool
 	}{{"cold-200", 200, false}, {"cold-2000", 2000, false}, {"follow-up-2000", 2000, true}} {
 		b.Run(tc.name, func(b *testing.B) {
+			proxyRuns++
+			salt := proxyRuns * 1_000_003
 			wk := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -342,7 +348,7 @@ func BenchmarkProxyTTFT(b *testing.B) {
 				if tc.history {
 					return fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":%q},{"role":"assistant","content":"Noted."},{"role":"user","content":%q}]}`, history, q)
 				}
-				return fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":%q}]}`, q+" "+string(longChatText(tc.tokens, i+1)))
+				return fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":%q}]}`, q+" "+string(longChatText(tc.tokens, salt+i+1)))
 			}
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 			ttft := func(base, body string) time.Duration {
@@ -380,6 +386,10 @@ func BenchmarkProxyTTFT(b *testing.B) {
 		})
 	}
 }
+
+// proxyRuns salts BenchmarkProxyTTFT's prompts, so that no run (of -count)
+// finds an earlier run's prompts in the token cache.
+var proxyRuns int
 
 // longChatText is about n tokens of prose, varied by seed.
 func longChatText(n, seed int) []byte {

@@ -49,3 +49,47 @@ func TestRenderChatPrefixGrowsTurnByTurn(t *testing.T) {
 		t.Fatal("turn 2 prompt does not start with turn 1 prompt")
 	}
 }
+
+func TestCutSplitsOnlyBeforeASpaceBetweenLetters(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		n    int
+		want []string
+	}{
+		{"one part leaves the text whole", "alpha beta gamma", 1, []string{"alpha beta gamma"}},
+		{"two parts cut at the first space past the middle", "alpha beta gamma delta", 2, []string{"alpha beta gamma", " delta"}},
+		{"three parts", "aa bb cc dd ee ff", 3, []string{"aa bb", " cc dd", " ee ff"}},
+		{"digits and punctuation are never cut points", "12 34 56, 78 !! 90", 2, []string{"12 34 56, 78 !! 90"}},
+		{"a double space is not a cut point", "ab  cd  ef  gh", 2, []string{"ab  cd  ef  gh"}},
+		{"no cut point past the middle keeps the tail whole", "alpha beta 1 2 3 4 5 6 7 8", 2, []string{"alpha beta 1 2 3 4 5 6 7 8"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := cut(tt.text, tt.n)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("cut(%q, %d) = %q, want %q", tt.text, tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzEncodeParallel checks that encoding a text in parts gives the ids of
+// one pass, for any text and any number of parts.
+func FuzzEncodeParallel(f *testing.F) {
+	for _, s := range []string{
+		"The KV cache stores keys and values. It's paged, and blocks are 32 tokens.",
+		"don't stop   me now\n\n<|user|>\nhello world  \t tabs\r\nand CRLF",
+		"naïve café résumé with accents and 数字 123456 and emoji 🎉 in between words",
+		"a b c d e f g h i j k l m n o p q r s t u v w x y z",
+	} {
+		f.Add(s, uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, text string, n uint8) {
+		whole := encode(text, nil)
+		got := encodeParts(text, int(n%8)+1)
+		if !slices.Equal(got, whole) {
+			t.Fatalf("encodeParts(%q, %d) = %v, one pass = %v (parts %q)", text, n%8+1, got, whole, cut(text, int(n%8)+1))
+		}
+	})
+}
