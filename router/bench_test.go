@@ -121,14 +121,21 @@ func benchChain(p int) []uint64 {
 	return (&Router{blockSize: benchB}).Hash(benchPrompt(p))
 }
 
-// BenchmarkFindMatchesFragmented is BenchmarkFindMatches on an index whose
-// prompts were stored 8 blocks at a time, all 2,500 prompts interleaved, as
-// turns of many conversations arrive: a prompt's blocks are scattered
-// through memory instead of laid out in order.
+// BenchmarkFindMatchesFragmented is BenchmarkFindMatches on indexes whose
+// prompts were stored a few blocks at a time, all 2,500 prompts interleaved,
+// as turns of many conversations arrive: a prompt's blocks are scattered
+// through memory instead of laid out in order. In "8-block" each event
+// stores 8 blocks; in "1-block" each stores one, as vLLM publishes the blocks
+// of generated tokens while a batch decodes.
 func BenchmarkFindMatchesFragmented(b *testing.B) {
+	for _, step := range []int{8, 1} {
+		b.Run(fmt.Sprintf("%d-block", step), func(b *testing.B) { benchFragmented(b, step) })
+	}
+}
+
+func benchFragmented(b *testing.B, step int) {
 	x := NewIndex(benchB, 0)
 	names := benchNames()
-	const step = 8
 	prompts := make([][]uint32, benchPrompts)
 	for p := range prompts {
 		prompts[p] = benchPrompt(p)

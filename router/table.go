@@ -185,29 +185,86 @@ func (t *table) match(chain []uint64, depth []int) {
 	}
 }
 
-// match1 is match for fleets of up to 64 workers.
+// match1 is match for fleets of up to 64 workers. It resolves the chain a
+// window at a time, each window twice the last, so that a prompt that
+// matches only its first blocks costs only a few lookups.
 func (t *table) match1(chain []uint64, depth []int) {
+	var buf [maxWindow]uint64
 	var active uint64
-	at := int32(-1)
-	for i, h := range chain {
-		at = t.lookup(at, h)
-		var b uint64
-		if at >= 0 {
-			b = t.nodes[at].w0
+	at, k := int32(-1), 1
+	for lo, n := 0, firstWindow; lo < len(chain); lo, n = lo+n, min(2*n, maxWindow) {
+		hi := min(lo+n, len(chain))
+		w := buf[:hi-lo]
+		var inOrder bool
+		at, inOrder = t.resolve(at, chain[lo:hi], w, k)
+		// A window found laid out in order is walked best by one lane, which
+		// reads memory in sequence and needs no map lookups; any other is
+		// walked by many.
+		if k = lanes; inOrder {
+			k = 1
 		}
-		if i == 0 {
-			active = b
-		} else {
-			for gone := active &^ b; gone != 0; gone &= gone - 1 {
-				depth[bits.TrailingZeros64(gone)] = i
+		for i, b := range w {
+			if lo+i == 0 {
+				active = b
+			} else {
+				for gone := active &^ b; gone != 0; gone &= gone - 1 {
+					depth[bits.TrailingZeros64(gone)] = lo + i
+				}
+				active &= b
 			}
-			active &= b
-		}
-		if active == 0 {
-			return
+			if active == 0 {
+				return
+			}
 		}
 	}
 	for ; active != 0; active &= active - 1 {
 		depth[bits.TrailingZeros64(active)] = len(chain)
 	}
+}
+
+// Window sizes of match1, in blocks.
+const (
+	firstWindow = 16
+	maxWindow   = 256
+)
+
+// lanes is how many stretches of a window resolve walks side by side.
+const lanes = 8
+
+// resolve sets w[i] to the slots holding block hs[i] and returns the node of
+// the last block (or -1), and whether each block was found and lay right
+// after the one before it in the arena; prev is the node of the block
+// before hs[0].
+//
+// It cuts hs into k stretches and advances all of them one block per round.
+// Within a stretch each lookup follows the hints of the node before, so one
+// walk waits out every cache miss in turn; the stretches are independent,
+// and the processor overlaps their misses. A prompt whose blocks were stored
+// one per event, scattered through the arena, thus costs about a k-th of a
+// single walk.
+func (t *table) resolve(prev int32, hs []uint64, w []uint64, k int) (last int32, inOrder bool) {
+	seg := (len(hs) + k - 1) / k
+	var at [lanes]int32
+	at[0] = prev
+	for l := 1; l < k; l++ {
+		at[l] = -1
+	}
+	inOrder = true
+	for j := range seg {
+		for l := range k {
+			i := l*seg + j
+			if i >= len(hs) {
+				break
+			}
+			next := t.lookup(at[l], hs[i])
+			inOrder = inOrder && next >= 0 && (at[l] < 0 || next == at[l]+1)
+			at[l] = next
+			if next >= 0 {
+				w[i] = t.nodes[next].w0
+			} else {
+				w[i] = 0
+			}
+		}
+	}
+	return at[(len(hs)-1)/seg], inOrder
 }
