@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -37,6 +39,7 @@ func TestInjectedFailuresAreCountedByClass(t *testing.T) {
 	cfg := testConfig(8)
 	cfg.Turns = UniformTurns(1, 1)
 	cfg.RequestTimeout = 200 * time.Millisecond
+	cfg.ErrorPause = time.Millisecond // replace failed conversations at once: this test counts failures
 	g, _ := New(NewOpenAIClient(srv.URL+"/v1", "m", ""), cfg, nil)
 	g.Start()
 	waitFor(t, "100 requests", func() bool { s := g.Snapshot().Window; return s.Completed+s.Errors >= 100 })
@@ -114,6 +117,58 @@ func TestUserModelThroughGoOpenAI(t *testing.T) {
 			msgs, _ := json.Marshal(body["messages"])
 			if body["model"] != "small" || body["max_tokens"] != float64(UserModelMaxTokens) || !strings.Contains(string(msgs), "blocks of 16 tokens") || !strings.Contains(string(msgs), "paged attention") {
 				t.Fatalf("request %v: want the model, max_tokens 100, the topic and the last answer", body)
+			}
+		})
+	}
+}
+
+// refusing is a transport that refuses every request at the instant it is
+// sent, as a router that sheds everything does in virtual time. It stops
+// answering after limit requests, so a generator that never pauses ends the
+// test instead of hanging it.
+type refusing struct {
+	loop  *des.Loop
+	sent  int
+	limit int
+}
+
+func (r *refusing) Start(_ TurnRequest, _ func(string, time.Duration), done func(Result)) func(error) {
+	r.sent++
+	if r.sent <= r.limit {
+		r.loop.AfterFunc(0, func() {
+			done(Result{Err: errors.New("HTTP 503: all workers are busy"), Class: ErrHTTP503})
+		})
+	}
+	return func(error) {}
+}
+
+func TestFailedConversationsAreReplacedAfterThePause(t *testing.T) {
+	tests := []struct {
+		name  string
+		pause time.Duration
+		want  int // requests in 10 s of virtual time from 8 conversations
+	}{
+		{"the default pause replaces each of 8 conversations once a second", 0, 8 * 11},
+		{"a 2.5 s pause replaces them every 2.5 s", 2500 * time.Millisecond, 8 * 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			loop := des.New(time.Unix(1_700_000_000, 0))
+			tr := &refusing{loop: loop, limit: 10_000}
+			cfg := testConfig(8)
+			cfg.Clock = loop
+			cfg.ErrorPause = tt.pause
+			g, err := NewAsync(tr, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Start()
+			loop.Run(10 * time.Second)
+			if tr.sent != tt.want {
+				t.Fatalf("%d requests in 10 s, want %d", tr.sent, tt.want)
+			}
+			if s := g.Snapshot().Window; s.Errors == 0 {
+				t.Fatalf("no errors counted: %+v", s)
 			}
 		})
 	}

@@ -41,6 +41,10 @@ type Config struct {
 	StartRate float64
 	// RequestTimeout bounds each request, send to last byte; 0 means none.
 	RequestTimeout time.Duration
+	// ErrorPause is how long a conversation that failed holds its place
+	// before a new one replaces it, as a user waits before trying again;
+	// 0 means DefaultErrorPause.
+	ErrorPause time.Duration
 	// Window is the length of the rolling metrics window.
 	Window time.Duration
 	// SLO judges goodput and SLO attainment.
@@ -62,6 +66,11 @@ type Config struct {
 	// and the windows; nil means the real clock.
 	Clock clock.Clock
 }
+
+// DefaultErrorPause is Config.ErrorPause's default. Without a pause, a
+// router that refuses every request at once would get an endless burst of
+// new conversations, and in virtual time the clock would never move on.
+const DefaultErrorPause = time.Second
 
 // UserModelConfig points the user simulator at an OpenAI-compatible endpoint.
 type UserModelConfig struct {
@@ -244,8 +253,8 @@ func NewAsync(t AsyncTransport, cfg Config, metrics *Metrics) (*Generator, error
 		return nil, fmt.Errorf("loadgen: start rate %v: need 0 (unpaced) or a finite rate", cfg.StartRate)
 	case cfg.Window < windowBuckets*time.Millisecond:
 		return nil, fmt.Errorf("loadgen: window %v is too short", cfg.Window)
-	case cfg.ThinkTime < 0 || cfg.RequestTimeout < 0:
-		return nil, fmt.Errorf("loadgen: think time %v and request timeout %v must not be negative", cfg.ThinkTime, cfg.RequestTimeout)
+	case cfg.ThinkTime < 0 || cfg.RequestTimeout < 0 || cfg.ErrorPause < 0:
+		return nil, fmt.Errorf("loadgen: think time %v, request timeout %v and error pause %v must not be negative", cfg.ThinkTime, cfg.RequestTimeout, cfg.ErrorPause)
 	case cfg.SLO.TTFT <= 0 || cfg.SLO.TPOT <= 0:
 		return nil, fmt.Errorf("loadgen: SLO TTFT %v and TPOT %v must be positive", cfg.SLO.TTFT, cfg.SLO.TPOT)
 	}
@@ -268,6 +277,9 @@ func NewAsync(t AsyncTransport, cfg Config, metrics *Metrics) (*Generator, error
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.Real
+	}
+	if cfg.ErrorPause == 0 {
+		cfg.ErrorPause = DefaultErrorPause
 	}
 	g := &Generator{
 		cfg:       cfg,
@@ -550,7 +562,12 @@ func (g *Generator) answered(r *run, c *conversation, res Result, stopped bool) 
 	g.metrics.observe(c.turn, res)
 	g.log.addTurn(c.log, turnLog(c.turn, c.question, c.source, res))
 	if res.Err != nil {
-		g.endConversation(r, c, false) // the conversation cannot go on without the answer
+		// The conversation cannot go on without the answer. It holds its
+		// place for the error pause before a new one takes it.
+		g.log.end(c.log)
+		g.mu.Lock()
+		g.afterLocked(r, g.cfg.ErrorPause, func() { g.retire(r, false) }, func() { g.retire(r, false) })
+		g.mu.Unlock()
 		return
 	}
 	c.messages = append(c.messages, tokenizer.Message{Role: "assistant", Content: res.Text})
@@ -596,6 +613,11 @@ func (g *Generator) nextTurn(r *run, c *conversation) {
 // already counted it out of the live ones.
 func (g *Generator) endConversation(r *run, c *conversation, counted bool) {
 	g.log.end(c.log)
+	g.retire(r, counted)
+}
+
+// retire frees an ended conversation's place and fills it.
+func (g *Generator) retire(r *run, counted bool) {
 	g.mu.Lock()
 	if !counted {
 		g.live--
