@@ -91,7 +91,12 @@ func reportPercentiles(b *testing.B, prefix string, d []time.Duration) {
 // BenchmarkFindMatches looks up a 400-block prompt that two of 64 workers
 // hold in full, so every block is visited, in an index of 1,000,000 blocks.
 func BenchmarkFindMatches(b *testing.B) {
-	x := sharedBenchIndex(b)
+	benchLookups(b, sharedBenchIndex(b))
+}
+
+// benchLookups looks up every benchmark prompt in turn in x, and reports the
+// percentiles of one lookup's time.
+func benchLookups(b *testing.B, x *Index) {
 	names := benchNames()
 	// Every prompt in turn, in a scattered order, so that lookups do not
 	// find a few prompts warm in the cache.
@@ -154,27 +159,7 @@ func benchFragmented(b *testing.B, step int) {
 		}
 	}
 	prompts = nil
-	// Every prompt in turn, in a scattered order, so that lookups do not
-	// find a few prompts warm in the cache.
-	chains := make([][]uint64, benchPrompts)
-	for i := range chains {
-		chains[i] = benchChain(i * 37 % benchPrompts)
-	}
-	dst := make([]int, len(names))
-	lat := make([]time.Duration, 0, b.N)
-	runtime.GC() // the build's garbage is not the lookup's cost
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		dst = x.FindMatches(chains[i%len(chains)], names, dst)
-		lat = append(lat, time.Since(t0))
-	}
-	b.StopTimer()
-	if d := x.FindMatches(chains[0], names, nil); d[0] != benchBlocks || d[7] != benchBlocks {
-		b.Fatalf("prompt 0 matched %v; want 400 on w00 and w07", d[:8])
-	}
-	reportPercentiles(b, "", lat)
+	benchLookups(b, x)
 }
 
 // BenchmarkApply feeds block events to an index already holding 1,000,000
