@@ -87,22 +87,34 @@ func ParseCapacityReport(path string, body []byte) (int, error) {
 		}
 		raw, field = doc.MaxRunningRequests, "max_running_requests"
 	default:
-		return 0, fmt.Errorf("%s is not an endpoint that reports a batch capacity", path)
+		return 0, fmt.Errorf("%q is not an endpoint that reports a batch capacity", path)
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, fmt.Errorf("%w (%s is missing or null)", errNoCapacity, field)
 	}
-	var num json.Number
+	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if err := dec.Decode(&num); err != nil {
-		return 0, fmt.Errorf("%s is %.40s, not a number", field, raw)
+	num, ok := json.Number(""), false
+	if dec.Decode(&v) == nil {
+		num, ok = v.(json.Number)
+	}
+	if !ok {
+		return 0, fmt.Errorf("%s is %s, not a number", field, snippet(raw))
 	}
 	n, err := strconv.ParseInt(num.String(), 10, 64)
 	if err != nil || n < 1 || n > maxReportedCapacity {
-		return 0, fmt.Errorf("%s is %.40s, not a whole number from 1 to %d", field, num, maxReportedCapacity)
+		return 0, fmt.Errorf("%s is %s, not a whole number from 1 to %d", field, snippet([]byte(num)), maxReportedCapacity)
 	}
 	return int(n), nil
+}
+
+// snippet quotes the first 40 bytes of b, for a one-line message.
+func snippet(b []byte) string {
+	if len(b) > 40 {
+		return strconv.Quote(string(b[:40])) + "…"
+	}
+	return strconv.Quote(string(b))
 }
 
 // oneLine keeps the first line of err's text.
