@@ -156,17 +156,20 @@ func (l *learnState) due(now time.Time, healthy bool) bool {
 }
 
 // learnCapacity asks w for its batch capacity, trying first the endpoint
-// that answered last, and records the answer. A worker that reports nothing
-// usable keeps what it reported before; the failure is counted, and logged
-// once for each new reason.
+// that answered last, and records the answer. The asks share one timeout, so
+// a worker that hangs on them delays its health poll by at most that. A
+// worker that reports nothing usable keeps what it reported before; the
+// failure is counted, and logged once for each new reason.
 func learnCapacity(ctx context.Context, client *http.Client, timeout time.Duration, w *Worker, logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	w.learn.mu.Lock()
 	first := w.learn.probe
 	w.learn.mu.Unlock()
 	var reasons []string
 	for k := range capacityProbes {
 		i := (first + k) % len(capacityProbes)
-		n, err := askCapacity(ctx, client, timeout, w, capacityProbes[i].path)
+		n, err := askCapacity(ctx, client, w, capacityProbes[i].path)
 		if err != nil {
 			reasons = append(reasons, err.Error())
 			continue
@@ -197,9 +200,7 @@ func learnCapacity(ctx context.Context, client *http.Client, timeout time.Durati
 }
 
 // askCapacity GETs one capacity endpoint of w and parses the answer.
-func askCapacity(ctx context.Context, client *http.Client, timeout time.Duration, w *Worker, path string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func askCapacity(ctx context.Context, client *http.Client, w *Worker, path string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL.JoinPath(path).String(), nil)
 	if err != nil {
 		return 0, fmt.Errorf("GET %s: %s", path, oneLine(err))

@@ -426,3 +426,29 @@ func TestKVPolicyRespectsLearnedCapacity(t *testing.T) {
 		})
 	}
 }
+
+func TestCapacityAskThatHangsIsCutAtTheTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		<-r.Context().Done() // never answers a capacity ask
+	}))
+	defer srv.Close()
+	ws, _ := ParseWorkers([]string{"w=" + srv.URL})
+	pool := NewPool(ws)
+	const timeout = 500 * time.Millisecond
+	start := time.Now()
+	pool.CheckHealth(context.Background(), http.DefaultClient, timeout)
+	// Health answers at once; both capacity asks share one timeout, where
+	// one each would take twice as long.
+	if took := time.Since(start); took >= 2*timeout {
+		t.Fatalf("the poll took %v; the asks must share one %v timeout", took, timeout)
+	}
+	if c, src := ws[0].BatchCapacity(); !ws[0].Healthy() || c != DefaultCapacity || src != CapacityDefault {
+		t.Fatalf("healthy %v, capacity %d (%s); want a healthy worker at 64 (default)", ws[0].Healthy(), c, src)
+	}
+	if st := NewRouter(pool, &KV{}, Config{}).Workers()[0]; st.CapacityReportFailures != 1 || !strings.Contains(st.CapacityReportError, "deadline exceeded") {
+		t.Fatalf("admin shows %d failures, error %q", st.CapacityReportFailures, st.CapacityReportError)
+	}
+}
