@@ -56,7 +56,8 @@ type Config struct {
 	Policy string
 	// Router configures the router: block size, admission, busy threshold.
 	Router router.Config
-	// MaxBatchSize is each worker's batch capacity unless its spec sets one.
+	// MaxBatchSize is each worker's batch capacity unless its spec sets one;
+	// 0 means what each worker reports, else router.DefaultCapacity.
 	MaxBatchSize int
 	// NoStart leaves the load stopped until someone presses Start.
 	NoStart bool
@@ -90,8 +91,7 @@ func DefaultConfig() Config {
 		Router: router.Config{
 			BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1,
 		},
-		MaxBatchSize: router.DefaultCapacity,
-		Load:         loadgen.DefaultConfig(),
+		Load: loadgen.DefaultConfig(),
 		Dashboard: web.Options{
 			SliderMin: 60, SliderMax: 180, SliderStep: 20,
 			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
@@ -173,7 +173,9 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	workers := fleet.Static
 	pool := router.NewPool(workers)
-	pool.SetCapacity(cfg.MaxBatchSize)
+	if cfg.MaxBatchSize > 0 {
+		pool.SetCapacity(cfg.MaxBatchSize)
+	}
 
 	reg := prometheus.NewRegistry()
 	d.Metrics = reg

@@ -113,6 +113,9 @@ var workerGauges = []struct {
 		}},
 }
 
+var capacityFailuresDesc = prometheus.NewDesc("kvlens_router_worker_capacity_report_failures_total",
+	"Times the worker was asked its batch capacity and reported nothing usable.", []string{"worker"}, nil)
+
 // workerCollector exports every worker's live state.
 type workerCollector struct{ r *Router }
 
@@ -120,6 +123,7 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, g := range workerGauges {
 		ch <- g.desc
 	}
+	ch <- capacityFailuresDesc
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -127,5 +131,6 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, g := range workerGauges {
 			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.get(w), w.Name)
 		}
+		ch <- prometheus.MustNewConstMetric(capacityFailuresDesc, prometheus.CounterValue, float64(w.CapacityReportFailures), w.Name)
 	}
 }

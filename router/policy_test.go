@@ -26,7 +26,8 @@ func fleet(n int) []*Worker {
 func cands(ws []*Worker) []Candidate {
 	out := make([]Candidate, len(ws))
 	for i, w := range ws {
-		out[i] = Candidate{Worker: w, Capacity: w.Capacity}
+		c, _ := w.BatchCapacity()
+		out[i] = Candidate{Worker: w, Capacity: c}
 	}
 	return out
 }

@@ -247,10 +247,11 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	busy := 0
 	for i, w := range workers {
 		l := &w.load
+		capacity, _ := w.BatchCapacity()
 		c := Candidate{
 			Worker: w, Position: pos[i], Overlap: overlap[i], IndexBlocks: sizes[i],
 			InFlight: l.inflight, PrefillTokens: l.prefillTokens, ContextTokens: l.contextTokens,
-			ActiveBlocks: l.blocks.len(), ActiveDepth: l.depth(req.Chain), Capacity: max(1, w.Capacity),
+			ActiveBlocks: l.blocks.len(), ActiveDepth: l.depth(req.Chain), Capacity: max(1, capacity),
 		}
 		if float64(c.InFlight) >= r.settings.BusyThreshold*float64(c.Capacity) {
 			busy++
@@ -329,6 +330,18 @@ type WorkerState struct {
 	Healthy bool   `json:"healthy"`
 	// Capacity is the batch capacity, in requests.
 	Capacity int `json:"capacity"`
+	// CapacitySource says where Capacity came from: "flag" (the worker's
+	// capacity= option or --max-batch-size), "worker" (what the worker
+	// reports) or "default".
+	CapacitySource string `json:"capacity_source"`
+	// CapacityReported is the batch capacity the worker last reported, in
+	// requests; 0 before it has reported one.
+	CapacityReported int `json:"capacity_reported"`
+	// CapacityReportFailures counts asks that got no usable batch capacity.
+	CapacityReportFailures int64 `json:"capacity_report_failures"`
+	// CapacityReportError is why the latest ask failed; empty after a good
+	// one.
+	CapacityReportError string `json:"capacity_report_error,omitempty"`
 	// InFlight counts requests booked and not finished.
 	InFlight int `json:"in_flight"`
 	// ActivePrefillTokens sums uncached prompt tokens of requests without a
@@ -355,8 +368,14 @@ func (r *Router) Workers() []WorkerState {
 	ws := r.pool.Workers()
 	out := make([]WorkerState, 0, len(ws))
 	for _, w := range ws {
+		capacity, source := w.BatchCapacity()
+		w.learn.mu.Lock()
+		reportErr := w.learn.lastErr
+		w.learn.mu.Unlock()
 		out = append(out, WorkerState{
-			Name: w.Name, URL: w.URL.String(), Events: w.Events, Healthy: w.Healthy(), Capacity: w.Capacity,
+			Name: w.Name, URL: w.URL.String(), Events: w.Events, Healthy: w.Healthy(),
+			Capacity: capacity, CapacitySource: source, CapacityReported: int(w.learn.reported.Load()),
+			CapacityReportFailures: w.learn.failures.Load(), CapacityReportError: reportErr,
 			IndexedBlocks: r.index.Blocks(w.Name), PredictedBlocks: r.approx.Blocks(w.Name),
 			Routed: w.routed.Load(), PredictedHitTokens: w.predictedHit.Load(),
 			ActualHitTokens: w.actualHit.Load(), Errors: w.errors.Load(),

@@ -33,14 +33,48 @@ type Worker struct {
 	// Events is the worker's KV-event endpoint, such as tcp://host:5557;
 	// empty when it publishes none.
 	Events string
-	// Capacity is the worker's batch capacity (max_batch_size).
+	// Capacity is the batch capacity (max_batch_size) that the worker's
+	// capacity= option set, in requests; 0 means it set none, and the
+	// router's flag, then what the worker reports, then DefaultCapacity
+	// apply. BatchCapacity says which one does.
 	Capacity int
 
 	unhealthy atomic.Bool
+	// flagCapacity is the router's --max-batch-size, 0 when unset.
+	flagCapacity atomic.Int64
+	// learn is what the worker reported about its batch capacity.
+	learn learnState
 	// load is guarded by the Router's lock.
 	load load
 	// Counters for the admin API.
 	routed, predictedHit, actualHit, errors atomic.Int64
+}
+
+// Where a worker's batch capacity came from, as BatchCapacity and the admin
+// API say.
+const (
+	// CapacityFlag is a capacity= worker option or the router's
+	// --max-batch-size flag.
+	CapacityFlag = "flag"
+	// CapacityWorker is what the worker itself reports.
+	CapacityWorker = "worker"
+	// CapacityDefault is DefaultCapacity: nothing else said.
+	CapacityDefault = "default"
+)
+
+// BatchCapacity returns the worker's batch capacity in requests and where it
+// came from. An explicit setting wins over what the worker reports, which
+// wins over DefaultCapacity: the operator can always correct a worker.
+func (w *Worker) BatchCapacity() (int, string) {
+	switch {
+	case w.Capacity > 0:
+		return w.Capacity, CapacityFlag
+	case w.flagCapacity.Load() > 0:
+		return int(w.flagCapacity.Load()), CapacityFlag
+	case w.learn.reported.Load() > 0:
+		return int(w.learn.reported.Load()), CapacityWorker
+	}
+	return DefaultCapacity, CapacityDefault
 }
 
 // Healthy reports whether the worker may get new requests.
@@ -144,7 +178,7 @@ func parseDNS(rest string) (DNSSource, error) {
 
 func parseWorker(i int, spec string) (*Worker, error) {
 	parts := strings.Split(spec, ",")
-	w := &Worker{Name: fmt.Sprintf("w%d", i), Capacity: DefaultCapacity}
+	w := &Worker{Name: fmt.Sprintf("w%d", i)}
 	raw := parts[0]
 	if name, u, ok := strings.Cut(raw, "="); ok && !strings.Contains(name, "/") {
 		if name == "" {
@@ -206,12 +240,12 @@ type Pool struct {
 	dns      map[DNSSource][]*Worker
 	all      atomic.Pointer[[]*Worker]
 	onLeave  []func(*Worker)
-	capacity int
+	capacity int // the router's --max-batch-size; 0 when unset
 }
 
 // NewPool returns a pool of the static workers.
 func NewPool(static []*Worker) *Pool {
-	p := &Pool{static: static, dns: map[DNSSource][]*Worker{}, capacity: DefaultCapacity}
+	p := &Pool{static: static, dns: map[DNSSource][]*Worker{}}
 	p.publish()
 	return p
 }
@@ -226,15 +260,16 @@ func (p *Pool) OnLeave(f func(*Worker)) {
 // Workers returns the current workers. The slice is shared: do not modify.
 func (p *Pool) Workers() []*Worker { return *p.all.Load() }
 
-// SetCapacity sets the batch capacity of every worker that has no capacity
-// of its own, now and for workers that join later.
+// SetCapacity sets the router's --max-batch-size: the batch capacity of
+// every worker whose own spec sets none, now and for workers that join
+// later, whatever the workers report. n <= 0 unsets it, so that what each
+// worker reports, or else DefaultCapacity, applies.
 func (p *Pool) SetCapacity(n int) {
+	n = max(n, 0)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range *p.all.Load() {
-		if w.Capacity == p.capacity {
-			w.Capacity = n
-		}
+		w.flagCapacity.Store(int64(n))
 	}
 	p.capacity = n
 }
@@ -275,7 +310,8 @@ func (p *Pool) Resolve(ctx context.Context, r Resolver, src DNSSource) error {
 			delete(byName, name)
 			continue
 		}
-		w := &Worker{Name: name, URL: &url.URL{Scheme: "http", Host: name}, Capacity: p.capacity}
+		w := &Worker{Name: name, URL: &url.URL{Scheme: "http", Host: name}}
+		w.flagCapacity.Store(int64(p.capacity))
 		if src.EventsPort != "" {
 			w.Events = "tcp://" + net.JoinHostPort(a, src.EventsPort)
 		}
@@ -310,28 +346,41 @@ func (p *Pool) Discover(ctx context.Context, clk clock.Clock, r Resolver, src DN
 }
 
 // CheckHealth asks every worker's GET /health once and marks it healthy on
-// 200, unhealthy on anything else or no answer within timeout.
+// 200, unhealthy on anything else or no answer within timeout. A healthy
+// worker is also asked its batch capacity when that is due (see
+// CapacityRefresh).
 func (p *Pool) CheckHealth(ctx context.Context, client *http.Client, timeout time.Duration) {
+	p.checkHealth(ctx, clock.Real, client, timeout, nil)
+}
+
+func (p *Pool) checkHealth(ctx context.Context, clk clock.Clock, client *http.Client, timeout time.Duration, logf func(string, ...any)) {
 	var wg sync.WaitGroup
 	for _, w := range p.Workers() {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL.JoinPath("/health").String(), nil)
-			if err != nil {
-				w.SetHealthy(false)
-				return
+			ok := health(ctx, client, timeout, w)
+			w.SetHealthy(ok)
+			if w.learn.due(clk.Now(), ok) {
+				learnCapacity(ctx, client, timeout, w, logf)
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				w.SetHealthy(false)
-				return
-			}
-			resp.Body.Close()
-			w.SetHealthy(resp.StatusCode == http.StatusOK)
 		})
 	}
 	wg.Wait()
+}
+
+// health reports whether w's GET /health answers 200 within timeout.
+func health(ctx context.Context, client *http.Client, timeout time.Duration, w *Worker) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL.JoinPath("/health").String(), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // every runs f now and then every d until ctx ends, timed by clk.
@@ -350,8 +399,9 @@ func every(ctx context.Context, clk clock.Clock, d time.Duration, f func()) {
 }
 
 // Watch keeps the pool current until ctx ends: it asks every worker's
-// /health every healthEvery (timing out after the same), and resolves each
-// DNS source every DNSRefresh. A nil resolver means net.DefaultResolver.
+// /health every healthEvery (timing out after the same), with its batch
+// capacity when due, and resolves each DNS source every DNSRefresh. A nil
+// resolver means net.DefaultResolver.
 func (p *Pool) Watch(ctx context.Context, clk clock.Clock, client *http.Client, dns []DNSSource, r Resolver, healthEvery time.Duration, logf func(string, ...any)) {
 	if r == nil {
 		r = net.DefaultResolver
@@ -361,7 +411,7 @@ func (p *Pool) Watch(ctx context.Context, clk clock.Clock, client *http.Client, 
 		wg.Go(func() { p.Discover(ctx, clk, r, src, logf) })
 	}
 	wg.Go(func() {
-		every(ctx, clk, healthEvery, func() { p.CheckHealth(ctx, client, healthEvery) })
+		every(ctx, clk, healthEvery, func() { p.checkHealth(ctx, clk, client, healthEvery, logf) })
 	})
 	wg.Wait()
 }

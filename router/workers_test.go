@@ -20,13 +20,13 @@ func TestParseWorkers(t *testing.T) {
 	tests := []struct {
 		name    string
 		urls    []string
-		want    string // name url events capacity, per worker
+		want    string // name url events capacity source, per worker
 		wantErr string
 	}{
 		{"http base URLs are accepted and named in order", []string{"http://127.0.0.1:8000", "https://gpu-1:8000/"},
-			"w0 http://127.0.0.1:8000  64|w1 https://gpu-1:8000  64", ""},
+			"w0 http://127.0.0.1:8000  64 default|w1 https://gpu-1:8000  64 default", ""},
 		{"a named worker keeps its name, events endpoint and capacity", []string{"gpu0=http://10.0.0.1:8000,events=tcp://10.0.0.1:5557,capacity=128"},
-			"gpu0 http://10.0.0.1:8000 tcp://10.0.0.1:5557 128", ""},
+			"gpu0 http://10.0.0.1:8000 tcp://10.0.0.1:5557 128 flag", ""},
 		// sad path
 		{"an empty list is refused", nil, "", "no workers"},
 		{"a URL without scheme is refused", []string{"127.0.0.1:8000"}, "", "not an http(s) base URL"},
@@ -46,7 +46,8 @@ func TestParseWorkers(t *testing.T) {
 			}
 			var got []string
 			for _, w := range ws {
-				got = append(got, fmt.Sprintf("%s %s %s %d", w.Name, w.URL, w.Events, w.Capacity))
+				c, src := w.BatchCapacity()
+				got = append(got, fmt.Sprintf("%s %s %s %d %s", w.Name, w.URL, w.Events, c, src))
 			}
 			if strings.Join(got, "|") != tt.want {
 				t.Fatalf("workers = %q, want %q", strings.Join(got, "|"), tt.want)
@@ -98,7 +99,7 @@ func FuzzParseFleet(f *testing.F) {
 			return
 		}
 		for _, w := range fl.Static {
-			if w.Name == "" || w.URL == nil || w.URL.Host == "" || w.Capacity < 1 {
+			if c, _ := w.BatchCapacity(); w.Name == "" || w.URL == nil || w.URL.Host == "" || c < 1 {
 				t.Fatalf("accepted a worker it cannot use: %+v", w)
 			}
 		}

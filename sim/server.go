@@ -51,6 +51,7 @@ type ServerOptions struct {
 type Server struct {
 	name   string
 	model  string
+	prof   Profile
 	runner *Runner
 	faults *faultState
 	reg    *prometheus.Registry
@@ -82,6 +83,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s := &Server{
 		name:   opts.Name,
 		model:  model,
+		prof:   p,
 		runner: NewRunner(eng, clk, opts.Events),
 		reg:    prometheus.NewRegistry(),
 		clk:    clk,
@@ -108,6 +110,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /inference/v1/config", s.inferenceConfig)
+	mux.HandleFunc("GET /get_server_info", s.serverInfo)
 	mux.HandleFunc("GET /admin/faults", s.getFaults)
 	mux.HandleFunc("PUT /admin/faults", s.putFaults)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -115,6 +119,52 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	})
 	s.mux = mux
 	return s, nil
+}
+
+// inferenceConfig answers as vLLM's GET /inference/v1/config does, with the
+// fields the simulated engine has: scheduler.max_num_seqs is its batch
+// capacity, which a router reads.
+func (s *Server) inferenceConfig(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ServedModelNames []string `json:"served_model_names"`
+		MaxModelLen      int      `json:"max_model_len"`
+	}
+	type kvCache struct {
+		NumGPUBlocks        int  `json:"num_gpu_blocks"`
+		EnablePrefixCaching bool `json:"enable_prefix_caching"`
+	}
+	type scheduler struct {
+		MaxNumSeqs           int  `json:"max_num_seqs"`
+		MaxNumBatchedTokens  int  `json:"max_num_batched_tokens"`
+		EnableChunkedPrefill bool `json:"enable_chunked_prefill"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Model     model     `json:"model"`
+		KVCache   kvCache   `json:"kv_cache"`
+		Scheduler scheduler `json:"scheduler"`
+	}{
+		model{[]string{s.model}, s.prof.MaxModelLen},
+		kvCache{s.prof.KVBlocks, true},
+		scheduler{s.prof.MaxBatchSize, s.prof.MaxNumTokens, true},
+	})
+}
+
+// serverInfo answers as SGLang's GET /get_server_info does, with the server
+// arguments the simulated engine has: max_running_requests is its batch
+// capacity, which a router reads.
+func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		ModelPath          string `json:"model_path"`
+		ServedModelName    string `json:"served_model_name"`
+		ContextLength      int    `json:"context_length"`
+		PageSize           int    `json:"page_size"`
+		MaxRunningRequests int    `json:"max_running_requests"`
+		ChunkedPrefillSize int    `json:"chunked_prefill_size"`
+		MaxTotalNumTokens  int    `json:"max_total_num_tokens"`
+	}{
+		s.model, s.model, s.prof.MaxModelLen, s.prof.BlockSize,
+		s.prof.MaxBatchSize, s.prof.MaxNumTokens, s.prof.KVBlocks * s.prof.BlockSize,
+	})
 }
 
 // Runner returns the worker's engine runner.

@@ -370,6 +370,51 @@ func TestExceedingCapacityEvictsVisibly(t *testing.T) {
 	}
 }
 
+func TestServerReportsItsBatchCapacityAsRealEnginesDo(t *testing.T) {
+	p := fast()
+	p.MaxBatchSize, p.MaxNumTokens, p.KVBlocks, p.BlockSize, p.MaxModelLen = 8, 2048, 500, 16, 4096
+	_, srv, _ := newTestServer(t, p)
+	tests := []struct {
+		name string
+		path string
+		want map[string]any // JSON path, dot-separated, to value
+	}{
+		{"vLLM's GET /inference/v1/config puts it in scheduler.max_num_seqs", "/inference/v1/config", map[string]any{
+			"scheduler.max_num_seqs": 8.0, "scheduler.max_num_batched_tokens": 2048.0,
+			"kv_cache.num_gpu_blocks": 500.0, "model.max_model_len": 4096.0,
+		}},
+		{"SGLang's GET /get_server_info puts it in max_running_requests", "/get_server_info", map[string]any{
+			"max_running_requests": 8.0, "page_size": 16.0, "max_total_num_tokens": 8000.0, "context_length": 4096.0,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var doc map[string]any
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %s, content type %q", resp.Status, resp.Header.Get("Content-Type"))
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+				t.Fatal(err)
+			}
+			for path, want := range tt.want {
+				var v any = doc
+				for _, k := range strings.Split(path, ".") {
+					m, _ := v.(map[string]any)
+					v = m[k]
+				}
+				if v != want {
+					t.Errorf("%s = %v, want %v", path, v, want)
+				}
+			}
+		})
+	}
+}
+
 func TestResetPrefixCachePublishesAllBlocksCleared(t *testing.T) {
 	_, srv, ev := newTestServer(t, fast())
 	if _, err := streamChat(t, srv.URL, strings.Repeat("cache me ", 100), 2); err != nil {

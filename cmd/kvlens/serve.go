@@ -42,7 +42,7 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed) or shed (503 when every worker is busy)")
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
-	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=")
+	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=; 0 means what each worker reports, else 64")
 	fs.IntVar(&cfg.Router.BlockSize, "block-size", cfg.Router.BlockSize, "KV block size in tokens, as the workers use")
 	fs.BoolVar(&cfg.NoStart, "no-start", cfg.NoStart, "wait for Start on the dashboard instead of starting the load at once")
 	fs.IntVar(&cfg.Load.Concurrency, "concurrency", cfg.Load.Concurrency, "initial number of simultaneous conversations (must be on the slider's scale)")
@@ -168,8 +168,10 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--admission must be queue or shed, got %q", cfg.Router.Admission)
 	case !(cfg.Router.BusyThreshold > 0):
 		return fmt.Errorf("--busy-threshold must be positive, got %g", cfg.Router.BusyThreshold)
-	case cfg.MaxBatchSize < 1 || cfg.Router.BlockSize < 1:
-		return fmt.Errorf("--max-batch-size and --block-size must be at least 1")
+	case cfg.MaxBatchSize < 0:
+		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or more, got %d", cfg.MaxBatchSize)
+	case cfg.Router.BlockSize < 1:
+		return fmt.Errorf("--block-size must be at least 1, got %d", cfg.Router.BlockSize)
 	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0:
 		return fmt.Errorf("--sim-workers must be at least 1, got %d", cfg.SimWorkers)
 	case cfg.Dashboard.SliderStep < 1:
