@@ -68,6 +68,7 @@ type Booking struct {
 	Policy string
 
 	r         *Router
+	predicted bool // the decision was inserted in the predicted index
 	chain     []uint64
 	isl       int
 	prefill   int

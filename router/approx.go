@@ -159,6 +159,14 @@ func (a *Approx) FindMatches(chain []uint64, workers []string, dst []int) []int 
 	return matchNames(&a.t, &a.slots, chain, workers, dst)
 }
 
+// Held reports whether any worker holds block h, as predicted.
+func (a *Approx) Held(h uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireLocked(a.clk.Now().UnixNano())
+	return a.t.held(h)
+}
+
 // Blocks returns how many predicted blocks worker holds.
 func (a *Approx) Blocks(worker string) int {
 	a.mu.Lock()

@@ -352,6 +352,13 @@ func (x *Index) Overlap(chain []uint64) map[string]int {
 	return out
 }
 
+// Held reports whether any worker holds block h.
+func (x *Index) Held(h uint64) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.t.held(h)
+}
+
 // Blocks returns how many blocks the index holds for worker.
 func (x *Index) Blocks(worker string) int {
 	x.mu.RLock()

@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/kvlens/kvlens/blockhash"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -103,7 +105,7 @@ func (px *Proxy) models(w http.ResponseWriter, r *http.Request) {
 			last = err
 			continue
 		}
-		px.stream(w, r, resp, wk, nil)
+		px.stream(w, r, resp, wk, nil, nil)
 		return
 	}
 	writeError(w, http.StatusBadGateway, "router: "+last.Error())
@@ -140,11 +142,34 @@ func PromptTokens(path string, body []byte) []uint32 {
 	return nil
 }
 
-func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "router: read request body: "+err.Error())
-		return
+// request tokenizes a request's prompt for a decision. With the embedded
+// tokenizer, a chat prompt is tokenized only as far as any worker could
+// hold it (Router.Reaches): text no worker can have cached cannot change
+// the decision, only the prompt's length, which is estimated. rest then
+// tokenizes the remainder, and is nil when nothing was left.
+//
+// This keeps a new long prompt's BPE (about 0.2 µs a token) off the time to
+// first token: the decision waits for the first piece only, and the rest is
+// tokenized while the worker works.
+func (px *Proxy) request(r *http.Request, body []byte) (req *Request, rest func() []uint32) {
+	req = &Request{Path: r.URL.Path, Body: body}
+	if _, ok := px.tokenizer.(Embedded); ok && r.URL.Path == "/v1/chat/completions" {
+		var chat struct {
+			Messages []tokenizer.Message `json:"messages"`
+		}
+		if json.Unmarshal(body, &chat) != nil || len(chat.Messages) == 0 {
+			return req, nil // the worker will judge the body
+		}
+		bs := px.rt.blockSize
+		var chain []uint64
+		more := func(ids []uint32) bool {
+			chain = blockhash.Extend(chain, ids[len(chain)*bs:], bs)
+			return px.rt.Reaches(chain)
+		}
+		ids, estimate, rest := chatTokens.chatUntil(chat.Messages, more)
+		req.TokenIDs, req.Tokens = ids, estimate
+		req.Chain = blockhash.Extend(chain, ids[len(chain)*bs:], bs)
+		return req, rest
 	}
 	ids, err := px.tokenizer.Tokens(r.Context(), r.URL.Path, body)
 	if err != nil {
@@ -152,7 +177,17 @@ func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
 		// not become an outage of the service. It is counted.
 		px.rt.metrics.TokenizeErrors.Inc()
 	}
-	req := &Request{Path: r.URL.Path, Body: body, TokenIDs: ids}
+	req.TokenIDs = ids
+	return req, nil
+}
+
+func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "router: read request body: "+err.Error())
+		return
+	}
+	req, rest := px.request(r, body)
 	var tried []*Worker
 	var lastErr error
 	for {
@@ -182,9 +217,12 @@ func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
 			px.rt.retries.Add(1)
 			px.rt.metrics.Retries.Inc()
 			tried, lastErr = append(tried, b.Worker), err
+			if rest != nil { // the retry decides on the whole prompt
+				req, rest = &Request{Path: r.URL.Path, Body: body, TokenIDs: rest()}, nil
+			}
 			continue
 		}
-		px.stream(w, r, resp, b.Worker, b)
+		px.stream(w, r, resp, b.Worker, b, rest)
 		return
 	}
 }
@@ -215,12 +253,23 @@ func (px *Proxy) send(r *http.Request, wk *Worker, body []byte) (*http.Response,
 // chunks reach the client as the worker sends them. A booking b, if any, is
 // told of the first content token and released when the stream ends however
 // it ends.
-func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, wk *Worker, b *Booking) {
+//
+// rest, when not nil, tokenizes the rest of the prompt b was decided on; it
+// runs once the first token has reached the client (or the stream ends), so
+// its CPU time stays off the time to first token, and its result completes
+// the booking (Router.Complete).
+func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, wk *Worker, b *Booking, rest func() []uint32) {
 	defer resp.Body.Close()
 	sc := &streamScanner{}
 	if b != nil {
 		defer b.Release()
-		sc.onContent = b.FirstToken
+		complete := func() {}
+		if rest != nil {
+			var once sync.Once
+			complete = func() { once.Do(func() { go func() { px.rt.Complete(b, rest()) }() }) }
+		}
+		defer complete()
+		sc.onContent = func() { b.FirstToken(); complete() }
 		w.Header().Set(HeaderOverlap, strconv.Itoa(b.Overlap))
 	}
 	for _, h := range []string{"Content-Type", "Cache-Control"} {

@@ -284,6 +284,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	// The predicted index learns from decisions for workers that publish no
 	// events, and from every decision while kv_approx is live.
 	if c.Worker.Events == "" || usesPrediction(p) {
+		b.predicted = true
 		r.approx.Insert(c.Worker.Name, req.Chain)
 	}
 	c.Worker.routed.Add(1)
@@ -296,6 +297,57 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	m.scoring.Observe(done.Sub(looked).Seconds())
 	m.total.Observe(done.Sub(start).Seconds())
 	return b, nil
+}
+
+// Reaches reports whether a decision could see past the end of chain: some
+// worker holds its last block, in the index the policy reads or among its
+// requests in flight. When none does, no worker holds any later block of the
+// same prompt as part of a matched prefix, so every overlap and active depth
+// a decision would compute is the same for chain as for the whole prompt.
+// An empty chain always reaches further.
+func (r *Router) Reaches(chain []uint64) bool {
+	if len(chain) == 0 {
+		return true
+	}
+	h := chain[len(chain)-1]
+	if usesPrediction(r.Policy()) {
+		if r.approx.Held(h) {
+			return true
+		}
+	} else if r.index.Held(h) {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.pool.Workers() {
+		if w.load.blocks.get(h) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Complete gives a booking decided on the head of a prompt (see Reaches)
+// the whole prompt, once it is tokenized: the worker's load then counts the
+// request's true length and blocks, and the predicted index its whole chain.
+func (r *Router) Complete(b *Booking, ids []uint32) {
+	r.mu.Lock()
+	if n := len(b.chain); !b.done && n*r.blockSize <= len(ids) {
+		l := &b.Worker.load
+		l.remove(b)
+		b.chain = blockhash.Extend(b.chain[:n:n], ids[n*r.blockSize:], r.blockSize)
+		b.isl = len(ids)
+		b.prefill = max(0, len(ids)-b.Overlap*r.blockSize)
+		l.add(b)
+		if b.prefilled {
+			l.prefillDone(b)
+		}
+	}
+	chain, predicted := b.chain, b.predicted
+	r.mu.Unlock()
+	if predicted {
+		r.approx.Insert(b.Worker.Name, chain)
+	}
 }
 
 func (r *Router) releaseLocked(b *Booking) {

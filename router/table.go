@@ -116,6 +116,12 @@ func (t *table) remove(h uint64, slot int) bool {
 	return true
 }
 
+// held reports whether any slot holds block h.
+func (t *table) held(h uint64) bool {
+	v := t.index.get(h)
+	return v != 0 && !t.empty(int32(v-1))
+}
+
 // link records that block h was stored right after block prev.
 func (t *table) link(prev, h uint64) {
 	p, c := t.index.get(prev), t.index.get(h)

@@ -53,7 +53,7 @@ func Encode(text string) []uint32 {
 
 // encodeParts encodes text cut into at most n parts, all at once.
 func encodeParts(text string, n int) []uint32 {
-	parts := cut(text, n)
+	parts := Cut(text, n)
 	if len(parts) == 1 {
 		return encode(text, nil)
 	}
@@ -79,14 +79,14 @@ func encodeParts(text string, n int) []uint32 {
 // 400 tokens, 120 µs of BPE, well above the cost of starting a goroutine.
 const parallelBytes = 2048
 
-// cut splits text into at most n parts of similar length, each cut placed
+// Cut splits text into at most n parts of similar length, each cut placed
 // just before a space that sits between two ASCII letters. No piece of
 // cl100k's pre-tokenizer spans such a point: every pattern that can contain
 // a letter ends at the last letter of a run, and the space-led word that
 // follows is matched the same way from the start of the next part, since the
 // pattern has no look-behind. So the parts tokenize independently to the
 // same ids.
-func cut(text string, n int) []string {
+func Cut(text string, n int) []string {
 	if n <= 1 {
 		return []string{text}
 	}

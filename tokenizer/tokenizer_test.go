@@ -66,9 +66,9 @@ func TestCutSplitsOnlyBeforeASpaceBetweenLetters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := cut(tt.text, tt.n)
+			got := Cut(tt.text, tt.n)
 			if !slices.Equal(got, tt.want) {
-				t.Fatalf("cut(%q, %d) = %q, want %q", tt.text, tt.n, got, tt.want)
+				t.Fatalf("Cut(%q, %d) = %q, want %q", tt.text, tt.n, got, tt.want)
 			}
 		})
 	}
@@ -89,7 +89,7 @@ func FuzzEncodeParallel(f *testing.F) {
 		whole := encode(text, nil)
 		got := encodeParts(text, int(n%8)+1)
 		if !slices.Equal(got, whole) {
-			t.Fatalf("encodeParts(%q, %d) = %v, one pass = %v (parts %q)", text, n%8+1, got, whole, cut(text, int(n%8)+1))
+			t.Fatalf("encodeParts(%q, %d) = %v, one pass = %v (parts %q)", text, n%8+1, got, whole, Cut(text, int(n%8)+1))
 		}
 	})
 }
