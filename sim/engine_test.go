@@ -380,6 +380,63 @@ func TestOutputLengthsAverageAbout830AtMaxTokens1024(t *testing.T) {
 	}
 }
 
+// answer runs one request alone on a fresh engine seeded seed and returns
+// its output tokens.
+func answer(t *testing.T, seed uint64, r Request) []uint32 {
+	t.Helper()
+	e, err := NewEngine(MustProfile(DefaultProfile), Options{Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Submit(r); err != nil {
+		t.Fatal(err)
+	}
+	var out []uint32
+	for !e.Idle() {
+		for _, tok := range e.Step().Tokens {
+			out = append(out, tok.Token)
+		}
+	}
+	return out
+}
+
+func TestGreedyAnswersAreAFunctionOfThePrompt(t *testing.T) {
+	prompt, other := seqTokens(1000, 200), seqTokens(5000, 200)
+	tests := []struct {
+		name      string
+		a, b      Request
+		seedA     uint64
+		seedB     uint64
+		wantEqual bool
+	}{
+		// Greedy decoding has no randomness: the engine, its seed and
+		// what else it ran do not matter.
+		{"one prompt decoded greedily on two engines gets one answer",
+			Request{ID: 1, Prompt: prompt, MaxTokens: 1024, Greedy: true},
+			Request{ID: 2, Prompt: prompt, MaxTokens: 1024, Greedy: true}, 1, 2, true},
+		{"two prompts decoded greedily get two answers",
+			Request{ID: 1, Prompt: prompt, MaxTokens: 1024, Greedy: true},
+			Request{ID: 2, Prompt: other, MaxTokens: 1024, Greedy: true}, 1, 1, false},
+		// Sampling draws: two engines seeded differently answer differently.
+		{"one prompt sampled on two engines gets two answers",
+			Request{ID: 1, Prompt: prompt, MaxTokens: 1024},
+			Request{ID: 2, Prompt: prompt, MaxTokens: 1024}, 1, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := answer(t, tt.seedA, tt.a), answer(t, tt.seedB, tt.b)
+			if got := slices.Equal(a, b); got != tt.wantEqual {
+				t.Fatalf("answers equal = %v (lengths %d and %d), want %v", got, len(a), len(b), tt.wantEqual)
+			}
+			for _, n := range []int{len(a), len(b)} {
+				if n < 640 || n > 1024 {
+					t.Fatalf("answer of %d tokens, want the profile's 640..1024", n)
+				}
+			}
+		})
+	}
+}
+
 func TestStepTimeMatchesThePerfModel(t *testing.T) {
 	p := MustProfile(DefaultProfile)
 	tests := []struct {
