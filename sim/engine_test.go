@@ -449,6 +449,12 @@ func TestStepTimeMatchesThePerfModel(t *testing.T) {
 		{"decode alone at B=64, K=360k takes about 40 ms", Batch{Decodes: 64, Context: 360000}, 40},
 		// c0 + hypot(17.3, 0.1116·1500) + a_att·1000·500 = 2 + 168.3 + 1.6
 		{"a 1k-token prefill alone takes about 172 ms", Batch{Chunks: []Chunk{{New: 1000}}}, 171.9},
+		// A follow-up whose whole history was cached prefills only its new
+		// question: c0 + hypot(17.3, 0.1116·(13+40+40)) + a_kv·98k + a_att·40·7020
+		// = 2 + 20.18 + 5.15 + 0.88. With the full 500-token pad it would
+		// be 72 ms, three decode steps' worth.
+		{"13 decodes taking on a 40-token chunk over a cached 7k prefix take about 28 ms",
+			Batch{Decodes: 13, Context: 13 * 7000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 28.2},
 		{"an empty batch takes no time", Batch{}, 0},
 	}
 	for _, tt := range tests {
