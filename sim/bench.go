@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlens/kvlens/router/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -112,7 +113,16 @@ type MultiTurnConfig struct {
 	Warmup, Measure time.Duration
 	// Starters are the texts conversations open with, chosen at random.
 	Starters []Starter
-	Seed     uint64
+	// FollowUp, when set, is every follow-up question, as the seeds' client
+	// asked "Can you elaborate further on that?" whenever its question
+	// model failed; empty asks varied questions about the last answer.
+	FollowUp string
+	// Greedy decodes every request greedily, as TensorRT-LLM does when the
+	// request names no sampling parameter (the seeds' client named none):
+	// conversations with one starter and one follow-up then repeat each
+	// other's prompts, turn after turn.
+	Greedy bool
+	Seed   uint64
 }
 
 // Starter is a text that opens a conversation, about Topic.
@@ -140,6 +150,12 @@ type MultiTurnResult struct {
 	Preemptions uint64
 	// MeanRunning is the mean batch size per worker, sampled at step ends.
 	MeanRunning float64
+	// Evicted counts cached blocks evicted over the measured period, all
+	// workers: how hard the KV cache was pressed.
+	Evicted int
+	// PeakKVUsage is the highest fraction of a worker's KV blocks held by
+	// requests, 0 to 1, sampled at step ends.
+	PeakKVUsage float64
 }
 
 // systemPrompt opens every conversation, as loadgen's does.
@@ -193,6 +209,17 @@ var followUps = []string{
 	"How would you measure %[2]q in a real %[1]s deployment?",
 }
 
+// followUp asks about a phrase of the answer.
+func followUp(rng *rand.Rand, topic, answer string) string {
+	words := strings.Fields(answer)
+	phrase := topic
+	if len(words) >= 8 {
+		i := rng.IntN(len(words) - 5)
+		phrase = strings.Trim(strings.Join(words[i:i+4], " "), ".,;:!?\"'()")
+	}
+	return fmt.Sprintf(followUps[rng.IntN(len(followUps))], topic, phrase)
+}
+
 // MultiTurn runs a closed-loop multi-turn benchmark in virtual time.
 func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 	if cfg.Workers < 1 || cfg.Concurrency < 1 || len(cfg.Starters) == 0 || cfg.MinTurns < 1 || cfg.MaxTurns < cfg.MinTurns {
@@ -229,6 +256,7 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 	var ttfts, tpots []time.Duration
 	outTokens, prompt, cached := 0, 0, 0
 	var runningSum, runningN float64
+	evicted, peakKV := 0, 0.0
 
 	submit := func(c *benchConversation) error {
 		nextID++
@@ -236,7 +264,7 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 		rr++
 		p := c.prompt()
 		reqs[nextID] = &inflight{conv: c, submit: now, first: -1, worker: w, promptN: len(p)}
-		return ws[w].eng.Submit(Request{ID: nextID, Prompt: p, MaxTokens: cfg.MaxTokens})
+		return ws[w].eng.Submit(Request{ID: nextID, Prompt: p, MaxTokens: cfg.MaxTokens, Greedy: cfg.Greedy})
 	}
 	live := 0
 	var nextStart time.Duration
@@ -279,8 +307,17 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 				continue
 			}
 			w.busy = false
-			runningSum += float64(w.eng.Stats().Running + len(w.res.Finished))
+			st := w.eng.Stats()
+			runningSum += float64(st.Running + len(w.res.Finished))
 			runningN++
+			if now >= cfg.Warmup {
+				peakKV = max(peakKV, st.KVUsage)
+				for _, ev := range w.res.Events {
+					if rm, ok := ev.(*kvevents.BlockRemoved); ok {
+						evicted += len(rm.BlockHashes)
+					}
+				}
+			}
 			for _, t := range w.res.Tokens {
 				r := reqs[t.ID]
 				if t.Index == 0 {
@@ -307,13 +344,11 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 					live--
 					continue
 				}
-				words := strings.Fields(r.text.String())
-				phrase := c.starter.Topic
-				if len(words) >= 8 {
-					i := rng.IntN(len(words) - 5)
-					phrase = strings.Trim(strings.Join(words[i:i+4], " "), ".,;:!?\"'()")
+				if cfg.FollowUp != "" {
+					c.add("user", cfg.FollowUp)
+				} else {
+					c.add("user", followUp(rng, c.starter.Topic, r.text.String()))
 				}
-				c.add("user", fmt.Sprintf(followUps[rng.IntN(len(followUps))], c.starter.Topic, phrase))
 				if err := submit(c); err != nil {
 					return MultiTurnResult{}, err
 				}
@@ -327,6 +362,8 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 		TPOTp50:            percentile(tpots, 0.5),
 		TPOTp95:            percentile(tpots, 0.95),
 		OutputTokensPerSec: float64(outTokens) / cfg.Measure.Seconds(),
+		Evicted:            evicted,
+		PeakKVUsage:        peakKV,
 	}
 	if prompt > 0 {
 		res.HitRate = float64(cached) / float64(prompt)

@@ -77,6 +77,11 @@ type Request struct {
 	// OutputTokens is the answer's natural length, after which the model
 	// ends it; 0 draws it from the profile. MaxTokens caps it.
 	OutputTokens int
+	// Greedy says the request decodes greedily (temperature 0; TensorRT-LLM
+	// does when a request sets no sampling parameter). Its answer, and the
+	// length drawn for it, are then a function of its prompt: two requests
+	// with one prompt get one answer, as on a real engine.
+	Greedy bool
 }
 
 // StepResult is what one step did. Its slices are reused by the next Step.
@@ -221,11 +226,24 @@ func (e *Engine) Submit(r Request) error {
 		return fmt.Errorf("sim: request id %d is already in the engine", r.ID)
 	}
 	ring, _ := proseTokens()
-	target := r.OutputTokens
+	target, span := r.OutputTokens, 0
 	if target <= 0 {
 		target = r.MaxTokens
 		if e.prof.OutputMax > 0 {
-			target = e.prof.OutputMin + e.rng.IntN(e.prof.OutputMax-e.prof.OutputMin+1)
+			span = e.prof.OutputMax - e.prof.OutputMin + 1
+			target = e.prof.OutputMin + e.rng.IntN(span)
+		}
+	}
+	// Sampling makes two answers to one prompt differ, so they must not
+	// share generated blocks: each answer starts at a random place in the
+	// prose ring. A greedy answer starts, and ends, where its prompt's hash
+	// says.
+	offset := e.rng.IntN(len(ring))
+	if r.Greedy {
+		h := blockhash.Local(r.Prompt)
+		offset = int(h % uint64(len(ring)))
+		if span > 0 {
+			target = e.prof.OutputMin + int((h>>32)%uint64(span))
 		}
 	}
 	s := &sequence{
@@ -234,10 +252,7 @@ func (e *Engine) Submit(r Request) error {
 		promptLen: len(r.Prompt),
 		target:    min(target, r.MaxTokens),
 		hashes:    blockhash.Chain(r.Prompt, e.prof.BlockSize),
-		// Sampling makes two answers to one prompt differ, so they must not
-		// share generated blocks: each answer starts at a random place in
-		// the prose ring.
-		outOffset: e.rng.IntN(len(ring)),
+		outOffset: offset,
 		notBefore: e.calls + 1,
 	}
 	if e.prof.OverlapScheduler && !e.Idle() {

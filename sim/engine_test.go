@@ -380,6 +380,63 @@ func TestOutputLengthsAverageAbout830AtMaxTokens1024(t *testing.T) {
 	}
 }
 
+// answer runs one request alone on a fresh engine seeded seed and returns
+// its output tokens.
+func answer(t *testing.T, seed uint64, r Request) []uint32 {
+	t.Helper()
+	e, err := NewEngine(MustProfile(DefaultProfile), Options{Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Submit(r); err != nil {
+		t.Fatal(err)
+	}
+	var out []uint32
+	for !e.Idle() {
+		for _, tok := range e.Step().Tokens {
+			out = append(out, tok.Token)
+		}
+	}
+	return out
+}
+
+func TestGreedyAnswersAreAFunctionOfThePrompt(t *testing.T) {
+	prompt, other := seqTokens(1000, 200), seqTokens(5000, 200)
+	tests := []struct {
+		name      string
+		a, b      Request
+		seedA     uint64
+		seedB     uint64
+		wantEqual bool
+	}{
+		// Greedy decoding has no randomness: the engine, its seed and
+		// what else it ran do not matter.
+		{"one prompt decoded greedily on two engines gets one answer",
+			Request{ID: 1, Prompt: prompt, MaxTokens: 1024, Greedy: true},
+			Request{ID: 2, Prompt: prompt, MaxTokens: 1024, Greedy: true}, 1, 2, true},
+		{"two prompts decoded greedily get two answers",
+			Request{ID: 1, Prompt: prompt, MaxTokens: 1024, Greedy: true},
+			Request{ID: 2, Prompt: other, MaxTokens: 1024, Greedy: true}, 1, 1, false},
+		// Sampling draws: two engines seeded differently answer differently.
+		{"one prompt sampled on two engines gets two answers",
+			Request{ID: 1, Prompt: prompt, MaxTokens: 1024},
+			Request{ID: 2, Prompt: prompt, MaxTokens: 1024}, 1, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := answer(t, tt.seedA, tt.a), answer(t, tt.seedB, tt.b)
+			if got := slices.Equal(a, b); got != tt.wantEqual {
+				t.Fatalf("answers equal = %v (lengths %d and %d), want %v", got, len(a), len(b), tt.wantEqual)
+			}
+			for _, n := range []int{len(a), len(b)} {
+				if n < 640 || n > 1024 {
+					t.Fatalf("answer of %d tokens, want the profile's 640..1024", n)
+				}
+			}
+		})
+	}
+}
+
 func TestStepTimeMatchesThePerfModel(t *testing.T) {
 	p := MustProfile(DefaultProfile)
 	tests := []struct {
@@ -392,6 +449,12 @@ func TestStepTimeMatchesThePerfModel(t *testing.T) {
 		{"decode alone at B=64, K=360k takes about 40 ms", Batch{Decodes: 64, Context: 360000}, 40},
 		// c0 + hypot(17.3, 0.1116·1500) + a_att·1000·500 = 2 + 168.3 + 1.6
 		{"a 1k-token prefill alone takes about 172 ms", Batch{Chunks: []Chunk{{New: 1000}}}, 171.9},
+		// A follow-up whose whole history was cached prefills only its new
+		// question: c0 + hypot(17.3, 0.1116·(13+40+40)) + a_kv·98k + a_att·40·7020
+		// = 2 + 20.18 + 5.15 + 0.88. With the full 500-token pad it would
+		// be 72 ms, three decode steps' worth.
+		{"13 decodes taking on a 40-token chunk over a cached 7k prefix take about 28 ms",
+			Batch{Decodes: 13, Context: 13 * 7000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 28.2},
 		{"an empty batch takes no time", Batch{}, 0},
 	}
 	for _, tt := range tests {

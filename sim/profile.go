@@ -51,8 +51,12 @@ type Profile struct {
 	WeightsMs float64 `json:"weights_ms"`
 	// PerTokenMs is a_tok: the linear layers' compute time per token.
 	PerTokenMs float64 `json:"per_token_ms"`
-	// PrefillPadTokens is added to the compute term whenever a step has
-	// prefill, so prefill efficiency saturates with chunk size.
+	// PrefillPadTokens is added to the compute term of a step with
+	// prefill, so prefill efficiency saturates with chunk size (an
+	// effective MFU of 0.43 at a 1k-token chunk, 0.58 at 8k). It is capped
+	// at the step's prefill tokens: the pad was fitted to chunks of 1k and
+	// more, and a few tokens riding on a decode batch leave the step as
+	// memory-bound as the decode batch alone.
 	PrefillPadTokens float64 `json:"prefill_pad_tokens"`
 	// KVReadMs is a_kv: the time to read one context token's KV.
 	KVReadMs float64 `json:"kv_read_ms"`
@@ -289,7 +293,7 @@ type Chunk struct {
 // StepTime is the duration of one engine step running b:
 //
 //	step = c0 + comm + sqrt(Tw² + Tc²) + a_kv·(K + Σp) + a_att·Σ n·(p + n/2) + comm_tok·(B + N)
-//	Tc   = a_tok · (B + N + pad·[N>0])
+//	Tc   = a_tok · (B + N + min(N, pad))
 //
 // The square root is a soft roofline between reading the weights and
 // computing the tokens (perf-model.md).
@@ -304,9 +308,10 @@ func (p Profile) StepTime(b Batch) time.Duration {
 		return 0
 	}
 	x := float64(b.Decodes + n)
-	if n > 0 {
-		x += p.PrefillPadTokens
-	}
+	// The pad never exceeds the chunk: a decode step that takes on a
+	// few prefill tokens (a follow-up whose prefix was cached) is still a
+	// memory-bound step, not a 500-token prefill.
+	x += min(float64(n), p.PrefillPadTokens)
 	tc := p.PerTokenMs * x
 	ms := p.StepOverheadMs + p.CommMs + math.Hypot(p.WeightsMs, tc) +
 		p.KVReadMs*float64(b.Context+prefix) + p.AttentionMs*att +

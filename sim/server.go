@@ -183,6 +183,7 @@ type genRequest struct {
 	stream    bool
 	usage     bool // stream_options.include_usage
 	ignoreEOS bool // vLLM's sampling option: run to max_tokens
+	greedy    bool // temperature 0: one prompt, one answer
 }
 
 // chatRequest is the subset of an OpenAI chat request the worker reads.
@@ -194,6 +195,9 @@ type chatRequest struct {
 	Stream              bool                  `json:"stream"`
 	StreamOptions       *openai.StreamOptions `json:"stream_options"`
 	IgnoreEOS           bool                  `json:"ignore_eos"`
+	// Temperature 0 decodes greedily; absent, the engine samples, as
+	// OpenAI's default of 1 says.
+	Temperature *float64 `json:"temperature"`
 }
 
 // parseChatRequest decodes and checks a chat request body. Its errors are one
@@ -230,6 +234,7 @@ type completionRequest struct {
 	Stream        bool                  `json:"stream"`
 	StreamOptions *openai.StreamOptions `json:"stream_options"`
 	IgnoreEOS     bool                  `json:"ignore_eos"`
+	Temperature   *float64              `json:"temperature"`
 
 	text string
 }
@@ -277,6 +282,9 @@ func checkMaxTokens(n *int) error {
 	return nil
 }
 
+// isZero says whether an optional number was given as 0.
+func isZero(v *float64) bool { return v != nil && *v == 0 }
+
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
 
 // completions serves /v1/chat/completions (chat) or /v1/completions.
@@ -291,7 +299,8 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 				return
 			}
 			g = genRequest{prompt: tokenizer.RenderChat(req.Messages), maxTokens: req.MaxTokens, stream: req.Stream,
-				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS}
+				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
+				greedy: isZero(req.Temperature)}
 		} else {
 			req, err := parseCompletionRequest(body)
 			if err != nil {
@@ -299,7 +308,8 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 				return
 			}
 			g = genRequest{prompt: req.text, maxTokens: req.MaxTokens, stream: req.Stream,
-				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS}
+				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
+				greedy: isZero(req.Temperature)}
 		}
 		fault := s.faults.draw()
 		switch fault {
@@ -313,7 +323,7 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 			writeError(w, http.StatusInternalServerError, "injected fault: internal engine error")
 			return
 		}
-		req := Request{Prompt: tokenizer.Encode(g.prompt), MaxTokens: g.maxTokens}
+		req := Request{Prompt: tokenizer.Encode(g.prompt), MaxTokens: g.maxTokens, Greedy: g.greedy}
 		if g.ignoreEOS {
 			req.OutputTokens = g.maxTokens
 		}

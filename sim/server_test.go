@@ -689,3 +689,31 @@ func FuzzParseFaults(f *testing.F) {
 		}
 	})
 }
+
+func TestTemperatureZeroAnswersAPromptTheSameWayEveryTime(t *testing.T) {
+	_, srv, _ := newTestServer(t, fast())
+	ask := func(content string) string {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"max_tokens":24,"temperature":0}`, DefaultModel, content)
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out openai.ChatCompletionResponse
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || len(out.Choices) != 1 {
+			t.Fatalf("status %d, %d choices", resp.StatusCode, len(out.Choices))
+		}
+		return out.Choices[0].Message.Content
+	}
+	first, again := ask("Why does prefix caching help?"), ask("Why does prefix caching help?")
+	if first != again {
+		t.Fatalf("one prompt at temperature 0 got two answers:\n%q\n%q", first, again)
+	}
+	if other := ask("What is a KV block?"); other == first {
+		t.Fatalf("two prompts at temperature 0 got one answer %q", first)
+	}
+}

@@ -214,11 +214,11 @@ func benchOffline(args []string) int {
 }
 
 // seed000RR is seed 000's round-robin column: TTFT p50 ms, TPOT p50 ms,
-// output tokens/s, by concurrency.
-var seed000RR = map[int][3]float64{
-	40: {271.4, 25.3, 1591.1}, 50: {255.5, 26.1, 1902.4}, 60: {280.5, 27.7, 2147.9},
-	70: {284.2, 30.1, 2309.5}, 80: {310, 31, 2508}, 90: {320, 31, 2522.8},
-	100: {354, 39, 2521}, 110: {348, 45, 2599.6}, 120: {379, 44, 2648.4},
+// output tokens/s and KV hit rate %, by concurrency.
+var seed000RR = map[int][4]float64{
+	40: {271.4, 25.3, 1591.1, 99.7}, 50: {255.5, 26.1, 1902.4, 94.9}, 60: {280.5, 27.7, 2147.9, 92.0},
+	70: {284.2, 30.1, 2309.5, 89.2}, 80: {310.2, 30.7, 2508.0, 82.2}, 90: {320.2, 30.7, 2522.8, 89.0},
+	100: {353.8, 39.2, 2521.0, 87.9}, 110: {348.0, 44.7, 2599.6, 88.7}, 120: {379.3, 44.3, 2648.4, 85.5},
 }
 
 func benchMultiTurn(args []string) int {
@@ -234,6 +234,8 @@ func benchMultiTurn(args []string) int {
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "simulated time before measuring")
 	fs.DurationVar(&cfg.Measure, "measure", cfg.Measure, "simulated time measured")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of starters, turns and output lengths")
+	fs.StringVar(&cfg.FollowUp, "follow-up", cfg.FollowUp, "every follow-up question; empty asks varied ones")
+	fs.BoolVar(&cfg.Greedy, "greedy", cfg.Greedy, "decode greedily: one prompt, one answer")
 	if code, ok := parseBench(fs, args); !ok {
 		return code
 	}
@@ -247,7 +249,7 @@ func benchMultiTurn(args []string) int {
 		cfg.Starters = append(cfg.Starters, sim.Starter{Topic: s.Topic, Text: s.Text})
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "concurrency\tTTFT p50 ms\tseed RR\tTPOT p50 ms\tseed RR\toutput tok/s\tseed RR\tTTFT p95 ms\tnew tokens/req\thit rate\trequests\t\n")
+	fmt.Fprintf(tw, "concurrency\tTTFT p50 ms\tseed RR\tTPOT p50 ms\tseed RR\toutput tok/s\tseed RR\thit rate\tseed RR\tTTFT p95 ms\tnew tokens/req\tevicted blocks\trequests\t\n")
 	for _, l := range strings.Split(*levels, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(l))
 		if err != nil || c < 1 {
@@ -260,12 +262,13 @@ func benchMultiTurn(args []string) int {
 			fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: %v\n", err)
 			return 1
 		}
-		ref := [3]string{"-", "-", "-"}
+		ref := [4]string{"-", "-", "-", "-"}
 		if s, ok := seed000RR[c]; ok && p.Name == sim.DefaultProfile && cfg.Workers == 3 {
-			ref = [3]string{fmt.Sprintf("%.0f", s[0]), fmt.Sprintf("%.1f", s[1]), fmt.Sprintf("%.0f", s[2])}
+			ref = [4]string{fmt.Sprintf("%.0f", s[0]), fmt.Sprintf("%.1f", s[1]), fmt.Sprintf("%.0f", s[2]), fmt.Sprintf("%.1f%%", s[3])}
 		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.1f\t%s\t%.0f\t%s\t%.0f\t%.0f\t%.1f%%\t%d\t\n", c,
-			ms(r.TTFTp50), ref[0], ms(r.TPOTp50), ref[1], r.OutputTokensPerSec, ref[2], ms(r.TTFTp95), r.MeanNewTokens, 100*r.HitRate, r.Requests)
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.1f\t%s\t%.0f\t%s\t%.1f%%\t%s\t%.0f\t%.0f\t%d\t%d\t\n", c,
+			ms(r.TTFTp50), ref[0], ms(r.TPOTp50), ref[1], r.OutputTokensPerSec, ref[2], 100*r.HitRate, ref[3],
+			ms(r.TTFTp95), r.MeanNewTokens, r.Evicted, r.Requests)
 	}
 	tw.Flush()
 	return 0

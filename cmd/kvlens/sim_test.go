@@ -95,6 +95,8 @@ func TestBenchReportsMatchGolden(t *testing.T) {
 	}{
 		{"bench_offline", []string{"sim", "bench", "offline", "--cases", "1000/1000,5000/500", "--requests", "200"}},
 		{"bench_multiturn", []string{"sim", "bench", "multiturn", "--concurrency", "30", "--warmup", "10s", "--measure", "30s"}},
+		{"bench_multiturn_greedy", []string{"sim", "bench", "multiturn", "--concurrency", "30", "--warmup", "10s", "--measure", "30s",
+			"--greedy", "--follow-up", "Can you elaborate further on that?"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
