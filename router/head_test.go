@@ -227,9 +227,17 @@ func gatedSSE(first, last chan struct{}) http.HandlerFunc {
 
 func TestProxyDecidesOnThePromptHead(t *testing.T) {
 	first, last := make(chan struct{}), make(chan struct{})
+	open := func(gate chan struct{}) {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}
 	wk := httptest.NewServer(gatedSSE(first, last))
-	defer wk.Close()
+	t.Cleanup(wk.Close)
 	px, srv := newTestProxy(t, &KV{Weight: 1}, Config{}, "a="+wk.URL, "b="+wk.URL)
+	t.Cleanup(func() { open(first); open(last) }) // a failed test must not leave the worker waiting
 	rt := px.Router()
 
 	// b holds all of a long document; a new question about it must still
@@ -255,9 +263,9 @@ func TestProxyDecidesOnThePromptHead(t *testing.T) {
 	if st := rt.Workers()[1]; st.ActiveBlocks >= len(whole)/32 {
 		t.Fatalf("before the first token the booking holds %d blocks, the whole prompt's %d: the rest was tokenized first", st.ActiveBlocks, len(whole)/32)
 	}
-	close(first)
+	open(first)
 	waitFor(t, func() bool { return rt.Workers()[1].ActiveBlocks == len(whole)/32 })
-	close(last)
+	open(last)
 	io.ReadAll(br)
 	resp.Body.Close()
 	waitFor(t, func() bool { return rt.Counts().InFlight == 0 })
