@@ -116,13 +116,18 @@ func (a *Approx) Insert(worker string, chain []uint64) {
 		a.perWorker = append(a.perWorker, 0)
 	}
 	exp := now + int64(a.ttl)
-	for _, h := range chain {
+	prevNew := false // whether the block before was new to this worker
+	for j, h := range chain {
 		k := approxKey{h, int32(s)}
 		if v := a.items.get(k.pairKey()); v != 0 {
 			i := int32(v - 1)
 			a.arena[i].expiry = exp
 			a.unlink(i)
 			a.pushBack(i)
+			if prevNew {
+				a.t.link(chain[j-1], h)
+			}
+			prevNew = false
 			continue
 		}
 		var i int32
@@ -137,9 +142,12 @@ func (a *Approx) Insert(worker string, chain []uint64) {
 		a.items.set(k.pairKey(), uint64(i)+1)
 		a.t.add(h, s)
 		a.perWorker[s]++
-	}
-	for i := 1; i < len(chain); i++ {
-		a.t.link(chain[i-1], chain[i])
+		// Hints need linking only where a block is new: pairs refreshed
+		// on both sides were linked when they were stored.
+		if j > 0 {
+			a.t.link(chain[j-1], h)
+		}
+		prevNew = true
 	}
 	if a.items.len() > a.maxPairs {
 		target := int(float64(a.maxPairs) * approxPruneRatio)
