@@ -43,8 +43,11 @@ func TestOpenAIClientMeasuresAStream(t *testing.T) {
 	if r.OSL != 20 || r.ISL == 0 || r.Worker != "w7" {
 		t.Errorf("OSL %d, ISL %d, worker %q; want 20 tokens from usage, ISL > 0, w7", r.OSL, r.ISL, r.Worker)
 	}
-	// 19 gaps of 5 ms after the first token
-	if tpot, ok := r.TPOT(); !ok || tpot < 5*time.Millisecond || tpot > 9*time.Millisecond {
+	// 19 gaps of 5 ms after the first token. The worker keeps to its 5 ms
+	// schedule, so TPOT may come out a little under 5 ms when the first
+	// chunk, which goes out with the response headers, lags its step's end
+	// by more than the last one does.
+	if tpot, ok := r.TPOT(); !ok || tpot < 4500*time.Microsecond || tpot > 9*time.Millisecond {
 		t.Errorf("TPOT = %v, want about 5 ms", tpot)
 	}
 }

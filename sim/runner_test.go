@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/router/kvevents"
 )
 
@@ -87,5 +88,73 @@ func TestRunnerDeliversAStepOnlyWhenItsTimeIsUp(t *testing.T) {
 	}
 	if clk.fire() {
 		t.Fatal("an idle runner scheduled a step")
+	}
+}
+
+// lateClock is a discrete-event clock whose timers fire late by a fixed
+// amount, as the wall clock's do on a busy host.
+type lateClock struct {
+	loop *des.Loop
+	late time.Duration
+}
+
+func (c lateClock) Now() time.Time { return c.loop.Now() }
+
+func (c lateClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.loop.AfterFunc(d+c.late, f)
+}
+
+func TestRunnerKeepsToTheModelledScheduleWhenTimersFireLate(t *testing.T) {
+	const out = 6
+	req := Request{Prompt: seqTokens(1, 8), MaxTokens: out, OutputTokens: out}
+	// The modelled time: the same request on a twin engine, stepped by hand.
+	twin, _ := NewEngine(tiny(), Options{Seed: 1})
+	if err := twin.Submit(Request{ID: 1, Prompt: req.Prompt, MaxTokens: out, OutputTokens: out}); err != nil {
+		t.Fatal(err)
+	}
+	var modelled time.Duration
+	steps := 0
+	for !twin.Idle() {
+		modelled += twin.Step().Duration
+		steps++
+	}
+	tests := []struct {
+		name string
+		late time.Duration
+		// want is the request's end after its submission.
+		want time.Duration
+	}{
+		// Timers on time: the steps follow one another back to back.
+		{"timers that fire on time end the request after the modelled steps", 0, modelled},
+		// Each step begins when the last one was due, so only the final
+		// timer's lateness shows, not one lateness per step.
+		{"a millisecond of lateness per timer delays the end by one millisecond", time.Millisecond, modelled + time.Millisecond},
+		// Beyond maxLag the host is taken to have stopped, and each step
+		// starts afresh from when its timer fired.
+		{"a host stopped longer than maxLag restarts the schedule at every step", 2 * maxLag, modelled + time.Duration(steps)*2*maxLag},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			loop := des.New(time.Time{})
+			eng, _ := NewEngine(tiny(), Options{Seed: 1})
+			r := NewRunner(eng, lateClock{loop, tt.late}, nil)
+			st, err := r.Submit(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var end time.Time
+			st.notify = func() {
+				if _, fin := st.Take(nil); fin != nil {
+					end = loop.Now()
+				}
+			}
+			loop.Run(time.Hour)
+			if end.IsZero() {
+				t.Fatal("the request never finished")
+			}
+			if got := end.Sub(st.Submitted); got != tt.want {
+				t.Errorf("the request ended %v after submission, want %v (%d steps of %v modelled in all)", got, tt.want, steps, modelled)
+			}
+		})
 	}
 }
