@@ -122,8 +122,17 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 	return f, nil
 }
 
-// Close stops every worker, cutting open streams once ctx expires.
+// closeGrace bounds how long Close lets open requests finish. net/http's
+// Shutdown counts a connection that was opened but never sent a request as
+// busy for 5 s, and a client's transport may hold such spares; the streams
+// that matter were cancelled by their clients before the fleet closes.
+const closeGrace = 500 * time.Millisecond
+
+// Close stops every worker, cutting open streams once ctx expires or
+// closeGrace has passed.
 func (f *Fleet) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, closeGrace)
+	defer cancel()
 	var errs []error
 	for _, srv := range f.servers {
 		if err := srv.Shutdown(ctx); err != nil {
