@@ -150,7 +150,7 @@ func PromptTokens(path string, body []byte) []uint32 {
 //
 // This keeps a new long prompt's BPE (about 0.2 µs a token) off the time to
 // first token: the decision waits for the first piece only, and the rest is
-// tokenized while the worker works.
+// tokenized once the first token is out (see stream).
 func (px *Proxy) request(r *http.Request, body []byte) (req *Request, rest func() []uint32) {
 	req = &Request{Path: r.URL.Path, Body: body}
 	if _, ok := px.tokenizer.(Embedded); ok && r.URL.Path == "/v1/chat/completions" {
