@@ -9,7 +9,6 @@ package tokenizer
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -42,42 +41,7 @@ func get() tokenizer.Codec {
 }
 
 // Encode returns the token ids of text.
-//
-// A long text is cut at word boundaries into one part per processor, and the
-// parts are encoded at once: a cold 2,000-token prompt is most of the
-// router's overhead, and the BPE is pure CPU. The result is the same as one
-// pass (see cut and FuzzEncodeParallel).
-func Encode(text string) []uint32 {
-	return encodeParts(text, min(runtime.GOMAXPROCS(0), len(text)/parallelBytes))
-}
-
-// encodeParts encodes text cut into at most n parts, all at once.
-func encodeParts(text string, n int) []uint32 {
-	parts := Cut(text, n)
-	if len(parts) == 1 {
-		return encode(text, nil)
-	}
-	ids := make([][]uint32, len(parts))
-	var wg sync.WaitGroup
-	for i := 1; i < len(parts); i++ {
-		wg.Go(func() { ids[i] = encode(parts[i], nil) })
-	}
-	ids[0] = encode(parts[0], nil)
-	wg.Wait()
-	total := 0
-	for _, p := range ids {
-		total += len(p)
-	}
-	out := make([]uint32, 0, total)
-	for _, p := range ids {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// parallelBytes is the least text, in bytes, worth a part of its own: about
-// 400 tokens, 120 µs of BPE, well above the cost of starting a goroutine.
-const parallelBytes = 2048
+func Encode(text string) []uint32 { return encode(text, nil) }
 
 // Cut splits text into at most n parts of similar length, each cut placed
 // just before a space that sits between two ASCII letters. No piece of

@@ -74,9 +74,9 @@ func TestCutSplitsOnlyBeforeASpaceBetweenLetters(t *testing.T) {
 	}
 }
 
-// FuzzEncodeParallel checks that encoding a text in parts gives the ids of
-// one pass, for any text and any number of parts.
-func FuzzEncodeParallel(f *testing.F) {
+// FuzzCutKeepsTokens checks that the parts Cut makes, encoded one by one,
+// give the ids of the whole text, for any text and any number of parts.
+func FuzzCutKeepsTokens(f *testing.F) {
 	for _, s := range []string{
 		"The KV cache stores keys and values. It's paged, and blocks are 32 tokens.",
 		"don't stop   me now\n\n<|user|>\nhello world  \t tabs\r\nand CRLF",
@@ -86,10 +86,13 @@ func FuzzEncodeParallel(f *testing.F) {
 		f.Add(s, uint8(2))
 	}
 	f.Fuzz(func(t *testing.T, text string, n uint8) {
-		whole := encode(text, nil)
-		got := encodeParts(text, int(n%8)+1)
-		if !slices.Equal(got, whole) {
-			t.Fatalf("encodeParts(%q, %d) = %v, one pass = %v (parts %q)", text, n%8+1, got, whole, Cut(text, int(n%8)+1))
+		parts := Cut(text, int(n%8)+1)
+		var got []uint32
+		for _, p := range parts {
+			got = append(got, Encode(p)...)
+		}
+		if whole := Encode(text); !slices.Equal(got, whole) {
+			t.Fatalf("parts %q encode to %v, the whole text to %v", parts, got, whole)
 		}
 	})
 }
