@@ -158,7 +158,9 @@ func Start(cfg Config) (*Demo, error) {
 	if len(cfg.Workers) == 0 {
 		// The embedded workers publish KV events over loopback ZMQ, exactly
 		// as a vLLM fleet would, so the router has one path for both.
-		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0"})
+		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
+		// so a real-time and a virtual run with one seed start alike.
+		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed})
 		if err != nil {
 			return fail(err)
 		}
