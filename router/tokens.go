@@ -144,13 +144,10 @@ func (c *tokenCache) chatUntil(msgs []tokenizer.Message, more func(ids []uint32)
 	return ids, len(ids), nil
 }
 
-// chat returns the tokens of RenderChat(msgs).
+// chat returns the tokens of RenderChat(msgs): chatUntil, never stopped.
 func (c *tokenCache) chat(msgs []tokenizer.Message) []uint32 {
-	var out []uint32
-	for _, m := range msgs {
-		out = append(out, c.encode(segment(m))...)
-	}
-	return append(out, c.encode(assistantOpen)...)
+	ids, _, _ := c.chatUntil(msgs, func([]uint32) bool { return true })
+	return ids
 }
 
 // ChatTokens returns the tokens of tokenizer.RenderChat(msgs), as the proxy
