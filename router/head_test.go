@@ -3,7 +3,6 @@ package router
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,24 +15,12 @@ import (
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
-// longText is about n tokens of prose, different for each seed.
-func longText(n, seed int) string {
-	words := []string{"paged", "attention", "splits", "the", "cache", "into", "blocks", "and", "evicts", "leaves"}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "Document %d.", seed)
-	for i := range n {
-		sb.WriteByte(' ')
-		sb.WriteString(words[(i*7+seed+i/len(words))%len(words)])
-	}
-	return sb.String()
-}
-
 func TestChatUntilStopsOnlyWhereAsked(t *testing.T) {
 	msgs := []tokenizer.Message{
 		{Role: "system", Content: "You are terse."},
-		{Role: "user", Content: longText(1500, 1)},
+		{Role: "user", Content: string(longChatText(2000, 1))},
 		{Role: "assistant", Content: "Noted."},
-		{Role: "user", Content: longText(1500, 2)},
+		{Role: "user", Content: string(longChatText(2000, 2))},
 	}
 	want := tokenizer.Encode(tokenizer.RenderChat(msgs))
 	tests := []struct {
@@ -113,7 +100,7 @@ func store(t *testing.T, rt *Router, worker string, tokens []uint32) {
 }
 
 func TestReachesAsksWhetherAnyWorkerHoldsTheLastBlock(t *testing.T) {
-	prompt := tokenizer.Encode(longText(400, 3))
+	prompt := tokenizer.Encode(string(longChatText(533, 3)))
 	chain := blockhash.Chain(prompt, 32)
 	tests := []struct {
 		name  string
@@ -156,7 +143,7 @@ func TestReachesAsksWhetherAnyWorkerHoldsTheLastBlock(t *testing.T) {
 }
 
 func TestCompleteBooksTheWholePrompt(t *testing.T) {
-	prompt := tokenizer.Encode(longText(400, 4))
+	prompt := tokenizer.Encode(string(longChatText(533, 4)))
 	head := prompt[:3*32+5]
 	tests := []struct {
 		name  string
@@ -242,7 +229,7 @@ func TestProxyDecidesOnThePromptHead(t *testing.T) {
 
 	// b holds all of a long document; a new question about it must still
 	// find all of it there.
-	doc := tokenizer.Message{Role: "user", Content: longText(1500, 5)}
+	doc := tokenizer.Message{Role: "user", Content: string(longChatText(2000, 5))}
 	store(t, rt, "b", chatTokens.chat([]tokenizer.Message{doc})[:1400])
 	post := func(msgs []tokenizer.Message) *http.Response {
 		t.Helper()
@@ -253,13 +240,13 @@ func TestProxyDecidesOnThePromptHead(t *testing.T) {
 		}
 		return resp
 	}
-	resp := post([]tokenizer.Message{doc, {Role: "user", Content: longText(1500, 6)}})
+	resp := post([]tokenizer.Message{doc, {Role: "user", Content: string(longChatText(2000, 6))}})
 	if w, o := resp.Header.Get(HeaderWorker), resp.Header.Get(HeaderOverlap); w != "b" || o != "43" {
 		t.Fatalf("routed to %s with %s overlap blocks; want b with all 43 blocks it holds", w, o)
 	}
 	br := bufio.NewReader(resp.Body)
 	br.ReadString('\n')
-	whole := chatTokens.chat([]tokenizer.Message{doc, {Role: "user", Content: longText(1500, 6)}})
+	whole := chatTokens.chat([]tokenizer.Message{doc, {Role: "user", Content: string(longChatText(2000, 6))}})
 	if st := rt.Workers()[1]; st.ActiveBlocks >= len(whole)/32 {
 		t.Fatalf("before the first token the booking holds %d blocks, the whole prompt's %d: the rest was tokenized first", st.ActiveBlocks, len(whole)/32)
 	}
