@@ -1,6 +1,8 @@
 package sim_test
 
 import (
+	"github.com/kvlens/kvlens/tokenizer"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,62 @@ func TestSeedWorkloadHitsTheCacheAsSeed000Did(t *testing.T) {
 			t.Logf("hit rate %.1f%% over %d requests", 100*r.HitRate, r.Requests)
 			if r.HitRate < tt.minHit || r.HitRate > tt.maxHit {
 				t.Fatalf("hit rate %.1f%%, want %.0f%%..%.0f%%", 100*r.HitRate, 100*tt.minHit, 100*tt.maxHit)
+			}
+		})
+	}
+}
+
+// TestAFollowUpTurnReusesTheAnswersBlocks sends one conversation's turns
+// back to the worker that answered them, as a client does: the answer's
+// text, rendered into the next prompt, must encode to the very tokens the
+// engine generated, or a profile that keeps generated blocks would still
+// prefill every answer again.
+func TestAFollowUpTurnReusesTheAnswersBlocks(t *testing.T) {
+	starter := loadgen.BuiltinStarters()[0]
+	tests := []struct {
+		name string
+		keep bool
+		// maxNew bounds the uncached prompt tokens of each follow-up turn.
+		minNew, maxNew int
+	}{
+		{"with generated blocks kept, a follow-up prefills only its question and the answer's last partial block",
+			true, 1, 80},
+		{"with prompt blocks only, a follow-up prefills the whole previous answer",
+			false, 600, 1200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := sim.MustProfile(sim.DefaultProfile)
+			p.KeepGeneratedBlocks = tt.keep
+			eng, err := sim.NewEngine(p, sim.Options{Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := []tokenizer.Message{
+				{Role: "system", Content: "You are a knowledgeable assistant."},
+				{Role: "user", Content: "Please explain the following text.\n\n" + starter.Text},
+			}
+			for turn := range 4 {
+				prompt := tokenizer.Encode(tokenizer.RenderChat(msgs))
+				if err := eng.Submit(sim.Request{ID: uint64(turn + 1), Prompt: prompt, MaxTokens: 1024}); err != nil {
+					t.Fatal(err)
+				}
+				var answer strings.Builder
+				var fin sim.Finished
+				for !eng.Idle() {
+					r := eng.Step()
+					for _, tok := range r.Tokens {
+						answer.WriteString(sim.PieceText(tok.Token))
+					}
+					for _, f := range r.Finished {
+						fin = f
+					}
+				}
+				if newTokens := fin.PromptTokens - fin.CachedTokens; turn > 0 && (newTokens < tt.minNew || newTokens > tt.maxNew) {
+					t.Fatalf("turn %d: %d of %d prompt tokens uncached, want %d..%d", turn, newTokens, fin.PromptTokens, tt.minNew, tt.maxNew)
+				}
+				msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: answer.String()},
+					tokenizer.Message{Role: "user", Content: "Can you elaborate further on that?"})
 			}
 		})
 	}

@@ -225,7 +225,6 @@ func (e *Engine) Submit(r Request) error {
 	if _, dup := e.byID[r.ID]; dup {
 		return fmt.Errorf("sim: request id %d is already in the engine", r.ID)
 	}
-	ring, _ := proseTokens()
 	target, span := r.OutputTokens, 0
 	if target <= 0 {
 		target = r.MaxTokens
@@ -235,13 +234,13 @@ func (e *Engine) Submit(r Request) error {
 		}
 	}
 	// Sampling makes two answers to one prompt differ, so they must not
-	// share generated blocks: each answer starts at a random place in the
+	// share generated blocks: each answer starts at a random word of the
 	// prose ring. A greedy answer starts, and ends, where its prompt's hash
 	// says.
-	offset := e.rng.IntN(len(ring))
+	offset := answerStart(e.rng.Uint64())
 	if r.Greedy {
 		h := blockhash.Local(r.Prompt)
-		offset = int(h % uint64(len(ring)))
+		offset = answerStart(h)
 		if span > 0 {
 			target = e.prof.OutputMin + int((h>>32)%uint64(span))
 		}

@@ -27,21 +27,36 @@ const prose = `A language model answers one token at a time, and every new token
 var (
 	proseOnce sync.Once
 	proseIDs  []uint32
+	// wordStarts are the ring's positions whose token begins a word (its
+	// text starts with a space). Answers start only there, and the ring
+	// wraps from a sentence's end to a word, so an answer's text encodes
+	// back to the very tokens the engine generated: a follow-up turn that
+	// resends it matches the answer's cached blocks.
+	wordStarts []int
 	// pieces maps each token id of the ring to its text, decoded once so
 	// that streaming does no tokenizer work.
 	pieces map[uint32]string
 )
 
-// proseTokens returns the ring's token ids.
+// proseTokens returns the ring's token ids and their texts.
 func proseTokens() ([]uint32, map[uint32]string) {
 	proseOnce.Do(func() {
-		proseIDs = tokenizer.Encode(strings.TrimSpace(prose) + " ")
+		proseIDs = tokenizer.Encode(" " + strings.TrimSpace(prose))
 		pieces = make(map[uint32]string, len(proseIDs))
-		for _, id := range proseIDs {
+		for i, id := range proseIDs {
 			pieces[id] = tokenizer.Decode([]uint32{id})
+			if strings.HasPrefix(pieces[id], " ") {
+				wordStarts = append(wordStarts, i)
+			}
 		}
 	})
 	return proseIDs, pieces
+}
+
+// answerStart returns the ring position of word start n (modulo their number).
+func answerStart(n uint64) int {
+	proseTokens()
+	return wordStarts[n%uint64(len(wordStarts))]
 }
 
 // pieceText returns the text of a token the engine generated.

@@ -34,7 +34,7 @@ func planCmd(args []string) int {
 	fs.IntVar(&pc.Target, "target", 0, "a concurrency to find the fewest workers for (0: skip)")
 	fs.IntVar(&pc.MaxWorkers, "max-workers", 64, "largest worker count tried for --target")
 	fs.IntVar(&pc.PerWorker, "per-worker", 100, "highest concurrency searched, per worker")
-	fs.StringVar(&profile, "sim-profile", sim.DefaultProfile, "engine profile of the simulated workers")
+	fs.StringVar(&profile, "sim-profile", sim.DefaultProfile, "engine profile of the simulated workers: a built-in name or a JSON file")
 	fs.StringVar(&admission, "admission", router.AdmitQueue, "router admission: queue, or shed (503 when every worker is busy)")
 	fs.DurationVar(&pc.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT p95 objective")
 	fs.DurationVar(&pc.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT p95 objective")
@@ -85,7 +85,7 @@ Flags:
 		}
 		pc.Workers = append(pc.Workers, n)
 	}
-	prof, err := sim.LookupProfile(profile)
+	prof, err := sim.LoadProfile(profile)
 	if err != nil {
 		return usage(fmt.Errorf("--sim-profile: %w", err))
 	}
