@@ -1,13 +1,13 @@
 package sim_test
 
 import (
-	"github.com/kvlens/kvlens/tokenizer"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // TestSeedWorkloadHitsTheCacheAsSeed000Did checks the workload half of the
