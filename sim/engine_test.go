@@ -232,8 +232,8 @@ func TestGeneratedBlocksAreKeptOnlyWhenTheProfileSaysSo(t *testing.T) {
 		// generated token is sampled but never fed back).
 		want int
 	}{
-		{"TensorRT-LLM-style reuse stores prompt blocks only", false, 2},
-		{"vLLM-style reuse stores generated blocks too", true, 3},
+		{"a profile without generated-block reuse stores prompt blocks only", false, 2},
+		{"a profile with generated-block reuse (vLLM, TensorRT-LLM) stores generated blocks too", true, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
