@@ -439,6 +439,7 @@ func TestGreedyAnswersAreAFunctionOfThePrompt(t *testing.T) {
 
 func TestStepTimeMatchesThePerfModel(t *testing.T) {
 	p := MustProfile(DefaultProfile)
+	p.EagerStepMs = 0 // the GPU formula alone; eager steps are tested below
 	tests := []struct {
 		name  string
 		batch Batch
@@ -466,6 +467,46 @@ func TestStepTimeMatchesThePerfModel(t *testing.T) {
 		})
 	}
 }
+
+func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
+	p := MustProfile(DefaultProfile) // graphs for 1..32, 64, 128; floor 44 ms
+	gpu := p
+	gpu.EagerStepMs = 0
+	padded := p
+	padded.GraphPadding = true
+	tests := []struct {
+		name  string
+		p     Profile
+		batch Batch
+		want  float64 // ms
+	}{
+		// 2 + hypot(17.3, 0.1116·32) + a_kv·180k = 29.1
+		{"a decode batch of 32 replays a graph and takes the GPU time",
+			p, Batch{Decodes: 32, Context: 180000}, ms(gpu.StepTime(Batch{Decodes: 32, Context: 180000}))},
+		{"a decode batch of 40 has no graph and runs eagerly at the 44 ms floor",
+			p, Batch{Decodes: 40, Context: 240000}, 44},
+		{"a decode batch of 64 replays a graph again",
+			p, Batch{Decodes: 64, Context: 360000}, ms(gpu.StepTime(Batch{Decodes: 64, Context: 360000}))},
+		{"13 decodes with a 40-token prefill chunk run eagerly",
+			p, Batch{Decodes: 13, Context: 91000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 44},
+		{"a 1k-token prefill outlasts the floor and takes its GPU time",
+			p, Batch{Chunks: []Chunk{{New: 1000}}}, ms(gpu.StepTime(Batch{Chunks: []Chunk{{New: 1000}}}))},
+		{"with padding, a decode batch of 40 replays the 64 graph and computes 64 rows",
+			padded, Batch{Decodes: 40, Context: 240000}, ms(gpu.StepTime(Batch{Decodes: 64, Context: 240000}))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ms(tt.p.StepTime(tt.batch)); math.Abs(got-tt.want) > 0.01 {
+				t.Fatalf("step = %.3f ms, want %.3f ms", got, tt.want)
+			}
+		})
+	}
+	if g := ms(gpu.StepTime(Batch{Decodes: 40, Context: 240000})); g >= 44 {
+		t.Fatalf("the GPU time of 40 decodes is %.1f ms: the floor case above proves nothing", g)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func equalStored(e kvevents.Event, want *kvevents.BlockStored) bool {
 	s, ok := e.(*kvevents.BlockStored)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,6 +43,22 @@ type Profile struct {
 	// without overlap.
 	OverlapScheduler bool `json:"overlap_scheduler"`
 
+	// GraphBatchSizes are the batch sizes the engine captured CUDA graphs
+	// for. A step that only decodes, at one of these sizes, replays a graph;
+	// any other step (one with prefill, or a decode batch of another size)
+	// runs eagerly, and then lasts at least EagerStepMs.
+	GraphBatchSizes []int `json:"graph_batch_sizes,omitempty"`
+	// GraphPadding rounds a decode-only batch up to the next size in
+	// GraphBatchSizes, which then replays that graph, computing the padded
+	// rows too (TensorRT-LLM's cuda_graph_config.enable_padding).
+	GraphPadding bool `json:"graph_padding,omitempty"`
+	// EagerStepMs is the host time of a step run without a CUDA graph:
+	// Python dispatch and a launch per kernel of every layer. The overlap
+	// scheduler runs it while the GPU runs the step before, so an eager step
+	// lasts the longer of this and its GPU time. 0 leaves every step to the
+	// GPU-time formula.
+	EagerStepMs float64 `json:"eager_step_ms,omitempty"`
+
 	// StepOverheadMs is c0: scheduling, sampling and kernel launch per step.
 	StepOverheadMs float64 `json:"step_overhead_ms"`
 	// CommMs is a fixed tensor-parallel all-reduce cost per step.
@@ -71,6 +88,18 @@ type Profile struct {
 	OutputMax int `json:"output_max"`
 }
 
+// trtllmGraphSizes are the batch sizes TensorRT-LLM's PyTorch backend
+// captures CUDA graphs for by default: 1 to 32, 64 and 128.
+var trtllmGraphSizes = append(seq(1, 32), 64, 128)
+
+func seq(from, to int) []int {
+	s := make([]int, 0, to-from+1)
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
 // DefaultProfile is the name of the seeds' deployment.
 const DefaultProfile = "h200-llama3.1-70b-fp8-tp1"
 
@@ -92,6 +121,17 @@ var profiles = []Profile{
 	// follow-up would prefill its previous answer again and the hit rate
 	// would sit near 87%. Dynamo 0.9's TensorRT-LLM runs the PyTorch
 	// backend, whose overlap scheduler is on by default.
+	// CUDA graphs: the backend's default cuda_graph_config captures batch
+	// sizes 1..32, 64 and 128 without padding (llm_args.py,
+	// _generate_cuda_graph_batch_sizes), and replays one only for a step
+	// that decodes and prefills nothing. Every other step, and every decode
+	// batch of 33..63, runs eagerly. EagerStepMs = 44 is the floor such a
+	// step shows in the seeds: KV-routed ITL p50 sits at 43.9-45.6 ms from
+	// 140 to 180 conversations (47-60 per worker, averaged baseline) while
+	// the GPU formula gives 36-41 ms there; it was fitted to those five
+	// levels alone. Round-robin's ITL and throughput at 120-180, and the
+	// jump from 28 to 43 ms between 80 and 120 conversations, where the
+	// batch crosses 32, then follow without further fitting.
 	{
 		Name:                DefaultProfile,
 		Model:               DefaultModel,
@@ -102,6 +142,8 @@ var profiles = []Profile{
 		KVBlocks:            12300,
 		KeepGeneratedBlocks: true,
 		OverlapScheduler:    true,
+		GraphBatchSizes:     trtllmGraphSizes,
+		EagerStepMs:         44,
 		StepOverheadMs:      2.0,
 		WeightsMs:           70.55e9 / (0.85 * 4.8e12) * 1e3,
 		PerTokenMs:          0.1116,
@@ -187,6 +229,7 @@ func Profiles() []string {
 func LookupProfile(name string) (Profile, error) {
 	for _, p := range profiles {
 		if p.Name == name {
+			p.GraphBatchSizes = slices.Clone(p.GraphBatchSizes)
 			return p, nil
 		}
 	}
@@ -261,12 +304,17 @@ func (p Profile) Validate() error {
 	}{
 		{"step_overhead_ms", p.StepOverheadMs}, {"comm_ms", p.CommMs}, {"comm_per_token_ms", p.CommPerTokenMs},
 		{"weights_ms", p.WeightsMs}, {"per_token_ms", p.PerTokenMs}, {"prefill_pad_tokens", p.PrefillPadTokens},
-		{"kv_read_ms", p.KVReadMs}, {"attention_ms", p.AttentionMs},
+		{"kv_read_ms", p.KVReadMs}, {"attention_ms", p.AttentionMs}, {"eager_step_ms", p.EagerStepMs},
 		{"output_min", float64(p.OutputMin)}, {"output_max", float64(p.OutputMax)},
 	}
 	for _, f := range nonneg {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("sim: profile %s: %s must be a finite number >= 0, got %v", p.Name, f.name, f.v)
+		}
+	}
+	for _, b := range p.GraphBatchSizes {
+		if b < 1 {
+			return fmt.Errorf("sim: profile %s: graph_batch_sizes must be at least 1, got %d", p.Name, b)
 		}
 	}
 	if p.OutputMax < p.OutputMin {
@@ -300,7 +348,8 @@ type Chunk struct {
 //	Tc   = a_tok · (B + N + min(N, pad))
 //
 // The square root is a soft roofline between reading the weights and
-// computing the tokens (perf-model.md).
+// computing the tokens (perf-model.md). A step run eagerly (see
+// GraphBatchSizes) lasts at least EagerStepMs.
 func (p Profile) StepTime(b Batch) time.Duration {
 	n, prefix, att := 0, 0, 0.0
 	for _, c := range b.Chunks {
@@ -311,7 +360,11 @@ func (p Profile) StepTime(b Batch) time.Duration {
 	if b.Decodes == 0 && n == 0 {
 		return 0
 	}
-	x := float64(b.Decodes + n)
+	decodes, graphed := b.Decodes, false
+	if n == 0 {
+		decodes, graphed = p.graphSize(b.Decodes)
+	}
+	x := float64(decodes + n)
 	// The pad never exceeds the chunk: a decode step that takes on a
 	// few prefill tokens (a follow-up whose prefix was cached) is still a
 	// memory-bound step, not a 500-token prefill.
@@ -320,5 +373,26 @@ func (p Profile) StepTime(b Batch) time.Duration {
 	ms := p.StepOverheadMs + p.CommMs + math.Hypot(p.WeightsMs, tc) +
 		p.KVReadMs*float64(b.Context+prefix) + p.AttentionMs*att +
 		p.CommPerTokenMs*float64(b.Decodes+n)
+	if !graphed {
+		ms = max(ms, p.EagerStepMs)
+	}
 	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// graphSize returns the batch size a decode-only step of b sequences
+// replays a CUDA graph at, and whether there is one.
+func (p Profile) graphSize(b int) (int, bool) {
+	if !p.GraphPadding {
+		return b, slices.Contains(p.GraphBatchSizes, b)
+	}
+	size := 0
+	for _, g := range p.GraphBatchSizes {
+		if g >= b && (size == 0 || g < size) {
+			size = g
+		}
+	}
+	if size == 0 {
+		return b, false
+	}
+	return size, true
 }
