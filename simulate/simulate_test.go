@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -249,4 +250,65 @@ func BenchmarkSweepLevel(b *testing.B) {
 	}
 	virtual := float64(b.N) * (c.Warmup + c.Measure).Seconds()
 	b.ReportMetric(virtual/time.Since(start).Seconds(), "x_real_time")
+}
+
+// TestSimulatorFollowsTheSeedsDecodeCurve runs the default deployment, three
+// simulated H200 workers behind the router, at levels of the seeds'
+// averaged sweep (the built-in set) and checks ITL and throughput against
+// it. 80 KV-routed conversations (about 27 per worker) decode on CUDA
+// graphs; at 120 and 160 a worker's batch is past 32 and its steps run at
+// the eager floor, which was fitted to 140-180 KV. The round-robin level
+// was fitted to nothing.
+func TestSimulatorFollowsTheSeedsDecodeCurve(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates 12 minutes of a 3-worker fleet")
+	}
+	sets, err := baselines.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := sets[0]
+	tests := []struct {
+		name, mode string
+		conc       int
+	}{
+		{"KV routing at 80, batches within the CUDA graphs", "kv", 80},
+		{"KV routing at 120, batches past 32 run eagerly", "kv", 120},
+		{"KV routing at 160, on the eager floor", "kv", 160},
+		{"round-robin at 120, not fitted", "round_robin", 120},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, ok := seed.Level(tt.mode, tt.conc)
+			if !ok {
+				t.Fatalf("the built-in set %q has no %s level at %d", seed.Name, tt.mode, tt.conc)
+			}
+			cfg := Config{Profile: sim.MustProfile(sim.DefaultProfile), Workers: 3, Load: loadgen.DefaultConfig(), Seed: 1, Policy: tt.mode}
+			cfg.Load.Concurrency = tt.conc
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			sw := baselines.Sweep{Config: baselines.SweepConfig{
+				Levels: []int{tt.conc}, Modes: []string{tt.mode},
+				Warmup: time.Minute, Measure: 2 * time.Minute, Snapshots: 2, Repeats: 1,
+				SLO: baselines.DefaultSLO, Window: time.Minute,
+			}, Target: p.Target(), Clock: p.Loop}
+			levels, err := sw.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := levels[0].Metrics
+			t.Logf("ITL p50 %.1f ms (seeds %.1f), %.0f tok/s (seeds %.0f)", got.TPOTP50, want.TPOTP50, got.TOPS, want.TOPS)
+			for _, f := range []struct {
+				what      string
+				got, want float64
+			}{{"ITL p50", got.TPOTP50, want.TPOTP50}, {"output tok/s", got.TOPS, want.TOPS}} {
+				if math.Abs(f.got/f.want-1) > 0.12 {
+					t.Errorf("%s %.1f, seeds %.1f: more than 12%% apart", f.what, f.got, f.want)
+				}
+			}
+		})
+	}
 }
