@@ -44,6 +44,9 @@ type PageData struct {
 	Sim SimData
 	// BaselineName names the stored set the page compares with.
 	BaselineName string
+	// Caveat, when set, says what a comparison of simulated workers with
+	// curves measured on hardware can and cannot show.
+	Caveat string
 	// Envelope is the SLO envelope in one sentence.
 	Envelope string
 	// Operator says whether this browser may change the demo; viewers see

@@ -303,6 +303,19 @@ func (s *Server) baselineData() baselineJSON {
 	return d
 }
 
+// HardwareCaveat warns, when simulated workers are compared with curves
+// measured on real hardware, which figures compare directly and which do
+// not; it is empty otherwise. A set is simulated when its deployment says
+// so, as every set kvlens sweeps against its simulated fleet does.
+func HardwareCaveat(set *baselines.Set, simulatedFleet bool) string {
+	if set == nil || !simulatedFleet || strings.Contains(strings.ToLower(set.Deployment), "simulated") {
+		return ""
+	}
+	return "Live figures come from simulated workers, these curves from real hardware. " +
+		"TPOT and throughput compare directly; simulated TTFT leaves out the serving path " +
+		"around the engine (on the seeds' Dynamo and TensorRT-LLM stack, about six engine steps)."
+}
+
 // EnvelopeSentence says, from the stored curves, up to which concurrency
 // each mode holds the SLO on p95 TTFT and TPOT.
 func EnvelopeSentence(set *baselines.Set, slo baselines.SLO, describe func(string) string) string {

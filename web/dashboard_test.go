@@ -1,6 +1,9 @@
 package web
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +124,49 @@ func TestEnvelopeSentence(t *testing.T) {
 				t.Fatalf("%q lacks %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestHardwareCaveatOnlyWhereSimulatedMeetsMeasured(t *testing.T) {
+	measured := builtinAverage(t)
+	simulated := &baselines.Set{Name: "sweep", Deployment: "Simulated: yes: virtual time; GPU: 3x simulated worker (kvlens sim)"}
+	tests := []struct {
+		name      string
+		set       *baselines.Set
+		simulated bool
+		want      bool
+	}{
+		{"simulated workers against the seeds' hardware curves are warned about", measured, true, true},
+		{"real workers against hardware curves need no warning", measured, false, false},
+		{"simulated workers against a simulated curve compare like with like", simulated, true, false},
+		{"no curves, nothing to warn about", nil, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := HardwareCaveat(tt.set, tt.simulated)
+			if (got != "") != tt.want {
+				t.Fatalf("caveat %q, want one: %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPageShowsTheCaveatForASimulatedFleet(t *testing.T) {
+	for _, simulated := range []bool{false, true} {
+		opts := testOptions()
+		if simulated {
+			opts.Faults = &fakeFaults{}
+		}
+		ts := httptest.NewServer(New(&fakeLoad{target: 60}, newFakeRouter("round_robin"), opts).Handler())
+		resp, err := http.Get(ts.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ts.Close()
+		if got := strings.Contains(string(body), `data-testid="baseline-caveat"`); got != simulated {
+			t.Errorf("simulated fleet %v: caveat shown %v", simulated, got)
+		}
 	}
 }

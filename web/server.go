@@ -200,6 +200,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		Baseline:     s.baselineData(),
 		Sim:          s.simStatusData(operator),
 		BaselineName: name,
+		Caveat:       HardwareCaveat(s.base(), s.opts.Faults != nil),
 		Envelope:     EnvelopeSentence(s.base(), slo, s.opts.Describe),
 		Operator:     operator,
 		CanLogin:     s.opts.Access.Token != "",
