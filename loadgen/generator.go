@@ -228,9 +228,13 @@ type wait struct {
 type turn struct {
 	seq uint64
 	// mu guards cancel, which the transport returns only after it may
-	// already have finished the turn.
-	mu       sync.Mutex
-	cancel   func(error)
+	// already have finished the turn, and early.
+	mu     sync.Mutex
+	cancel func(error)
+	// early is an abort that came before the transport had started the
+	// turn (Stop between registering the turn and starting it); the turn
+	// is cancelled with it as soon as it starts.
+	early    error
 	timer    clock.Timer // request timeout, or nil
 	timedOut atomic.Bool
 }
@@ -527,25 +531,43 @@ func (g *Generator) send(r *run, req TurnRequest, done func(res Result, stopped 
 			done(res, stopped)
 		})
 	}
-	t.mu.Lock()
-	if g.cfg.RequestTimeout > 0 {
-		// The timeout runs on the generator's clock, so a virtual-time run
-		// times out in virtual time.
-		t.timer = g.clk.AfterFunc(g.cfg.RequestTimeout, func() {
-			t.timedOut.Store(true)
-			t.abort(errRequestTimeout)
-		})
-	}
-	t.cancel = g.transport.Start(req, g.window.ObserveFirstToken, finish)
-	t.mu.Unlock()
+	t.start(func() func(error) {
+		if g.cfg.RequestTimeout > 0 {
+			// The timeout runs on the generator's clock, so a virtual-time
+			// run times out in virtual time.
+			t.timer = g.clk.AfterFunc(g.cfg.RequestTimeout, func() {
+				t.timedOut.Store(true)
+				t.abort(errRequestTimeout)
+			})
+		}
+		return g.transport.Start(req, g.window.ObserveFirstToken, finish)
+	})
 }
 
-// abort cancels the turn, once the transport has started it.
+// start runs begin with t.mu held, keeps the cancel it returns, and then
+// applies an abort that came before it.
+func (t *turn) start(begin func() func(error)) {
+	t.mu.Lock()
+	t.cancel = begin()
+	early := t.early
+	t.mu.Unlock()
+	if early != nil {
+		t.cancel(early)
+	}
+}
+
+// abort cancels the turn; before the transport has started it, the turn is
+// cancelled as soon as it starts.
 func (t *turn) abort(cause error) {
 	t.mu.Lock()
 	cancel := t.cancel
+	if cancel == nil && t.early == nil {
+		t.early = cause
+	}
 	t.mu.Unlock()
-	cancel(cause)
+	if cancel != nil {
+		cancel(cause)
+	}
 }
 
 var errRequestTimeout = errors.New("request timeout")

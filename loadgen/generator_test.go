@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -314,5 +315,39 @@ func TestConversationLogKeepsTheLast200WithText(t *testing.T) {
 	}
 	if strings.Contains(c.Turns[0].Question, "Some text.") || c.Turns[0].Answer == "" || c.Turns[0].OSL != 10 || c.Turns[0].E2E != 10 {
 		t.Fatalf("turn 0 %+v: want the question without the starter text, the answer and its metrics", c.Turns[0])
+	}
+}
+
+// TestAnAbortBeforeTheTransportStartsIsAppliedWhenItStarts covers Stop
+// landing between a turn's registration and its transport's Start: the
+// abort must neither panic on the missing cancel nor be lost.
+func TestAnAbortBeforeTheTransportStartsIsAppliedWhenItStarts(t *testing.T) {
+	first, second := errors.New("first"), errors.New("second")
+	tests := []struct {
+		name   string
+		before []error // aborts before start
+		after  []error // aborts after start
+		want   []error // causes the transport's cancel received
+	}{
+		{"an abort before start cancels the turn as it starts", []error{first}, nil, []error{first}},
+		{"only the first of two early aborts is kept", []error{first, second}, nil, []error{first}},
+		{"an abort after start cancels at once", nil, []error{first}, []error{first}},
+		{"a turn never aborted is never cancelled", nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []error
+			tr := &turn{}
+			for _, e := range tt.before {
+				tr.abort(e)
+			}
+			tr.start(func() func(error) { return func(e error) { got = append(got, e) } })
+			for _, e := range tt.after {
+				tr.abort(e)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("cancel got %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
