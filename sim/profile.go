@@ -90,12 +90,13 @@ type Profile struct {
 
 // trtllmGraphSizes are the batch sizes TensorRT-LLM's PyTorch backend
 // captures CUDA graphs for by default: 1 to 32, 64 and 128.
-var trtllmGraphSizes = append(seq(1, 32), 64, 128)
+var trtllmGraphSizes = append(oneTo(32), 64, 128)
 
-func seq(from, to int) []int {
-	s := make([]int, 0, to-from+1)
-	for i := from; i <= to; i++ {
-		s = append(s, i)
+// oneTo returns 1, 2, …, n.
+func oneTo(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i + 1
 	}
 	return s
 }

@@ -51,6 +51,8 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"a cache too small for one sequence is refused", write("tiny.json", `{"kv_blocks":10}`), "cannot hold"},
 		{"negative constants are refused", write("neg.json", `{"per_token_ms":-1}`), "per_token_ms"},
 		{"inverted output bounds are refused", write("out.json", `{"output_min":9,"output_max":3}`), "output_max"},
+		{"a negative eager floor is refused", write("eager.json", `{"eager_step_ms":-44}`), "eager_step_ms"},
+		{"a CUDA graph for no sequences is refused", write("graphs.json", `{"graph_batch_sizes":[1,0,64]}`), "graph_batch_sizes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
