@@ -65,6 +65,8 @@ func Offline(cfg OfflineConfig) (OfflineResult, error) {
 	// prefill steps outlast any host floor. The step constants were fitted
 	// to those runs, padding included, so no step here is priced as eager.
 	p.EagerStepMs = 0
+	// trtllm-bench feeds the executor directly, with no serving path.
+	p.IntakeSteps = 0
 	p.MaxModelLen = max(p.MaxModelLen, cfg.ISL+cfg.OSL)
 	eng, err := NewEngine(p, Options{Seed: cfg.Seed})
 	if err != nil {

@@ -45,6 +45,9 @@ type Engine struct {
 	prof  Profile
 	cache *kvCache
 	rng   *rand.Rand
+	// intake draws the serving path's delays; a stream of its own keeps
+	// the answers drawn by rng the same whatever the profile's IntakeSteps.
+	intake *rand.Rand
 
 	waiting []*sequence // FCFS queue; preempted sequences re-enter at the head
 	running []*sequence // in admission order, oldest first
@@ -54,9 +57,11 @@ type Engine struct {
 	// calls counts Step calls; with the overlap scheduler a request may
 	// join only the batch of the call after next.
 	calls uint64
-	res   StepResult // reused between steps
-	plan  []planned
-	batch Batch
+	// elapsed is the engine's time: the sum of its steps' durations.
+	elapsed time.Duration
+	res     StepResult // reused between steps
+	plan    []planned
+	batch   Batch
 }
 
 // Options tune an Engine beyond its profile.
@@ -177,6 +182,9 @@ type sequence struct {
 	outOffset int
 	// notBefore is the first Step call whose batch the request may join.
 	notBefore uint64
+	// readyAt is the engine time the request reaches the queue through
+	// the profile's serving path (IntakeSteps).
+	readyAt time.Duration
 	// planned is the tokens this step computes for the sequence, or 0.
 	planned int
 	done    bool
@@ -200,10 +208,11 @@ func NewEngine(p Profile, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{
-		prof:  p,
-		cache: newKVCache(p.KVBlocks, p.BlockSize),
-		rng:   rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
-		byID:  make(map[uint64]*sequence),
+		prof:   p,
+		cache:  newKVCache(p.KVBlocks, p.BlockSize),
+		rng:    rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
+		intake: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x2545f4914f6cdd1d)),
+		byID:   make(map[uint64]*sequence),
 	}, nil
 }
 
@@ -254,9 +263,12 @@ func (e *Engine) Submit(r Request) error {
 		outOffset: offset,
 		notBefore: e.calls + 1,
 	}
-	if e.prof.OverlapScheduler && !e.Idle() {
-		// The next batch was formed while the step in flight runs.
-		s.notBefore++
+	if !e.Idle() {
+		if e.prof.OverlapScheduler {
+			// The next batch was formed while the step in flight runs.
+			s.notBefore++
+		}
+		s.readyAt = e.elapsed + e.intakeDelay()
 	}
 	e.waiting = append(e.waiting, s)
 	e.byID[r.ID] = s
@@ -337,7 +349,8 @@ func (e *Engine) Step() *StepResult {
 		s := e.waiting[0]
 		// A late arrival waits for the next batch, unless this one would be
 		// empty: an idle GPU takes it at once.
-		if (e.calls < s.notBefore && len(e.plan) > 0) || !e.admit(s, budget) {
+		late := e.calls < s.notBefore || e.elapsed < s.readyAt
+		if (late && len(e.plan) > 0) || !e.admit(s, budget) {
 			break
 		}
 		e.waiting = e.waiting[1:]
@@ -396,7 +409,34 @@ func (e *Engine) Step() *StepResult {
 		e.running = slices.DeleteFunc(e.running, func(s *sequence) bool { return s.done })
 	}
 	r.Events = e.cache.drain()
+	e.elapsed += r.Duration
 	return r
+}
+
+// intakeDelay draws how long the serving path holds a request that arrives
+// while the engine is busy: IntakeSteps stages, each an exponential wait
+// with a mean of one decode step of the running batch. The sum is
+// Erlang-distributed, with a mean of IntakeSteps decode steps and a
+// spread that shrinks, relative to it, as the stages add up.
+func (e *Engine) intakeDelay() time.Duration {
+	if e.prof.IntakeSteps == 0 {
+		return 0
+	}
+	steps := 0.0
+	for range e.prof.IntakeSteps {
+		steps += e.intake.ExpFloat64()
+	}
+	return time.Duration(steps * float64(e.decodeStepTime()))
+}
+
+// decodeStepTime is how long a step that only decodes the running
+// sequences would take.
+func (e *Engine) decodeStepTime() time.Duration {
+	b := Batch{Decodes: len(e.running)}
+	for _, s := range e.running {
+		b.Context += len(s.tokens)
+	}
+	return e.prof.StepTime(b)
 }
 
 // reserveOrPreempt makes sure s has blocks for n more tokens, preempting the

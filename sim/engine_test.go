@@ -11,12 +11,14 @@ import (
 )
 
 // tiny is a profile small enough to reason about by hand: blocks of 4
-// tokens, 16 of them, 2 sequences and 10 tokens a step.
+// tokens, 16 of them, 2 sequences and 10 tokens a step, and no serving
+// path in front of the queue.
 func tiny() Profile {
 	p := MustProfile(DefaultProfile)
 	p.Name = "tiny"
 	p.BlockSize, p.KVBlocks, p.MaxBatchSize, p.MaxNumTokens, p.MaxModelLen = 4, 16, 2, 10, 64
 	p.OverlapScheduler = false
+	p.IntakeSteps = 0
 	return p
 }
 
@@ -161,6 +163,87 @@ func TestOverlapSchedulerNeverLeavesALateArrivalWithNothingRunning(t *testing.T)
 	e.Cancel(1)
 	if r := e.Step(); len(r.Batch.Chunks) != 1 {
 		t.Fatalf("batch %+v, want request 2's prefill: an empty batch would leave it waiting forever", r.Batch)
+	}
+}
+
+func TestTheServingPathHoldsAnArrivalAtABusyEngine(t *testing.T) {
+	tests := []struct {
+		name   string
+		intake int
+		busy   bool
+		// held says the arrival must miss batches formed before its delay
+		// has passed.
+		held bool
+	}{
+		{"an idle engine takes an arrival at once, whatever the intake", 6, false, false},
+		{"a busy engine holds an arrival until its drawn delay has passed", 6, true, true},
+		{"with no intake stages a busy engine takes an arrival in the next batch", 0, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tiny()
+			p.IntakeSteps = tt.intake
+			for seed := range uint64(20) {
+				e, err := NewEngine(p, Options{Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.busy {
+					submit(t, e, 1, seqTokens(1, 3), 60)
+					e.Step()
+				}
+				submit(t, e, 2, seqTokens(100, 3), 1)
+				ready := e.byID[2].readyAt
+				if tt.held && ready <= e.elapsed {
+					t.Fatalf("seed %d: arrival ready at %v, no later than now (%v)", seed, ready, e.elapsed)
+				}
+				for steps := 1; ; steps++ {
+					formedAt := e.elapsed
+					r := e.Step()
+					if len(r.Batch.Chunks) == 0 {
+						if !tt.held {
+							t.Fatalf("seed %d: batch %d after the arrival left it out", seed, steps)
+						}
+						if formedAt >= ready {
+							t.Fatalf("seed %d: a batch formed at %v, after the delay ended at %v, left the arrival out", seed, formedAt, ready)
+						}
+						continue
+					}
+					if formedAt < ready {
+						t.Fatalf("seed %d: the arrival joined a batch formed at %v, before its delay ended at %v", seed, formedAt, ready)
+					}
+					break
+				}
+			}
+		})
+	}
+}
+
+func TestIntakeDelaysAverageIntakeStepsDecodeSteps(t *testing.T) {
+	for _, stages := range []int{1, 6} {
+		p := MustProfile(DefaultProfile)
+		p.IntakeSteps = stages
+		e := newTestEngine(t, p)
+		submit(t, e, 1, seqTokens(1, 64), 1000)
+		e.Step()
+		step := e.decodeStepTime()
+		const n = 20000
+		var sum, sumSq float64
+		for range n {
+			d := float64(e.intakeDelay()) / float64(step)
+			sum += d
+			sumSq += d * d
+		}
+		mean := sum / n
+		cv := math.Sqrt(sumSq/n-mean*mean) / mean
+		// An Erlang sum of k unit exponentials has mean k and a coefficient
+		// of variation of 1/sqrt(k).
+		if math.Abs(mean-float64(stages)) > 0.03*float64(stages) {
+			t.Errorf("%d stages: mean delay %.3f decode steps, want %d", stages, mean, stages)
+		}
+		if want := 1 / math.Sqrt(float64(stages)); math.Abs(cv-want) > 0.05*want {
+			t.Errorf("%d stages: coefficient of variation %.3f, want %.3f", stages, cv, want)
+		}
 	}
 }
 

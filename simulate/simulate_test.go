@@ -255,13 +255,14 @@ func BenchmarkSweepLevel(b *testing.B) {
 // TestSimulatorFollowsTheSeedsDecodeCurve runs the default deployment, three
 // simulated H200 workers behind the router, at levels of the seeds'
 // averaged sweep (the built-in set) and checks ITL and throughput against
-// it. 80 KV-routed conversations (about 27 per worker) decode on CUDA
-// graphs; at 120 and 160 a worker's batch is past 32 and its steps run at
-// the eager floor, which was fitted to 140-180 KV. The round-robin level
-// was fitted to nothing.
-func TestSimulatorFollowsTheSeedsDecodeCurve(t *testing.T) {
+// it, and TTFT p50 within the 20% issue 3 asks for. 80 KV-routed
+// conversations (about 27 per worker) decode on CUDA graphs; at 120 and 160
+// a worker's batch is past 32 and its steps run at the eager floor, which
+// was fitted to 140-180 KV. The serving path's six steps were fitted to the
+// KV column's TTFT. The round-robin level was fitted to nothing.
+func TestSimulatorFollowsTheSeedsCurves(t *testing.T) {
 	if testing.Short() {
-		t.Skip("simulates 12 minutes of a 3-worker fleet")
+		t.Skip("simulates 24 minutes of a 3-worker fleet")
 	}
 	sets, err := baselines.Builtin()
 	if err != nil {
@@ -292,7 +293,7 @@ func TestSimulatorFollowsTheSeedsDecodeCurve(t *testing.T) {
 			defer p.Close()
 			sw := baselines.Sweep{Config: baselines.SweepConfig{
 				Levels: []int{tt.conc}, Modes: []string{tt.mode},
-				Warmup: time.Minute, Measure: 2 * time.Minute, Snapshots: 2, Repeats: 1,
+				Warmup: time.Minute, Measure: 5 * time.Minute, Snapshots: 3, Repeats: 1,
 				SLO: baselines.DefaultSLO, Window: time.Minute,
 			}, Target: p.Target(), Clock: p.Loop}
 			levels, err := sw.Run(context.Background())
@@ -300,13 +301,19 @@ func TestSimulatorFollowsTheSeedsDecodeCurve(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := levels[0].Metrics
-			t.Logf("ITL p50 %.1f ms (seeds %.1f), %.0f tok/s (seeds %.0f)", got.TPOTP50, want.TPOTP50, got.TOPS, want.TOPS)
+			t.Logf("ITL p50 %.1f ms (seeds %.1f), %.0f tok/s (seeds %.0f), TTFT p50 %.0f ms (seeds %.0f)",
+				got.TPOTP50, want.TPOTP50, got.TOPS, want.TOPS, got.TTFTP50, want.TTFTP50)
 			for _, f := range []struct {
 				what      string
 				got, want float64
-			}{{"ITL p50", got.TPOTP50, want.TPOTP50}, {"output tok/s", got.TOPS, want.TOPS}} {
-				if math.Abs(f.got/f.want-1) > 0.12 {
-					t.Errorf("%s %.1f, seeds %.1f: more than 12%% apart", f.what, f.got, f.want)
+				tolerance float64
+			}{
+				{"ITL p50", got.TPOTP50, want.TPOTP50, 0.12},
+				{"output tok/s", got.TOPS, want.TOPS, 0.12},
+				{"TTFT p50", got.TTFTP50, want.TTFTP50, 0.20},
+			} {
+				if math.Abs(f.got/f.want-1) > f.tolerance {
+					t.Errorf("%s %.1f, seeds %.1f: more than %.0f%% apart", f.what, f.got, f.want, 100*f.tolerance)
 				}
 			}
 		})

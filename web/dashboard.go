@@ -312,8 +312,9 @@ func HardwareCaveat(set *baselines.Set, simulatedFleet bool) string {
 		return ""
 	}
 	return "Live figures come from simulated workers, these curves from real hardware. " +
-		"TPOT and throughput compare directly; simulated TTFT leaves out the serving path " +
-		"around the engine (on the seeds' Dynamo and TensorRT-LLM stack, about six engine steps)."
+		"TPOT and throughput are the engine model's own; the default profile's TTFT adds a " +
+		"serving-path delay fitted to these curves (about six engine steps), so TTFT agrees " +
+		"with them partly by construction."
 }
 
 // EnvelopeSentence says, from the stored curves, up to which concurrency
