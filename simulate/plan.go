@@ -155,42 +155,80 @@ func Plan(ctx context.Context, pc PlanConfig) (PlanResult, error) {
 		if pc.Target <= 0 {
 			continue
 		}
-		// The fewest workers: bisect over worker counts, each probed at
-		// the target concurrency.
-		ok := func(n int) (bool, error) {
+		// The fewest workers: what the rows above already showed bounds the
+		// search, and the rest is probed at the target concurrency.
+		lo, hi := targetBounds(res.Capacities, pol, pc.Target)
+		n, err := fewestWorkers(lo, hi, pc.MaxWorkers, func(n int) (bool, error) {
 			pr, err := pc.probe(ctx, pol, n, pc.Target)
 			return pr.Holds, err
+		})
+		if err != nil {
+			return res, err
 		}
-		lo, hi := 0, 1 // lo fails (0 trivially); find an hi that holds
-		for {
-			h, err := ok(hi)
-			if err != nil {
-				return res, err
-			}
-			if h {
-				break
-			}
-			if hi >= pc.MaxWorkers {
-				hi = -1
-				break
-			}
-			lo, hi = hi, min(2*hi, pc.MaxWorkers)
-		}
-		for hi > 0 && hi-lo > 1 {
-			mid := (lo + hi) / 2
-			h, err := ok(mid)
-			if err != nil {
-				return res, err
-			}
-			if h {
-				hi = mid
-			} else {
-				lo = mid
-			}
-		}
-		res.Needed[pol] = hi
+		res.Needed[pol] = n
 	}
 	return res, nil
+}
+
+// targetBounds reads the capacity rows of policy for the worker counts they
+// settle at concurrency target: hi, the fewest workers whose highest
+// concurrency reaches it (0 if none does), and lo, the most workers below
+// hi whose highest concurrency falls short (0 if none). The capacity search
+// already assumes a level that holds implies every lower one does, so a
+// row reaching the target holds at it; without this, a search doubling
+// from one worker could step over that count, where levels near the SLO
+// are noisy, and answer more workers than the table shows are needed.
+func targetBounds(rows []Capacity, policy string, target int) (lo, hi int) {
+	for _, c := range rows {
+		if c.Policy == policy && c.MaxConcurrency >= target && (hi == 0 || c.Workers < hi) {
+			hi = c.Workers
+		}
+	}
+	for _, c := range rows {
+		if c.Policy == policy && c.MaxConcurrency < target && c.Workers > lo && (hi == 0 || c.Workers < hi) {
+			lo = c.Workers
+		}
+	}
+	return lo, hi
+}
+
+// fewestWorkers finds the fewest workers, above lo (known to fail) and at
+// most hi (known to hold, when positive) or maxWorkers, for which holds
+// reports true: it doubles from lo until a count holds, then bisects. It
+// returns -1 when maxWorkers do not hold.
+func fewestWorkers(lo, hi, maxWorkers int, holds func(int) (bool, error)) (int, error) {
+	if hi <= 0 {
+		if lo >= maxWorkers {
+			return -1, nil
+		}
+		for n := min(max(1, 2*lo), maxWorkers); ; n = min(2*n, maxWorkers) {
+			ok, err := holds(n)
+			if err != nil {
+				return 0, err
+			}
+			if ok {
+				hi = n
+				break
+			}
+			if n >= maxWorkers {
+				return -1, nil
+			}
+			lo = n
+		}
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		ok, err := holds(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }
 
 var planColors = []color.Color{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -212,6 +213,70 @@ func TestPlanFindsTheKneeAndTheWorkersForATarget(t *testing.T) {
 	}
 	if n := res.Needed["kv"]; n < 2 || n > 4 {
 		t.Errorf("%d workers needed for 30 conversations at about 16 each, want 2 to 4", n)
+	}
+}
+
+func TestFewestWorkersSearch(t *testing.T) {
+	tests := []struct {
+		name    string
+		lo, hi  int
+		holdsAt func(n int) bool
+		want    int
+		// never are counts the search must not probe.
+		never []int
+	}{
+		{"doubling then bisecting finds the first count that holds", 0, 0, func(n int) bool { return n >= 5 }, 5, nil},
+		{"a count the capacity rows showed holding bounds the search, though a noisy count above it fails",
+			2, 3, func(n int) bool { return n == 3 || n >= 8 }, 3, []int{4, 5, 6, 7, 8}},
+		{"a count the capacity rows showed failing is not probed again", 3, 0, func(n int) bool { return n >= 4 }, 4, []int{1, 2, 3}},
+		{"no count up to the maximum holds", 0, 0, func(int) bool { return false }, -1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked []int
+			got, err := fewestWorkers(tt.lo, tt.hi, 64, func(n int) (bool, error) {
+				asked = append(asked, n)
+				return tt.holdsAt(n), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("fewest workers %d, want %d (probed %v)", got, tt.want, asked)
+			}
+			for _, n := range tt.never {
+				if slices.Contains(asked, n) {
+					t.Errorf("probed %d workers (probed %v)", n, asked)
+				}
+			}
+		})
+	}
+}
+
+func TestTargetBoundsComeFromTheCapacityRows(t *testing.T) {
+	rows := []Capacity{
+		{Policy: "kv", Workers: 1, MaxConcurrency: 63},
+		{Policy: "kv", Workers: 2, MaxConcurrency: 112},
+		{Policy: "kv", Workers: 3, MaxConcurrency: 159},
+		{Policy: "round_robin", Workers: 3, MaxConcurrency: 200},
+	}
+	tests := []struct {
+		name           string
+		policy         string
+		target         int
+		wantLo, wantHi int
+	}{
+		{"the fewest rows reaching the target bound it above, the most falling short below", "kv", 150, 2, 3},
+		{"no row reaching it leaves the upper bound open", "kv", 170, 3, 0},
+		{"another policy's rows say nothing", "dynamo", 150, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo, hi := targetBounds(rows, tt.policy, tt.target)
+			if lo != tt.wantLo || hi != tt.wantHi {
+				t.Fatalf("bounds %d..%d, want %d..%d", lo, hi, tt.wantLo, tt.wantHi)
+			}
+		})
 	}
 }
 
