@@ -47,7 +47,9 @@ func WaitReady(ctx context.Context, clk clock.Clock, base string, poll, timeout 
 				return nil
 			}
 			last = resp.Status
-		} else {
+		} else if ctx.Err() == nil || last == "" {
+			// A poll cut short by the deadline says nothing about the
+			// target; the answer before it does.
 			last = err.Error()
 		}
 		if err := sleep(ctx, clk, poll); err != nil {
