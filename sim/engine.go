@@ -33,7 +33,10 @@ import (
 //     rest. Admission stops at the first request whose blocks do not fit: it
 //     never overtakes the head of the queue. With the profile's overlap
 //     scheduler, a request that arrived while a step ran waits one more
-//     step, since the batch after it was formed during it.
+//     step, since the batch after it was formed during it. With a serving
+//     path (IntakeSteps), a request that arrived at a busy engine also
+//     waits until its drawn delay has passed. Neither wait holds a request
+//     back from a batch that would otherwise be empty.
 //
 // When a running sequence needs a block and none is free or evictable, the
 // newest running sequence is preempted: its blocks are released and it goes
@@ -347,8 +350,10 @@ func (e *Engine) Step() *StepResult {
 	// 3: admit waiting requests, first come first served.
 	for len(e.waiting) > 0 && len(e.running) < e.prof.MaxBatchSize && budget > 0 {
 		s := e.waiting[0]
-		// A late arrival waits for the next batch, unless this one would be
-		// empty: an idle GPU takes it at once.
+		// A late arrival (its batch already formed, or its serving path
+		// not yet passed) waits, unless this batch would be empty: the path
+		// is only slow while the worker is busy, and an idle GPU takes the
+		// request at once.
 		late := e.calls < s.notBefore || e.elapsed < s.readyAt
 		if (late && len(e.plan) > 0) || !e.admit(s, budget) {
 			break
