@@ -270,9 +270,12 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, `document.querySelectorAll('[data-testid=conversation-link]').length > 0`, 10*time.Second, "the conversation list stayed empty")
-	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=conversation-link]`)); err != nil {
-		t.Fatal(err)
-	}
+	// The log lists a turn once it has ended, and the newest conversations
+	// may have none yet: open one that has.
+	waitJS(t, ctx, `(() => { const li = [...document.querySelectorAll('.conv-list li')].find(l => /turn [1-9]/.test(l.textContent));
+		if (!li) return false;
+		li.querySelector('[data-testid=conversation-link]').click();
+		return true; })()`, 10*time.Second, "no conversation in the list has an ended turn")
 	waitJS(t, ctx, `(() => { const t = document.querySelector('[data-testid=conversation-detail] [data-testid=turn]');
 		return !!t && /worker sim-\d/.test(t.textContent) && /TTFT \d+ ms/.test(t.textContent); })()`, 10*time.Second, "the conversation shows no turn with its worker and TTFT")
 
