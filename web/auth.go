@@ -1,86 +1,65 @@
 package web
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"net"
+	"errors"
+	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
-	"time"
+
+	"github.com/kvlens/kvlens/access"
 )
 
-// operatorCookie carries proof that a browser entered the operator token.
-const operatorCookie = "kvlens_operator"
+// Access decides who may change the demo: the one rule package access
+// holds, which the router's admin API and the simulated workers share.
+type Access = access.Rule
 
-// Access decides who may change the demo. At a public booth anyone can watch;
-// only the operator may start, stop, move the slider, switch modes or reset.
-type Access struct {
-	// Token is the operator token; empty means everyone is an operator.
-	Token string
-	// LoopbackViewer treats requests from this machine like any other: they
-	// need the token too. For a kiosk browser on the booth machine itself,
-	// and for tests that play a remote visitor from localhost.
-	LoopbackViewer bool
-}
-
-// cookieValue is what the operator cookie holds: an HMAC of the token, so the
-// cookie proves knowledge of the token without carrying it.
-func (a Access) cookieValue() string {
-	m := hmac.New(sha256.New, []byte(a.Token))
-	m.Write([]byte("kvlens operator"))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// IsOperator reports whether r may change the demo: when there is no token,
-// when it comes from this machine (unless LoopbackViewer), or when it
-// carries the operator cookie.
-// Forwarded-for headers are ignored: a proxy in front makes every request
-// remote, which is the safe answer.
-func (a Access) IsOperator(r *http.Request) bool {
-	if a.Token == "" || (!a.LoopbackViewer && fromLoopback(r)) {
-		return true
-	}
-	c, err := r.Cookie(operatorCookie)
-	return err == nil && hmac.Equal([]byte(c.Value), []byte(a.cookieValue()))
-}
-
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// requireOperator refuses changes from viewers with 403 and a one-line reason.
-func (a Access) requireOperator(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.IsOperator(r) {
-			http.Error(w, "read-only view: enter the operator token to change the demo", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
+// maxLoginBody bounds a login form, in bytes: it carries one short token.
+const maxLoginBody = 4 << 10
 
 // login checks a submitted token and, if right, sets the operator cookie.
-func (a Access) login(w http.ResponseWriter, r *http.Request) {
-	token := strings.TrimSpace(r.FormValue("token"))
-	if a.Token == "" || !hmac.Equal([]byte(token), []byte(a.Token)) {
+// It reads only a small url-encoded form into memory: a multipart body, which
+// net/http would spill to temporary files, is refused unread.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || ct != "application/x-www-form-urlencoded" {
+		http.Error(w, "login: send the token as application/x-www-form-urlencoded (token=...)", http.StatusUnsupportedMediaType)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLoginBody))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			http.Error(w, "login: form over 4 KiB; it carries one token", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "login: read form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		http.Error(w, "login: form is not url-encoded: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !s.rule.ValidToken(strings.TrimSpace(form.Get("token"))) {
 		http.Error(w, "wrong operator token", http.StatusForbidden)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name:     operatorCookie,
-		Value:    a.cookieValue(),
-		Path:     "/",
-		HttpOnly: true,
-		SameSite: http.SameSiteStrictMode,
-		Expires:  time.Now().Add(30 * 24 * time.Hour),
-	})
+	http.SetCookie(w, s.rule.Cookie())
 	// Reload so every control renders enabled.
 	w.Header().Set("HX-Refresh", "true")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// wsOrigin is the websocket upgrader's origin check: a browser's Origin must
+// name one of the dashboard's own hosts, so a page under a rebound domain
+// cannot read the live figures. Requests without an Origin (not from a
+// browser) pass; their Host has been checked already.
+func (s *Server) wsOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && s.rule.Hosts.Allows(u.Host)
 }

@@ -26,7 +26,7 @@ type Recordings interface {
 }
 
 func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
-	d := components.RecordingsData{Operator: s.opts.Access.IsOperator(r)}
+	d := components.RecordingsData{Operator: s.rule.IsOperator(r)}
 	if s.opts.Recordings == nil {
 		d.Off = s.opts.RecordingsOff
 		if d.Off == "" {

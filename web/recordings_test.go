@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -83,7 +82,7 @@ func serve(s *Server, method, path string, operator bool) *httptest.ResponseReco
 	r := httptest.NewRequest(method, path, nil)
 	r.RemoteAddr = "192.0.2.7:40000" // a visitor's phone, not this machine
 	if operator {
-		r.AddCookie(&http.Cookie{Name: operatorCookie, Value: s.opts.Access.cookieValue()})
+		r.AddCookie(s.rule.Cookie())
 	}
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, r)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	qrcode "github.com/skip2/go-qrcode"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/dynamo"
@@ -65,8 +66,12 @@ type Options struct {
 	API http.Handler
 	// Describe turns a policy name into plain words.
 	Describe func(string) string
-	// Access decides who may change the demo.
+	// Access decides who may change the demo. Its Hosts, when nil, become
+	// Hosts below.
 	Access Access
+	// Hosts are the names the dashboard answers to (its Host header must be
+	// one); nil means this machine's names and PublicURL's host.
+	Hosts *access.Hosts
 	// PublicURL is the address visitors' phones can open (shown as a QR
 	// code); empty hides the code.
 	PublicURL string
@@ -106,6 +111,8 @@ type Server struct {
 	rt   Router
 	opts Options
 	hub  *Hub
+	// rule is Options.Access with the dashboard's hosts: who may change it.
+	rule access.Rule
 	// history holds the chart's last 5 minutes, for browsers that connect late.
 	history history
 	// baseline is the set the tiles and the overlay compare with; it starts
@@ -121,11 +128,28 @@ func New(gen Loadgen, rt Router, opts Options) *Server {
 	if opts.Describe == nil {
 		opts.Describe = func(s string) string { return s }
 	}
-	s := &Server{gen: gen, rt: rt, opts: opts}
+	if opts.Hosts == nil {
+		// A public URL that does not parse adds no name; the dashboard
+		// still answers on this machine's own.
+		h, err := access.MachineHosts(opts.PublicURL)
+		if err != nil {
+			h, _ = access.MachineHosts()
+		}
+		opts.Hosts = h
+	}
+	s := &Server{gen: gen, rt: rt, opts: opts, rule: opts.Access}
+	if s.rule.Hosts == nil {
+		s.rule.Hosts = opts.Hosts
+	}
 	s.baseline.Store(opts.Baseline)
 	s.hub = NewHub(s.frames, s.hello)
+	s.hub.upgrader.CheckOrigin = s.wsOrigin
 	return s
 }
+
+// Rule is who may change the demo, with the dashboard's hosts: the router's
+// admin API and the simulated workers are guarded by the same.
+func (s *Server) Rule() access.Rule { return s.rule }
 
 // base returns the baseline set in use; nil when there is none.
 func (s *Server) base() *baselines.Set { return s.baseline.Load() }
@@ -133,49 +157,55 @@ func (s *Server) base() *baselines.Set { return s.baseline.Load() }
 // Hub returns the websocket hub, which the caller runs and closes.
 func (s *Server) Hub() *Hub { return s.hub }
 
-// Handler returns the dashboard's routes.
+// Handler returns the dashboard's routes. Every route a browser uses
+// answers only to the dashboard's own hosts (DNS rebinding is refused) and
+// takes changes only from its own origin; /v1, /metrics, /healthz and
+// /readyz, which machines call under whatever name they know, are open.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Get("/", s.page)
-	r.Get("/ws", s.hub.ServeWS)
-	r.Post("/api/login", s.opts.Access.login)
-	r.Group(func(r chi.Router) {
-		r.Use(s.opts.Access.requireOperator)
-		r.Post("/api/start", s.start)
-		r.Post("/api/stop", s.stop)
-		r.Post("/api/concurrency", s.concurrency)
-		r.Post("/api/simulate", s.simulate)
-		r.Post("/api/fault", s.fault)
-		r.Post("/api/simulate/use", s.useSimulated)
-		r.Post("/api/mode", s.mode)
-		r.Post("/api/reset", s.reset)
-	})
-	r.Get("/recordings", s.recordingsPage)
-	r.Get("/recordings/{id}", s.replayPage)
-	r.Get("/recordings/{id}/frames", s.recordingFrames)
-	r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
-	r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
-	r.With(s.opts.Access.requireOperator).Post("/recordings/{id}/delete", s.deleteRecording)
-	r.Get("/how", s.how)
-	r.Get("/conversations", s.conversationList)
-	r.Get("/conversations/{id}", s.conversationLog)
-	r.Get("/qr.png", s.qr)
-	r.Get("/api/state", s.state)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	r.Get("/readyz", s.ready)
 	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
-	static, _ := fs.Sub(staticFiles, "static")
-	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
 	if s.opts.API != nil {
 		r.Handle("/v1/*", s.opts.API)
 	}
+	r.Group(func(r chi.Router) {
+		r.Use(s.opts.Hosts.Guard, access.CrossOrigin)
+		r.Get("/", s.page)
+		r.Get("/ws", s.hub.ServeWS)
+		r.Post("/api/login", s.login)
+		r.Group(func(r chi.Router) {
+			r.Use(s.rule.Require)
+			r.Post("/api/start", s.start)
+			r.Post("/api/stop", s.stop)
+			r.Post("/api/concurrency", s.concurrency)
+			r.Post("/api/simulate", s.simulate)
+			r.Post("/api/fault", s.fault)
+			r.Post("/api/simulate/use", s.useSimulated)
+			r.Post("/api/mode", s.mode)
+			r.Post("/api/reset", s.reset)
+			r.Post("/recordings/{id}/delete", s.deleteRecording)
+		})
+		r.Get("/recordings", s.recordingsPage)
+		r.Get("/recordings/{id}", s.replayPage)
+		r.Get("/recordings/{id}/frames", s.recordingFrames)
+		r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
+		r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
+		r.Get("/how", s.how)
+		r.Get("/conversations", s.conversationList)
+		r.Get("/conversations/{id}", s.conversationLog)
+		r.Get("/qr.png", s.qr)
+		r.Get("/api/state", s.state)
+		static, _ := fs.Sub(staticFiles, "static")
+		r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
+	})
 	return r
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	snap := s.gen.Snapshot()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	operator := s.opts.Access.IsOperator(r)
+	operator := s.rule.IsOperator(r)
 	slo := baselines.SLO{TTFT: s.opts.SLOTTFT, TPOT: s.opts.SLOTPOT}
 	name := "no stored baseline"
 	if b := s.base(); b != nil {
@@ -203,7 +233,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		Caveat:       HardwareCaveat(s.base(), s.opts.Faults != nil),
 		Envelope:     EnvelopeSentence(s.base(), slo, s.opts.Describe),
 		Operator:     operator,
-		CanLogin:     s.opts.Access.Token != "",
+		CanLogin:     s.rule.Token != "",
 		QR:           s.opts.PublicURL != "",
 		PublicURL:    s.opts.PublicURL,
 		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()},

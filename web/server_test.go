@@ -15,6 +15,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/gorilla/websocket"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/dynamo"
@@ -119,7 +120,17 @@ func testOptions() Options {
 		SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
 		Describe: func(s string) string { return "Plain " + s },
 		Baseline: &sets[0],
+		// httptest.NewRequest's requests name example.com.
+		Hosts: mustHosts("example.com"),
 	}
+}
+
+func mustHosts(names ...string) *access.Hosts {
+	h, err := access.NewHosts(names...)
+	if err != nil {
+		panic(err)
+	}
+	return h
 }
 
 func newTestServer(t *testing.T) (*fakeLoad, *Server, *httptest.Server) {
@@ -419,7 +430,7 @@ func TestViewerCannotChangeAnything(t *testing.T) {
 		t.Fatalf("operator with cookie: %d, target %d", w.Code, load.Snapshot().Target)
 	}
 	forged := form("/api/stop", "")
-	forged.AddCookie(&http.Cookie{Name: operatorCookie, Value: "forged"})
+	forged.AddCookie(&http.Cookie{Name: access.CookieName, Value: "forged"})
 	if w := do(forged); w.Code != http.StatusForbidden {
 		t.Fatalf("a forged cookie got %d", w.Code)
 	}

@@ -96,7 +96,9 @@ func TestSimulateThisCurveHandlers(t *testing.T) {
 func TestNoSimulatorForRealWorkers(t *testing.T) {
 	srv := New(&fakeLoad{}, newFakeRouter("kv"), testOptions())
 	w := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(w, httptest.NewRequest("POST", "/api/simulate", nil))
+	r := httptest.NewRequest("POST", "/api/simulate", nil)
+	r.RemoteAddr = "127.0.0.1:40000" // the operator, on this machine
+	srv.Handler().ServeHTTP(w, r)
 	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "off for real workers") {
 		t.Fatalf("got %d %q", w.Code, w.Body.String())
 	}
