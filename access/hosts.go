@@ -24,14 +24,17 @@ type Hosts struct {
 
 // NewHosts returns the loopback names plus names. Each is a host name, an
 // address, host:port or a URL (only its host counts); "*" allows any host,
-// which turns the DNS-rebinding defence off.
+// which turns the DNS-rebinding defence off, and "" adds nothing.
 func NewHosts(names ...string) (*Hosts, error) {
 	h := &Hosts{names: map[string]bool{}}
 	for _, n := range loopbackNames {
 		h.add(n)
 	}
 	for _, n := range names {
-		if strings.TrimSpace(n) == "*" {
+		switch strings.TrimSpace(n) {
+		case "":
+			continue
+		case "*":
 			h.any = true
 			h.list = append(h.list, "*")
 			continue

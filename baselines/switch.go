@@ -16,7 +16,10 @@ import (
 // SwitchCommand runs command with sh -c to change an external router's mode,
 // for example a kubectl patch of a DynamoGraphDeployment's DYN_ROUTER_MODE.
 // Every {mode} in the command becomes mode, which is also in the environment
-// as KVLENS_MODE. The command's output goes to out.
+// as KVLENS_MODE. The command's output goes to out. It inherits the
+// environment, so a command that switches another kvlens's router through
+// its admin API can send "Authorization: Bearer $KVLENS_CONTROL_TOKEN", which
+// that API requires from other machines.
 func SwitchCommand(ctx context.Context, command, mode string, out io.Writer) error {
 	cmd := exec.CommandContext(ctx, "sh", "-c", strings.ReplaceAll(command, "{mode}", mode))
 	cmd.Env = append(os.Environ(), "KVLENS_MODE="+mode)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
@@ -77,6 +79,9 @@ type Config struct {
 	// Baseline names the stored set the dashboard compares with; empty
 	// means the seeds' 6-sweep average.
 	Baseline string
+	// AllowHosts are names the dashboard answers to besides this machine's
+	// own and the public URL's host (--allow-host), such as an ingress's.
+	AllowHosts []string
 }
 
 // DefaultConfig is what `kvlens` with no flags runs: 3 simulated H200
@@ -160,7 +165,11 @@ func Start(cfg Config) (*Demo, error) {
 		// as a vLLM fleet would, so the router has one path for both.
 		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
 		// so a real-time and a virtual run with one seed start alike.
-		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed})
+		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed,
+			// The dashboard injects faults in process; over HTTP the
+			// workers take the operator's token, as a standalone sim does.
+			Access: access.Rule{Token: cfg.Dashboard.Access.Token},
+		})
 		if err != nil {
 			return fail(err)
 		}
@@ -248,6 +257,13 @@ func Start(cfg Config) (*Demo, error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = lanURL(ln.Addr())
 	}
+	if opts.Hosts == nil {
+		hosts, err := access.MachineHosts(append(slices.Clone(cfg.AllowHosts), opts.PublicURL)...)
+		if err != nil {
+			return fail(fmt.Errorf("--allow-host or --public-url: %w", err))
+		}
+		opts.Hosts = hosts
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if len(cfg.Workers) == 0 {
 		sim, err := newSimulator(ctx, cfg, d.db)
@@ -268,7 +284,8 @@ func Start(cfg Config) (*Demo, error) {
 
 	d.cancel = cancel
 	mux := http.NewServeMux()
-	mux.Handle(router.AdminPrefix+"/", d.Proxy.Admin())
+	// The admin API's changes are the dashboard's: one rule guards both.
+	mux.Handle(router.AdminPrefix+"/", d.Web.Rule().RequireForChanges(d.Proxy.Admin()))
 	mux.Handle("/", d.Web.Handler())
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if rec != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/router/kvevents"
 )
 
@@ -43,6 +44,9 @@ type FleetConfig struct {
 	EventsConnect string
 	// Seed makes output lengths and faults reproducible; worker i uses Seed+i.
 	Seed uint64
+	// Access guards every worker's PUT /admin/faults; the zero rule allows
+	// changes from this machine only. Server.SetFaults needs none.
+	Access access.Rule
 }
 
 // Fleet is a set of simulated workers, each on its own HTTP port, reachable
@@ -83,7 +87,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		}
 		opts := ServerOptions{
 			Name: fmt.Sprintf("sim-%d", i), Profile: cfg.Profile, Model: cfg.Model,
-			Faults: cfg.Faults, Seed: cfg.Seed + uint64(i),
+			Faults: cfg.Faults, Seed: cfg.Seed + uint64(i), Access: cfg.Access,
 		}
 		switch {
 		case cfg.Events != nil:

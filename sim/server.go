@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -45,6 +46,9 @@ type ServerOptions struct {
 	Faults Faults
 	// Seed makes output lengths and injected faults reproducible.
 	Seed uint64
+	// Access guards PUT /admin/faults; the zero rule allows changes from
+	// this machine only.
+	Access access.Rule
 }
 
 // Server is one simulated worker's HTTP API over its own engine.
@@ -113,7 +117,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	mux.HandleFunc("GET /inference/v1/config", s.inferenceConfig)
 	mux.HandleFunc("GET /get_server_info", s.serverInfo)
 	mux.HandleFunc("GET /admin/faults", s.getFaults)
-	mux.HandleFunc("PUT /admin/faults", s.putFaults)
+	mux.Handle("PUT /admin/faults", opts.Access.Require(http.HandlerFunc(s.putFaults)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

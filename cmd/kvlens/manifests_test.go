@@ -81,8 +81,8 @@ func TestManifestArgsParse(t *testing.T) {
 				switch args[0] {
 				case "serve":
 					cfg := demo.DefaultConfig()
-					var open bool
-					fs := serveFlags(&cfg, &open, io.Discard)
+					var acc accessFlags
+					fs := serveFlags(&cfg, &acc, io.Discard)
 					if err := fs.Parse(args[1:]); err != nil {
 						t.Fatal(err)
 					}
@@ -92,7 +92,8 @@ func TestManifestArgsParse(t *testing.T) {
 				case "sim":
 					cfg := sim.FleetConfig{}
 					profile := sim.DefaultProfile
-					fs := simFlags(&cfg, &profile)
+					var acc accessFlags
+					fs := simFlags(&cfg, &profile, &acc)
 					fs.SetOutput(io.Discard)
 					if err := fs.Parse(args[1:]); err != nil {
 						t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/demo"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
@@ -20,8 +21,9 @@ import (
 	"github.com/kvlens/kvlens/store"
 )
 
-// serveFlags binds serve's flags to cfg; open is set by --open-controls.
-func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
+// serveFlags binds serve's flags to cfg, and those that say who may change
+// the demo to acc.
+func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the dashboard, router proxy and /metrics")
@@ -54,14 +56,14 @@ func serveFlags(cfg *demo.Config, open *bool, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Load.Window, "window", cfg.Load.Window, "length of the rolling metrics window")
 	fs.DurationVar(&cfg.Dashboard.SLOTTFT, "slo-ttft", cfg.Dashboard.SLOTTFT, "time-to-first-token objective")
 	fs.DurationVar(&cfg.Dashboard.SLOTPOT, "slo-tpot", cfg.Dashboard.SLOTPOT, "time-per-output-token objective")
-	fs.StringVar(&cfg.Dashboard.Access.Token, "control-token", cfg.Dashboard.Access.Token, "operator token: only browsers on this machine or that entered it may change the demo (default: a random token, printed at start)")
-	fs.BoolVar(open, "open-controls", false, "let every browser change the demo, with no operator token")
+	acc.register(fs, "change the demo (dashboard controls, router admin API, recordings)", "a random token, printed at start")
+	fs.BoolVar(&acc.open, "open-controls", false, "let every browser change the demo, with no operator token (the dashboard's hosts and cross-origin checks still apply)")
 	fs.BoolVar(&cfg.Record, "record", true, "record this session (1 Hz frames and events) in the store, for replay and export with kvlens recordings")
 	fs.DurationVar(&cfg.RecordingRetention, "recording-retention", 7*24*time.Hour, "delete recordings older than this at start (0 keeps them all); about 1 MB per hour of recording")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used (default "+defaultDBText()+")")
 	fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "name of the baseline set the dashboard compares with (default: the seeds' 6-sweep average)")
-	fs.BoolVar(&cfg.Dashboard.Access.LoopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
-	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address)")
+	fs.BoolVar(&acc.loopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
+	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address); the dashboard answers to its host")
 	fs.Func("starters", "directory of .md/.txt conversation starters, or a JSONL file with id, topic, text (default: the 10 built-in ones)", func(p string) error {
 		ss, err := loadgen.LoadStarters(p)
 		cfg.Load.Starters = ss
@@ -93,8 +95,8 @@ func defaultDBText() string {
 func serve(args []string) int {
 	cfg := demo.DefaultConfig()
 	cfg.DB, _ = store.DefaultPath()
-	var openControls bool
-	fs := serveFlags(&cfg, &openControls, os.Stderr)
+	var acc accessFlags
+	fs := serveFlags(&cfg, &acc, os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -112,11 +114,13 @@ func serve(args []string) int {
 		return 2
 	}
 
-	if openControls {
-		cfg.Dashboard.Access.Token = ""
-	} else if cfg.Dashboard.Access.Token == "" {
-		cfg.Dashboard.Access.Token = randomToken()
+	rule, source, err := acc.serveRule(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)
+		return 2
 	}
+	cfg.Dashboard.Access = rule
+	cfg.AllowHosts = acc.allowHosts
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -127,8 +131,8 @@ func serve(args []string) int {
 	}
 	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
 	fmt.Printf("kvlens: routing %s over %d workers: %s\n", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " "))
-	if t := cfg.Dashboard.Access.Token; t != "" {
-		fmt.Printf("kvlens: operator token %s (browsers on this machine are always operators)\n", t)
+	for _, l := range serveAccessLines(d.Web.Rule(), source) {
+		fmt.Println("kvlens: " + l)
 	}
 	fmt.Printf("kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
 	go d.Report(ctx, os.Stdout, 5*time.Second)
@@ -159,6 +163,70 @@ func randomToken() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// accessFlags are the flags of serve and sim that say who may change things.
+type accessFlags struct {
+	token, tokenFile     string
+	allowHosts           []string
+	open, loopbackViewer bool
+}
+
+// generated is the token source serveRule reports for a token it made up.
+const generated = "generated"
+
+// register binds the token and host flags; what says what the token allows,
+// def what happens without one.
+func (a *accessFlags) register(fs *flag.FlagSet, what, def string) {
+	fs.StringVar(&a.token, "control-token", "", "operator token: needed (as Authorization: Bearer <token>, or entered in a browser) to "+what+"; it shows in the process list, so prefer --control-token-file or $"+access.TokenEnv+" (default: "+def+")")
+	fs.StringVar(&a.tokenFile, "control-token-file", "", "read the operator token from this file, such as a mounted Kubernetes Secret")
+	fs.Func("allow-host", "a name this server answers to besides localhost, this machine's name and addresses (and --public-url's host), such as an ingress's kvlens.example.com; repeat or separate with commas; * allows any", func(s string) error {
+		hs, err := access.ParseList(s)
+		a.allowHosts = append(a.allowHosts, hs...)
+		return err
+	})
+}
+
+// serveRule is the dashboard's access rule: open, or with the operator token
+// from the flags or the environment, else a generated one. source says
+// where the token came from ("generated" when made up here, "" for none).
+func (a *accessFlags) serveRule(getenv func(string) string) (access.Rule, string, error) {
+	if a.open {
+		// Open controls need no token, so none is read: a Secret in the
+		// environment does not close them again by surprise.
+		return access.Rule{Open: true, LoopbackViewer: a.loopbackViewer}, "", nil
+	}
+	tok, source, err := access.LoadToken(a.token, a.tokenFile, getenv)
+	if err != nil {
+		return access.Rule{}, "", err
+	}
+	if tok == "" {
+		tok, source = randomToken(), generated
+	}
+	return access.Rule{Token: tok, LoopbackViewer: a.loopbackViewer}, source, nil
+}
+
+// serveAccessLines are the startup lines that say who may change the demo,
+// under which names, and the operator token only when kvlens made it up.
+func serveAccessLines(r access.Rule, source string) []string {
+	var out []string
+	switch {
+	case r.Open:
+		out = append(out, "controls are open: every browser that reaches the dashboard may change the demo (--open-controls)")
+	case r.LoopbackViewer:
+		out = append(out, "every browser needs the operator token, this machine's too (--loopback-viewer); scripts send Authorization: Bearer <token>")
+	default:
+		out = append(out, "browsers on this machine are operators; other browsers enter the operator token, scripts send Authorization: Bearer <token>")
+	}
+	switch source {
+	case "":
+	case generated:
+		out = append(out, fmt.Sprintf("operator token %s (generated at start; set one with --control-token-file or $%s)", r.Token, access.TokenEnv))
+	default:
+		out = append(out, "operator token from "+source)
+	}
+	out = append(out, "dashboard answers to "+strings.Join(r.Hosts.Names(), ", ")+" (add names with --allow-host)")
+	return out
 }
 
 // checkServe catches flag values that parse but make no sense.

@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tokenizer"
@@ -41,13 +42,20 @@ func simCmd(args []string) int {
 	}
 	cfg := sim.FleetConfig{Count: 3, BasePort: 8001}
 	profile := sim.DefaultProfile
-	fs := simFlags(&cfg, &profile)
+	var acc accessFlags
+	fs := simFlags(&cfg, &profile, &acc)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	rule, source, err := acc.simRule(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim: %v\n", err)
+		return 2
+	}
+	cfg.Access = rule
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "kvlens sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
@@ -79,6 +87,7 @@ func simCmd(args []string) int {
 			fmt.Printf("kvlens sim: worker %d publishes KV events on %s\n", i, f.EventEndpoints[i])
 		}
 	}
+	fmt.Println("kvlens sim: " + simAccessLine(source))
 	<-ctx.Done()
 	fmt.Println("kvlens sim: shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
@@ -90,8 +99,8 @@ func simCmd(args []string) int {
 }
 
 // simFlags binds the flags of `kvlens sim` to cfg and profile (a built-in
-// profile name or a JSON file).
-func simFlags(cfg *sim.FleetConfig, profile *string) *flag.FlagSet {
+// profile name or a JSON file), and who may change its faults to acc.
+func simFlags(cfg *sim.FleetConfig, profile *string, acc *accessFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), simUsage+"\nFlags of kvlens sim:\n"); fs.PrintDefaults() }
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "number of workers")
@@ -114,7 +123,31 @@ func simFlags(cfg *sim.FleetConfig, profile *string) *flag.FlagSet {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of output lengths and injected faults")
 	fs.StringVar(&cfg.EventsBind, "events-bind", "", "publish KV events on a ZMQ PUB socket bound here, vLLM-style, such as tcp://*:5557; worker i binds the port plus i")
 	fs.StringVar(&cfg.EventsConnect, "events-connect", "", "publish KV events by dialing this ZMQ endpoint (a router that binds), each worker under its name as topic")
+	acc.register(fs, "change faults (PUT /admin/faults) from another machine", "none: faults change from this machine only")
 	return fs
+}
+
+// simRule is the workers' access rule for PUT /admin/faults: the operator
+// token from the flags or the environment, if any; changes from this
+// machine are always allowed.
+func (a *accessFlags) simRule(getenv func(string) string) (access.Rule, string, error) {
+	tok, source, err := access.LoadToken(a.token, a.tokenFile, getenv)
+	if err != nil {
+		return access.Rule{}, "", err
+	}
+	hosts, err := access.MachineHosts(a.allowHosts...)
+	if err != nil {
+		return access.Rule{}, "", err
+	}
+	return access.Rule{Token: tok, Hosts: hosts}, source, nil
+}
+
+// simAccessLine is the startup line that says who may change faults.
+func simAccessLine(source string) string {
+	if source == "" {
+		return "fault changes (PUT /admin/faults) only from this machine: set $" + access.TokenEnv + " or --control-token-file to allow them elsewhere with Authorization: Bearer <token>"
+	}
+	return "fault changes (PUT /admin/faults) from this machine, or with Authorization: Bearer <operator token from " + source + ">"
 }
 
 func faultFlags(fs *flag.FlagSet, f *sim.Faults) {

@@ -106,7 +106,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.db, "db", def, "path of kvlens's SQLite database, where runs and the resulting set are stored")
 	fs.StringVar(&o.levels, "levels", "40,60,80,100,120", "comma-separated concurrency levels, measured in this order")
 	fs.StringVar(&o.modes, "modes", defaultModes(), "comma-separated routing modes to compare, baseline first (rr = round_robin)")
-	fs.StringVar(&o.switchCmd, "mode-switch-cmd", "", "shell command that switches an external router's mode ({mode} and $KVLENS_MODE hold it); the sweep then waits for --target's /models")
+	fs.StringVar(&o.switchCmd, "mode-switch-cmd", "", "shell command that switches an external router's mode ({mode} and $KVLENS_MODE hold it, and the environment is passed on); the sweep then waits for --target's /models. A kvlens router's admin API needs the operator token: curl -fsS -X PUT -H \"Authorization: Bearer $KVLENS_CONTROL_TOKEN\" -d '{\"policy\":\"{mode}\"}' http://HOST:8080/admin/router/policy")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 10*time.Minute, "how long to wait for the target to answer /models after a mode switch")
 	fs.DurationVar(&o.sweep.Warmup, "warmup", 60*time.Second, "load before each level's measurement; the window is reset when it ends")
 	fs.DurationVar(&o.sweep.Measure, "measure", 300*time.Second, "measurement per level")
