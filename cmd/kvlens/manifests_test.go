@@ -49,11 +49,11 @@ func argLists(t *testing.T, path string) [][]string {
 }
 
 // expand replaces the $(VAR) references Kubernetes expands from env with
-// the values the base ConfigMap and Secret give them, and mounted paths with
+// the values the base ConfigMap gives them, and mounted paths with
 // the files the manifests mount there.
 func expand(arg string) string {
 	return strings.NewReplacer(
-		"$(KVLENS_SLO_TTFT)", "600ms", "$(KVLENS_SLO_TPOT)", "60ms", "$(KVLENS_CONTROL_TOKEN)", "token",
+		"$(KVLENS_SLO_TTFT)", "600ms", "$(KVLENS_SLO_TPOT)", "60ms", "$(KVLENS_ALLOW_HOST)", "kvlens.example.com",
 		"=/config/starters", "=../../deploy/k8s/components/custom-starters/starters",
 	).Replace(arg)
 }
