@@ -38,13 +38,14 @@ func TestRuleCheck(t *testing.T) {
 		{"the bearer scheme is case-insensitive", withToken, "192.0.2.7:5000", "kvlens.svc:8080", "bearer s3cret", nil, ""},
 		{"open controls let a remote browser change the demo", Rule{Open: true}, "192.0.2.7:5000", "localhost:8080", "", nil, ""},
 		{"a rule with no token still lets this machine change the demo", Rule{}, "127.0.0.1:5000", "127.0.0.1:8001", "", nil, ""},
+		{"open controls let a script with a leftover token through", Rule{Open: true}, "192.0.2.7:5000", "localhost:8080", "Bearer ", nil, ""},
 
 		// Sad path.
 		{"a remote browser without the cookie only watches", withToken, "192.0.2.7:5000", "booth.example:8080", "", nil, "read-only view"},
 		{"a forged cookie is refused", withToken, "192.0.2.7:5000", "booth.example:8080", "", &http.Cookie{Name: CookieName, Value: "forged"}, "read-only view"},
 		{"a wrong bearer token is refused, even from this machine", withToken, "127.0.0.1:5000", "localhost:8080", "Bearer guess", nil, "wrong operator token"},
-		{"a bearer token is refused when the rule has none", Rule{}, "192.0.2.7:5000", "localhost:8080", "Bearer ", nil, "must be \"Bearer <operator token>\""},
-		{"an empty token never matches a rule without one", Rule{}, "192.0.2.7:5000", "localhost:8080", "Bearer x", nil, "wrong operator token"},
+		{"an empty bearer token is refused", withToken, "127.0.0.1:5000", "localhost:8080", "Bearer ", nil, "must be \"Bearer <operator token>\""},
+		{"a bearer token means nothing to a rule without one", Rule{}, "192.0.2.7:5000", "localhost:8080", "Bearer x", nil, "only from this machine"},
 		{"basic auth is not a bearer token", withToken, "192.0.2.7:5000", "localhost:8080", "Basic czNjcmV0", nil, "must be \"Bearer"},
 		{"a loopback viewer needs the token too", Rule{Token: "s3cret", LoopbackViewer: true}, "127.0.0.1:5000", "localhost:8080", "", nil, "read-only view"},
 		{"a loopback request under a rebound domain is refused", withToken, "127.0.0.1:5000", "evil.example:8080", "", nil, `host "evil.example" is not one of this server's names`},

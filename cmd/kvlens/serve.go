@@ -180,7 +180,7 @@ const generated = "generated"
 func (a *accessFlags) register(fs *flag.FlagSet, what, def string) {
 	fs.StringVar(&a.token, "control-token", "", "operator token: needed (as Authorization: Bearer <token>, or entered in a browser) to "+what+"; it shows in the process list, so prefer --control-token-file or $"+access.TokenEnv+" (default: "+def+")")
 	fs.StringVar(&a.tokenFile, "control-token-file", "", "read the operator token from this file, such as a mounted Kubernetes Secret")
-	fs.Func("allow-host", "a name this server answers to besides localhost, this machine's name and addresses (and --public-url's host), such as an ingress's kvlens.example.com; repeat or separate with commas; * allows any", func(s string) error {
+	fs.Func("allow-host", "a name this server answers to besides localhost and this machine's own names and addresses, such as an ingress's kvlens.example.com; repeat or separate with commas; * allows any (turns the DNS-rebinding check off)", func(s string) error {
 		hs, err := access.ParseList(s)
 		a.allowHosts = append(a.allowHosts, hs...)
 		return err
