@@ -7,6 +7,8 @@
 package sim
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	openai "github.com/sashabaranov/go-openai"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
@@ -25,9 +28,67 @@ import (
 // DefaultModel is the model name simulated workers report.
 const DefaultModel = "meta-llama/Llama-3.1-70B-Instruct-FP8"
 
-// maxBodyBytes bounds a request body: 8 MiB is far beyond any prompt a
-// 16k-token context could hold.
-const maxBodyBytes = 8 << 20
+// parseBytes bounds the request bodies this process parses and tokenizes
+// at once, in bytes. A body costs about three times its size while it is
+// parsed (the body, the decoded messages, the rendered prompt), so this
+// keeps a burst of bodies at the cap to about 50 MiB; ordinary requests of
+// tens of KiB never wait for each other.
+const parseBytes = 16 << 20
+
+var parsing = semaphore.NewWeighted(parseBytes)
+
+// holdParsing takes n bytes (at most parseBytes) of the parsing budget and
+// returns the function that gives them back, or an error if ctx ends first.
+func holdParsing(ctx context.Context, n int) (func(), error) {
+	w := min(int64(n), parseBytes)
+	if err := parsing.Acquire(ctx, w); err != nil {
+		return nil, err
+	}
+	return func() { parsing.Release(w) }, nil
+}
+
+// readBody reads a request body of at most limit bytes. Its error is one
+// line, fit to show a client, and comes with the status to answer: 413 for a
+// body over limit, 400 for one that could not be read.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int, error) {
+	tooBig := func() ([]byte, int, error) {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes, the most a prompt within this model's maximum context length can need", limit)
+	}
+	if r.ContentLength > limit {
+		return tooBig()
+	}
+	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), buf)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooBig()
+	case err != nil:
+		return nil, http.StatusBadRequest, fmt.Errorf("read the request body: %s", oneLine(err))
+	}
+	return body, 0, nil
+}
+
+// readAll is io.ReadAll into buf, which a known Content-Length sizes so the
+// body is read without growing a copy of it.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// bodyLimit is the largest request body the worker reads, in bytes.
+func (s *Server) bodyLimit() int64 { return tokenizer.BodyLimit(s.prof.MaxModelLen) }
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
@@ -97,11 +158,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`)
 	})
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, openai.ModelsList{Models: []openai.Model{{
-			ID: s.model, Object: "model", OwnedBy: "kvlens-sim",
-		}}})
-	})
+	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/chat/completions", s.completions(true))
 	mux.HandleFunc("POST /v1/completions", s.completions(false))
 	mux.HandleFunc("POST /tokenize", s.tokenize)
@@ -119,6 +176,20 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	})
 	s.mux = mux
 	return s, nil
+}
+
+// models answers as vLLM's GET /v1/models does, with max_model_len: the
+// longest prompt plus output, in tokens, which a router reads to refuse
+// over-long prompts itself.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		openai.Model
+		MaxModelLen int `json:"max_model_len"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{openai.Model{ID: s.model, Object: "model", OwnedBy: "kvlens-sim"}, s.prof.MaxModelLen}}})
 }
 
 // inferenceConfig answers as vLLM's GET /inference/v1/config does, with the
@@ -178,7 +249,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // genRequest is a parsed generation request, chat or plain completion.
 type genRequest struct {
-	prompt    string
+	ids       []uint32 // the prompt's tokens
 	maxTokens int
 	stream    bool
 	usage     bool // stream_options.include_usage
@@ -290,26 +361,10 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " 
 // completions serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) completions(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
-		var g genRequest
-		if chat {
-			req, err := parseChatRequest(body)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
-			g = genRequest{prompt: tokenizer.RenderChat(req.Messages), maxTokens: req.MaxTokens, stream: req.Stream,
-				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
-				greedy: isZero(req.Temperature)}
-		} else {
-			req, err := parseCompletionRequest(body)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
-			g = genRequest{prompt: req.text, maxTokens: req.MaxTokens, stream: req.Stream,
-				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
-				greedy: isZero(req.Temperature)}
+		g, status, err := s.parseGen(w, r, chat)
+		if err != nil {
+			writeError(w, status, err.Error())
+			return
 		}
 		fault := s.faults.draw()
 		switch fault {
@@ -323,7 +378,8 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 			writeError(w, http.StatusInternalServerError, "injected fault: internal engine error")
 			return
 		}
-		req := Request{Prompt: tokenizer.Encode(g.prompt), MaxTokens: g.maxTokens, Greedy: g.greedy}
+		req := Request{Prompt: g.ids, MaxTokens: g.maxTokens, Greedy: g.greedy}
+		g.ids = nil // the engine owns them now
 		if g.ignoreEOS {
 			req.OutputTokens = g.maxTokens
 		}
@@ -334,6 +390,55 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 		}
 		s.serveStream(w, r, st, g, chat, fault == faultCut)
 	}
+}
+
+// parseGen reads, checks and tokenizes a generation request, with the
+// error's status: 413 for a body over bodyLimit, 400 for anything else
+// wrong, among them a prompt longer than the model's maximum context
+// length, which is refused on its bytes when it can be and otherwise as
+// soon as tokenizing passes the limit, so that it costs at most
+// max_model_len tokens of work. The body, the decoded messages and the
+// rendered prompt are dropped before it returns: only token ids go on.
+func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (genRequest, int, error) {
+	body, status, err := readBody(w, r, s.bodyLimit())
+	if err != nil {
+		return genRequest{}, status, err
+	}
+	release, err := holdParsing(r.Context(), len(body))
+	if err != nil {
+		return genRequest{}, http.StatusServiceUnavailable, errors.New("the client went away while the request waited to be parsed")
+	}
+	defer release()
+	limit := s.prof.MaxModelLen
+	var g genRequest
+	var prompt string
+	if chat {
+		req, err := parseChatRequest(bytes.NewReader(body))
+		if err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
+		if err := tokenizer.CheckBytes(tokenizer.ChatBytes(req.Messages), limit); err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
+		prompt = tokenizer.RenderChat(req.Messages)
+		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
+			greedy: isZero(req.Temperature)}
+	} else {
+		req, err := parseCompletionRequest(bytes.NewReader(body))
+		if err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
+		prompt = req.text
+		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
+			greedy: isZero(req.Temperature)}
+	}
+	g.ids, err = tokenizer.EncodeLimit(prompt, limit)
+	if err != nil {
+		return genRequest{}, http.StatusBadRequest, err
+	}
+	return g, 0, nil
 }
 
 // serveStream waits for the engine's tokens and writes them out, as SSE
@@ -547,13 +652,30 @@ func parseTokenizeRequest(body io.Reader) (string, error) {
 	return "", errors.New("give a prompt or messages to tokenize")
 }
 
+// tokenize serves vLLM's POST /tokenize. Like vLLM it refuses a prompt
+// longer than the model's maximum context length, here without tokenizing
+// more than that.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	text, err := parseTokenizeRequest(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	body, status, err := readBody(w, r, s.bodyLimit())
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	release, err := holdParsing(r.Context(), len(body))
+	if err != nil {
+		return // the client went away
+	}
+	defer release()
+	text, err := parseTokenizeRequest(bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ids := tokenizer.Encode(text)
+	ids, err := tokenizer.EncodeLimit(text, s.prof.MaxModelLen)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"tokens": ids, "count": len(ids), "max_model_len": s.runner.Profile().MaxModelLen,
 	})

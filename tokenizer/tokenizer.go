@@ -206,6 +206,17 @@ func Decode(ids []uint32) string {
 	return s
 }
 
+// ChatBytes is len(RenderChat(msgs)), without rendering it.
+func ChatBytes(msgs []Message) int {
+	n := len(assistantOpen)
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + len("<||>\n\n")
+	}
+	return n
+}
+
+const assistantOpen = "<|assistant|>\n"
+
 // RenderChat renders messages with kvlens's fixed chat template and leaves the
 // prompt open for the assistant's reply. Workers and router both tokenize this
 // string, so the same conversation always yields the same token prefix: each
@@ -219,6 +230,6 @@ func RenderChat(msgs []Message) string {
 		b.WriteString(m.Content)
 		b.WriteString("\n")
 	}
-	b.WriteString("<|assistant|>\n")
+	b.WriteString(assistantOpen)
 	return b.String()
 }

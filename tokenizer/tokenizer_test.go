@@ -206,3 +206,21 @@ func FuzzEncodeMatchesOneCall(f *testing.F) {
 		}
 	})
 }
+
+func TestChatBytesIsTheRenderedLength(t *testing.T) {
+	tests := []struct {
+		name string
+		msgs []Message
+	}{
+		{"no messages is the assistant header alone", nil},
+		{"one message counts its role, content and markup", []Message{{"user", "hi"}}},
+		{"several messages add up, non-ASCII in bytes", []Message{{"system", "Be brief."}, {"user", "東京は?"}, {"assistant", ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := ChatBytes(tt.msgs), len(RenderChat(tt.msgs)); got != want {
+				t.Fatalf("ChatBytes = %d, len(RenderChat) = %d", got, want)
+			}
+		})
+	}
+}
