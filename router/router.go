@@ -46,6 +46,10 @@ type Config struct {
 	StaleBooking time.Duration
 	// Registerer receives the router's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// MaxModelLen is the context length to enforce, in tokens, when no
+	// worker reports one; 0 means DefaultMaxModelLen. See
+	// Router.MaxModelLen.
+	MaxModelLen int
 }
 
 // Settings are the router's run-time switches, as the admin API shows them.
@@ -72,6 +76,8 @@ type Router struct {
 	blockSize int
 	stale     time.Duration
 	metrics   *Metrics
+	// maxModelLen is Config.MaxModelLen, in tokens.
+	maxModelLen int
 
 	policy atomic.Pointer[policyBox]
 
@@ -112,14 +118,15 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 		cfg.StaleBooking = DefaultStaleBooking
 	}
 	r := &Router{
-		pool:      pool,
-		index:     NewIndex(cfg.BlockSize, cfg.MaxIndexBlocks),
-		approx:    NewApprox(cfg.Clock, 0, 0),
-		clk:       cfg.Clock,
-		blockSize: cfg.BlockSize,
-		stale:     cfg.StaleBooking,
-		bookings:  map[*Booking]struct{}{},
-		lastSweep: cfg.Clock.Now(),
+		pool:        pool,
+		index:       NewIndex(cfg.BlockSize, cfg.MaxIndexBlocks),
+		approx:      NewApprox(cfg.Clock, 0, 0),
+		clk:         cfg.Clock,
+		blockSize:   cfg.BlockSize,
+		stale:       cfg.StaleBooking,
+		maxModelLen: cfg.MaxModelLen,
+		bookings:    map[*Booking]struct{}{},
+		lastSweep:   cfg.Clock.Now(),
 		settings: Settings{
 			Policy: p.Name(), Weight: cfg.Knobs.Weight, Temperature: cfg.Knobs.Temperature,
 			Admission: cfg.Admission, BusyThreshold: cfg.BusyThreshold,
