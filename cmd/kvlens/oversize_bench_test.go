@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tokenizer"
+)
+
+// BenchmarkOversizedRequests measures the peak memory of real `kvlens
+// serve` and `kvlens sim` processes while a hostile client sends bursts of
+// 32 parallel requests at the size limit and just over it, over loopback,
+// through the router and straight to the worker. It reports each process's
+// resident memory at idle and its peak (VmHWM), in MB, and fails if a peak
+// passes 300 MB. It builds the binary, and stops both processes when done.
+//
+//	go test -run '^$' -bench BenchmarkOversizedRequests -benchtime 1x ./cmd/kvlens
+func BenchmarkOversizedRequests(b *testing.B) {
+	const (
+		parallel = 32
+		peakMB   = 300 // the most either process may reach
+	)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "kvlens")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build kvlens: %v\n%s", err, out)
+	}
+	limit := sim.MustProfile(sim.DefaultProfile).MaxModelLen
+	simPort, servePort := freePorts(b, 1), freePorts(b, 1)
+	simURL := fmt.Sprintf("http://127.0.0.1:%d", simPort)
+	serveURL := fmt.Sprintf("http://127.0.0.1:%d", servePort)
+	// A worker 100 times faster than the profile, so the requests it serves
+	// at the limit finish in moments.
+	worker := start(b, bin, "sim", "--count", "1", "--ports", strconv.Itoa(simPort), "--slowdown", "0.01")
+	defer stop(worker)
+	serve := start(b, bin, "serve", "--addr", fmt.Sprintf("127.0.0.1:%d", servePort), "--workers", simURL,
+		"--no-start", "--record=false", "--db", filepath.Join(dir, "kvlens.db"), "--open-controls")
+	defer stop(serve)
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: parallel}, Timeout: 2 * time.Minute}
+	waitFor(b, client, simURL+"/v1/models")
+	waitFor(b, client, serveURL+"/v1/models")
+
+	cap := tokenizer.BodyLimit(limit)
+	// chat is a chat request body of one user message, padded with spaces
+	// after the message (JSON allows them) to exactly size bytes if size > 0.
+	chat := func(content string, size int64) []byte {
+		body, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 1, "messages": []tokenizer.Message{{Role: "user", Content: content}}})
+		if size > int64(len(body)) {
+			body = append(body[:len(body)-1], append(bytes.Repeat([]byte(" "), int(size)-len(body)), '}')...)
+		}
+		return body
+	}
+	// The router only refuses by its limit once it has learned the
+	// worker's max_model_len: wait until a body over that cap is a 413.
+	over := chat("x", cap+1)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if code, _ := send(client, serveURL, over, true); code == http.StatusRequestEntityTooLarge {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("after 20 s the router still does not refuse a body over the worker's cap")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	prose := func(n int) string { return strings.Repeat("cache ", n) }
+	bursts := []struct {
+		name    string
+		body    []byte
+		chunked bool // sent without Content-Length, so the server reads up to its cap
+		want    int
+	}{
+		// Prose of exactly the body cap: over the limit by its tokens, refused
+		// once tokenizing passes it.
+		{"prose at the body cap", chat(prose(int(cap/6)-100), cap), false, http.StatusBadRequest},
+		// Spaces just within the byte bound: the one piece BPE cannot split,
+		// 2 MiB long, tokenized whole before it is found too long.
+		{"spaces at the byte bound", chat(strings.Repeat(" ", limit*tokenizer.MaxTokenBytes-40), 0), false, http.StatusBadRequest},
+		// A prompt just within the limit, served.
+		{"prose at the token limit", chat(prose(limit-40), 0), false, http.StatusOK},
+		// One byte over the cap, with no Content-Length: read to the cap.
+		{"one byte over the body cap", chat(prose(int(cap/6)-100), cap+1), true, http.StatusRequestEntityTooLarge},
+	}
+	idle := map[string]procMem{"serve": memOf(b, serve), "sim": memOf(b, worker)}
+	peak := map[string]float64{} // MB, the highest of the bursts' peaks
+	b.ResetTimer()
+	for range b.N {
+		for _, target := range []struct{ name, url string }{{"serve", serveURL}, {"sim", simURL}} {
+			for _, burst := range bursts {
+				// Writing 5 to clear_refs resets the peak (VmHWM) to the
+				// resident memory now, so each burst's own peak shows.
+				proc := map[string]*exec.Cmd{"serve": serve, "sim": worker}[target.name]
+				os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", proc.Process.Pid), []byte("5"), 0)
+				codes := map[int]int{}
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				t0 := time.Now()
+				for range parallel {
+					wg.Go(func() {
+						code, err := send(client, target.url, burst.body, burst.chunked)
+						mu.Lock()
+						defer mu.Unlock()
+						if err != nil {
+							code = -1
+						}
+						codes[code]++
+					})
+				}
+				wg.Wait()
+				m := memOf(b, proc)
+				peak[target.name] = max(peak[target.name], m.hwm)
+				b.Logf("%s, %s (%d bytes): %d parallel in %v, statuses %v, peak %.1f MB", target.name, burst.name, len(burst.body), parallel, time.Since(t0).Round(time.Millisecond), codes, m.hwm)
+				if codes[burst.want] != parallel {
+					b.Errorf("%s, %s: statuses %v, want %d × %d", target.name, burst.name, codes, parallel, burst.want)
+				}
+			}
+		}
+	}
+	b.StopTimer()
+	// Both processes still serve.
+	for _, u := range []string{serveURL, simURL} {
+		if code, err := send(client, u, chat("hi", 0), false); err != nil || code != http.StatusOK {
+			b.Errorf("%s after the bursts: %d %v", u, code, err)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		cmd  *exec.Cmd
+	}{{"serve", serve}, {"sim", worker}} {
+		now := memOf(b, p.cmd)
+		b.Logf("%s: idle RSS %.1f MB (peak so far %.1f MB); peak in the bursts %.1f MB; RSS after them %.1f MB",
+			p.name, idle[p.name].rss, idle[p.name].hwm, peak[p.name], now.rss)
+		b.ReportMetric(idle[p.name].rss, p.name+"-idle-MB")
+		b.ReportMetric(peak[p.name], p.name+"-peak-MB")
+		if peak[p.name] > peakMB {
+			b.Errorf("%s peaked at %.1f MB, over %d MB", p.name, peak[p.name], peakMB)
+		}
+	}
+}
+
+// send posts body to url's /v1/chat/completions and returns the status.
+func send(client *http.Client, url string, body []byte, chunked bool) (int, error) {
+	var r io.Reader = bytes.NewReader(body)
+	if chunked {
+		r = io.MultiReader(r) // hides the length
+	}
+	resp, err := client.Post(url+"/v1/chat/completions", "application/json", r)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// procMem is a process's resident memory now (VmRSS) and at its peak
+// (VmHWM), in MB.
+type procMem struct{ rss, hwm float64 }
+
+var statusKB = regexp.MustCompile(`(?m)^(VmRSS|VmHWM):\s+(\d+) kB`)
+
+func memOf(b *testing.B, cmd *exec.Cmd) procMem {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		b.Fatalf("read memory of %s: %v", cmd.Args[1], err)
+	}
+	var m procMem
+	for _, f := range statusKB.FindAllStringSubmatch(string(raw), -1) {
+		kb, _ := strconv.ParseFloat(f[2], 64)
+		if f[1] == "VmRSS" {
+			m.rss = kb / 1000
+		} else {
+			m.hwm = kb / 1000
+		}
+	}
+	return m
+}
+
+// start runs bin with args in its own process group, its output logged.
+func start(b *testing.B, bin string, args ...string) *exec.Cmd {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+b.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if line := sc.Text(); strings.Contains(line, "error") || strings.Contains(line, "router:") {
+				fmt.Fprintf(os.Stderr, "%s: %s\n", args[0], line)
+			}
+		}
+	}()
+	return cmd
+}
+
+// stop kills cmd's process group and waits for it.
+func stop(cmd *exec.Cmd) {
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
+}
+
+// waitFor polls url until it answers 200, for at most 30 s.
+func waitFor(b *testing.B, client *http.Client, url string) {
+	b.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s did not answer 200 within 30 s", url)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
