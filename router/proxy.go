@@ -35,14 +35,21 @@ const (
 // maxAnswerBytes bounds a worker's answer to /tokenize (8 MiB).
 const maxAnswerBytes = 8 << 20
 
-// parseBytes bounds the request bodies this process parses and tokenizes at
-// once, in bytes. A body costs about three times its size while it is
-// parsed (the body, the decoded messages, the rendered segments), so this
-// keeps a burst of bodies at the cap to about 100 MiB; ordinary requests of
-// tens of KiB never wait for each other.
-const parseBytes = 32 << 20
+// Large request bodies are read, parsed and tokenized a few at a time.
+// While it is parsed, a body costs about three times its size (the body, the
+// decoded messages, the rendered segments), so a burst of 32 bodies at the
+// cap of a 16k-token model (2 MiB each) would otherwise hold 200 MiB at
+// once, and the garbage collector lets the heap grow to twice what it holds.
 
-var parsing = semaphore.NewWeighted(parseBytes)
+// smallBody is the largest body, in bytes, read without taking the budget:
+// ordinary prompts, tens of KiB, never wait for each other.
+const smallBody = 256 << 10
+
+// largeBodyBytes is the budget of large bodies being read, parsed and
+// tokenized at once in this process, in bytes.
+const largeBodyBytes = 16 << 20
+
+var largeBodies = semaphore.NewWeighted(largeBodyBytes)
 
 // Proxy routes OpenAI requests to workers.
 type Proxy struct {
@@ -263,43 +270,59 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 	return req, nil, nil
 }
 
-// readBody reads a request body of at most limit bytes. Its error is one
-// line, fit to show a client, and comes with the status to answer: 413 for a
-// body over limit, 400 for one that could not be read.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, maxTokens int) ([]byte, int, error) {
-	tooBig := func() ([]byte, int, error) {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("router: the request body is larger than %d bytes, the most a prompt within the maximum context length of %d tokens can need", limit, maxTokens)
+// readBody reads a request body of at most limit bytes. A large one (over
+// smallBody, or of unknown length) first takes its size of largeBodies,
+// which release gives back once the caller is done parsing it. Its error
+// is one line, fit to show a client, and comes with the status to answer:
+// 413 for a body over limit, 400 for one that could not be read. A client
+// that left while it waited gets no answer: status 0.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, maxTokens int) (body []byte, release func(), status int, err error) {
+	tooBig := func() ([]byte, func(), int, error) {
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("router: the request body is larger than %d bytes, the most a prompt within the maximum context length of %d tokens can need", limit, maxTokens)
 	}
 	if r.ContentLength > limit {
 		return tooBig()
 	}
+	release = func() {}
+	if r.ContentLength < 0 || r.ContentLength > smallBody {
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		weight := min(n, largeBodyBytes)
+		if err := largeBodies.Acquire(r.Context(), weight); err != nil {
+			return nil, nil, 0, err
+		}
+		release = func() { largeBodies.Release(weight) }
+	}
 	// A known Content-Length sizes the buffer, so the body is read without
 	// growing copies of it.
 	buf := bytes.NewBuffer(make([]byte, 0, max(min(r.ContentLength, limit), 512)+1))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
+		release()
 		return tooBig()
 	case err != nil:
-		return nil, http.StatusBadRequest, fmt.Errorf("router: read the request body: %s", oneLine(err))
+		release()
+		return nil, nil, http.StatusBadRequest, fmt.Errorf("router: read the request body: %s", oneLine(err))
 	}
-	return buf.Bytes(), 0, nil
+	return buf.Bytes(), release, 0, nil
 }
 
 func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
 	limit, maxTokens := px.bodyLimit()
-	body, status, err := readBody(w, r, limit, maxTokens)
+	body, release, status, err := readBody(w, r, limit, maxTokens)
+	if status == 0 && err != nil {
+		return // the client left; nobody to answer
+	}
 	if err != nil {
 		writeError(w, status, err.Error())
 		return
 	}
-	weight := min(int64(len(body)), parseBytes)
-	if parsing.Acquire(r.Context(), weight) != nil {
-		return // the client left; nobody to answer
-	}
 	req, rest, err := px.request(r, body, maxTokens)
-	parsing.Release(weight)
+	release()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "router: "+err.Error())
 		return

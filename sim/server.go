@@ -8,7 +8,6 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,45 +27,61 @@ import (
 // DefaultModel is the model name simulated workers report.
 const DefaultModel = "meta-llama/Llama-3.1-70B-Instruct-FP8"
 
-// parseBytes bounds the request bodies this process parses and tokenizes
-// at once, in bytes. A body costs about three times its size while it is
-// parsed (the body, the decoded messages, the rendered prompt), so this
-// keeps a burst of bodies at the cap to about 50 MiB; ordinary requests of
-// tens of KiB never wait for each other.
-const parseBytes = 16 << 20
+// Large request bodies are read, parsed and tokenized a few at a time.
+// While it is parsed, a body costs about three times its size (the body, the
+// decoded messages, the rendered prompt), so a burst of 32 bodies at the cap
+// of a 16k-token model (2 MiB each) would otherwise hold 200 MiB at once,
+// and the garbage collector lets the heap grow to twice what it holds.
 
-var parsing = semaphore.NewWeighted(parseBytes)
+// smallBody is the largest body, in bytes, read without taking the budget:
+// ordinary prompts, tens of KiB, never wait for each other.
+const smallBody = 256 << 10
 
-// holdParsing takes n bytes (at most parseBytes) of the parsing budget and
-// returns the function that gives them back, or an error if ctx ends first.
-func holdParsing(ctx context.Context, n int) (func(), error) {
-	w := min(int64(n), parseBytes)
-	if err := parsing.Acquire(ctx, w); err != nil {
-		return nil, err
-	}
-	return func() { parsing.Release(w) }, nil
-}
+// largeBodyBytes is the budget of large bodies being read, parsed and
+// tokenized at once in this process, in bytes.
+const largeBodyBytes = 8 << 20
 
-// readBody reads a request body of at most limit bytes. Its error is one
-// line, fit to show a client, and comes with the status to answer: 413 for a
-// body over limit, 400 for one that could not be read.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int, error) {
-	tooBig := func() ([]byte, int, error) {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes, the most a prompt within this model's maximum context length can need", limit)
+var largeBodies = semaphore.NewWeighted(largeBodyBytes)
+
+// readBody reads a request body of at most limit bytes. A large one (over
+// smallBody, or of unknown length) first takes its size of largeBodies,
+// which release gives back once the caller is done parsing it. Its error
+// is one line, fit to show a client, and comes with the status to answer:
+// 413 for a body over limit, 400 for one that could not be read, 503 for a
+// client that left while it waited.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, release func(), status int, err error) {
+	tooBig := func() ([]byte, func(), int, error) {
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes, the most a prompt within this model's maximum context length can need", limit)
 	}
 	if r.ContentLength > limit {
 		return tooBig()
 	}
+	release = func() {}
+	if r.ContentLength < 0 || r.ContentLength > smallBody {
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		weight := min(n, largeBodyBytes)
+		if largeBodies.Acquire(r.Context(), weight) != nil {
+			return nil, nil, http.StatusServiceUnavailable, errors.New("the client went away while its request waited to be read")
+		}
+		release = func() { largeBodies.Release(weight) }
+	}
+	// A known Content-Length sizes the buffer, so the body is read without
+	// growing copies of it.
 	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
-	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), buf)
+	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), buf)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
+		release()
 		return tooBig()
 	case err != nil:
-		return nil, http.StatusBadRequest, fmt.Errorf("read the request body: %s", oneLine(err))
+		release()
+		return nil, nil, http.StatusBadRequest, fmt.Errorf("read the request body: %s", oneLine(err))
 	}
-	return body, 0, nil
+	return body, release, 0, nil
 }
 
 // readAll is io.ReadAll into buf, which a known Content-Length sizes so the
@@ -400,13 +415,9 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 // max_model_len tokens of work. The body, the decoded messages and the
 // rendered prompt are dropped before it returns: only token ids go on.
 func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (genRequest, int, error) {
-	body, status, err := readBody(w, r, s.bodyLimit())
+	body, release, status, err := readBody(w, r, s.bodyLimit())
 	if err != nil {
 		return genRequest{}, status, err
-	}
-	release, err := holdParsing(r.Context(), len(body))
-	if err != nil {
-		return genRequest{}, http.StatusServiceUnavailable, errors.New("the client went away while the request waited to be parsed")
 	}
 	defer release()
 	limit := s.prof.MaxModelLen
@@ -656,14 +667,10 @@ func parseTokenizeRequest(body io.Reader) (string, error) {
 // longer than the model's maximum context length, here without tokenizing
 // more than that.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	body, status, err := readBody(w, r, s.bodyLimit())
+	body, release, status, err := readBody(w, r, s.bodyLimit())
 	if err != nil {
 		writeError(w, status, err.Error())
 		return
-	}
-	release, err := holdParsing(r.Context(), len(body))
-	if err != nil {
-		return // the client went away
 	}
 	defer release()
 	text, err := parseTokenizeRequest(bytes.NewReader(body))

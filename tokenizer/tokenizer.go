@@ -10,6 +10,7 @@ package tokenizer
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +62,13 @@ const pieceBytes = 4 << 10
 const busyBytes = 2 << 20
 
 var busy = semaphore.NewWeighted(busyBytes)
+
+// giantBytes is the length from which a piece is pathological, in bytes:
+// prose has pieces of a few bytes, and only a run of hundreds of KiB of
+// spaces or of one "word" is this long. Tokenizing one allocates about 40
+// bytes per byte of it, which the garbage collector would otherwise leave
+// in the heap for a while, so it is given back to the system at once.
+const giantBytes = 256 << 10
 
 // Encode returns the token ids of text.
 func Encode(text string) []uint32 {
@@ -172,6 +180,11 @@ func encode(text string, dst []uint32) []uint32 {
 	w := min(int64(len(text)), busyBytes)
 	busy.Acquire(context.Background(), w) // cannot fail: the context never ends
 	defer busy.Release(w)
+	if len(text) >= giantBytes {
+		// Deferred after Release, so it runs first: the next giant piece
+		// starts once this one's memory is back.
+		defer debug.FreeOSMemory()
+	}
 	ids, _, err := get().Encode(text)
 	if err != nil {
 		// Invalid UTF-8 is replaced rather than refused, as real servers do.

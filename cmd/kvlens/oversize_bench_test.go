@@ -41,20 +41,7 @@ func BenchmarkOversizedRequests(b *testing.B) {
 		b.Fatalf("build kvlens: %v\n%s", err, out)
 	}
 	limit := sim.MustProfile(sim.DefaultProfile).MaxModelLen
-	simPort, servePort := freePorts(b, 1), freePorts(b, 1)
-	simURL := fmt.Sprintf("http://127.0.0.1:%d", simPort)
-	serveURL := fmt.Sprintf("http://127.0.0.1:%d", servePort)
-	// A worker 100 times faster than the profile, so the requests it serves
-	// at the limit finish in moments.
-	worker := start(b, bin, "sim", "--count", "1", "--ports", strconv.Itoa(simPort), "--slowdown", "0.01")
-	defer stop(worker)
-	serve := start(b, bin, "serve", "--addr", fmt.Sprintf("127.0.0.1:%d", servePort), "--workers", simURL,
-		"--no-start", "--record=false", "--db", filepath.Join(dir, "kvlens.db"), "--open-controls")
-	defer stop(serve)
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: parallel}, Timeout: 2 * time.Minute}
-	waitFor(b, client, simURL+"/v1/models")
-	waitFor(b, client, serveURL+"/v1/models")
-
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: parallel}, Timeout: 5 * time.Minute}
 	cap := tokenizer.BodyLimit(limit)
 	// chat is a chat request body of one user message, padded with spaces
 	// after the message (JSON allows them) to exactly size bytes if size > 0.
@@ -64,18 +51,6 @@ func BenchmarkOversizedRequests(b *testing.B) {
 			body = append(body[:len(body)-1], append(bytes.Repeat([]byte(" "), int(size)-len(body)), '}')...)
 		}
 		return body
-	}
-	// The router only refuses by its limit once it has learned the
-	// worker's max_model_len: wait until a body over that cap is a 413.
-	over := chat("x", cap+1)
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if code, _ := send(client, serveURL, over, true); code == http.StatusRequestEntityTooLarge {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("after 20 s the router still does not refuse a body over the worker's cap")
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	prose := func(n int) string { return strings.Repeat("cache ", n) }
 	bursts := []struct {
@@ -87,7 +62,7 @@ func BenchmarkOversizedRequests(b *testing.B) {
 		// Prose of exactly the body cap: over the limit by its tokens, refused
 		// once tokenizing passes it.
 		{"prose at the body cap", chat(prose(int(cap/6)-100), cap), false, http.StatusBadRequest},
-		// Spaces just within the byte bound: the one piece BPE cannot split,
+		// Spaces just within the byte bound: one piece the BPE cannot split,
 		// 2 MiB long, tokenized whole before it is found too long.
 		{"spaces at the byte bound", chat(strings.Repeat(" ", limit*tokenizer.MaxTokenBytes-40), 0), false, http.StatusBadRequest},
 		// A prompt just within the limit, served.
@@ -95,23 +70,25 @@ func BenchmarkOversizedRequests(b *testing.B) {
 		// One byte over the cap, with no Content-Length: read to the cap.
 		{"one byte over the body cap", chat(prose(int(cap/6)-100), cap+1), true, http.StatusRequestEntityTooLarge},
 	}
-	idle := map[string]procMem{"serve": memOf(b, serve), "sim": memOf(b, worker)}
-	peak := map[string]float64{} // MB, the highest of the bursts' peaks
+	type result struct{ idle, peak float64 } // MB
+	worst := map[string]*result{"serve": {}, "sim": {}}
 	b.ResetTimer()
 	for range b.N {
-		for _, target := range []struct{ name, url string }{{"serve", serveURL}, {"sim", simURL}} {
+		for _, target := range []string{"serve", "sim"} {
 			for _, burst := range bursts {
-				// Writing 5 to clear_refs resets the peak (VmHWM) to the
-				// resident memory now, so each burst's own peak shows.
-				proc := map[string]*exec.Cmd{"serve": serve, "sim": worker}[target.name]
-				os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", proc.Process.Pid), []byte("5"), 0)
+				// Fresh processes for each burst, so that each peak is its own.
+				b.StopTimer()
+				f := startPair(b, bin, dir, client)
+				idle := map[string]procMem{"serve": memOf(b, f.serve), "sim": memOf(b, f.sim)}
+				url := map[string]string{"serve": f.serveURL, "sim": f.simURL}[target]
+				b.StartTimer()
 				codes := map[int]int{}
 				var mu sync.Mutex
 				var wg sync.WaitGroup
 				t0 := time.Now()
 				for range parallel {
 					wg.Go(func() {
-						code, err := send(client, target.url, burst.body, burst.chunked)
+						code, err := send(client, url, burst.body, burst.chunked)
 						mu.Lock()
 						defer mu.Unlock()
 						if err != nil {
@@ -121,34 +98,77 @@ func BenchmarkOversizedRequests(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				m := memOf(b, proc)
-				peak[target.name] = max(peak[target.name], m.hwm)
-				b.Logf("%s, %s (%d bytes): %d parallel in %v, statuses %v, peak %.1f MB", target.name, burst.name, len(burst.body), parallel, time.Since(t0).Round(time.Millisecond), codes, m.hwm)
+				took := time.Since(t0)
+				b.StopTimer()
 				if codes[burst.want] != parallel {
-					b.Errorf("%s, %s: statuses %v, want %d × %d", target.name, burst.name, codes, parallel, burst.want)
+					b.Errorf("to %s, %s: statuses %v, want %d × %d", target, burst.name, codes, parallel, burst.want)
 				}
+				// Both processes still serve.
+				for _, u := range []string{f.serveURL, f.simURL} {
+					if code, err := send(client, u, chat("hi", 0), false); err != nil || code != http.StatusOK {
+						b.Errorf("%s after the burst: %d %v", u, code, err)
+					}
+				}
+				line := fmt.Sprintf("to %s, %d × %s (%d bytes): %v, statuses %v;", target, parallel, burst.name, len(burst.body), took.Round(time.Millisecond), codes)
+				for _, p := range []struct {
+					name string
+					cmd  *exec.Cmd
+				}{{"serve", f.serve}, {"sim", f.sim}} {
+					m := memOf(b, p.cmd)
+					line += fmt.Sprintf(" %s idle %.1f MB, peak %.1f MB, after %.1f MB;", p.name, idle[p.name].rss, m.hwm, m.rss)
+					worst[p.name].idle = max(worst[p.name].idle, idle[p.name].rss)
+					worst[p.name].peak = max(worst[p.name].peak, m.hwm)
+				}
+				b.Log(line)
+				f.stop()
+				b.StartTimer()
 			}
 		}
 	}
 	b.StopTimer()
-	// Both processes still serve.
-	for _, u := range []string{serveURL, simURL} {
-		if code, err := send(client, u, chat("hi", 0), false); err != nil || code != http.StatusOK {
-			b.Errorf("%s after the bursts: %d %v", u, code, err)
+	for _, name := range []string{"serve", "sim"} {
+		b.ReportMetric(worst[name].idle, name+"-idle-MB")
+		b.ReportMetric(worst[name].peak, name+"-peak-MB")
+		if worst[name].peak > peakMB {
+			b.Errorf("%s peaked at %.1f MB, over %d MB", name, worst[name].peak, peakMB)
 		}
 	}
-	for _, p := range []struct {
-		name string
-		cmd  *exec.Cmd
-	}{{"serve", serve}, {"sim", worker}} {
-		now := memOf(b, p.cmd)
-		b.Logf("%s: idle RSS %.1f MB (peak so far %.1f MB); peak in the bursts %.1f MB; RSS after them %.1f MB",
-			p.name, idle[p.name].rss, idle[p.name].hwm, peak[p.name], now.rss)
-		b.ReportMetric(idle[p.name].rss, p.name+"-idle-MB")
-		b.ReportMetric(peak[p.name], p.name+"-peak-MB")
-		if peak[p.name] > peakMB {
-			b.Errorf("%s peaked at %.1f MB, over %d MB", p.name, peak[p.name], peakMB)
+}
+
+// pair is a `kvlens sim` worker and a `kvlens serve` routing to it.
+type pair struct {
+	serve, sim       *exec.Cmd
+	serveURL, simURL string
+}
+
+func (p pair) stop() { stop(p.serve); stop(p.sim) }
+
+// startPair starts a worker and a router over it, and returns once the
+// router has learned the worker's max_model_len.
+func startPair(b *testing.B, bin, dir string, client *http.Client) pair {
+	b.Helper()
+	simPort, servePort := freePorts(b, 1), freePorts(b, 1)
+	p := pair{simURL: fmt.Sprintf("http://127.0.0.1:%d", simPort), serveURL: fmt.Sprintf("http://127.0.0.1:%d", servePort)}
+	// A worker 100 times faster than the profile, so the requests it serves
+	// at the limit finish in moments.
+	p.sim = start(b, bin, "sim", "--count", "1", "--ports", strconv.Itoa(simPort), "--slowdown", "0.01")
+	p.serve = start(b, bin, "serve", "--addr", fmt.Sprintf("127.0.0.1:%d", servePort), "--workers", p.simURL,
+		"--no-start", "--record=false", "--db", filepath.Join(dir, "kvlens.db"), "--open-controls")
+	waitFor(b, client, p.simURL+"/v1/models")
+	waitFor(b, client, p.serveURL+"/v1/models")
+	// The router only refuses by the worker's limit once it has learned
+	// it: until then a body just over the worker's cap is within the
+	// default's.
+	over, _ := json.Marshal(map[string]any{"messages": []tokenizer.Message{{Role: "user", Content: strings.Repeat("x", int(tokenizer.BodyLimit(sim.MustProfile(sim.DefaultProfile).MaxModelLen)))}}})
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if code, _ := send(client, p.serveURL, over, false); code == http.StatusRequestEntityTooLarge {
+			return p
 		}
+		if time.Now().After(deadline) {
+			p.stop()
+			b.Fatal("after 20 s the router still does not refuse a body over the worker's cap")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -205,7 +225,7 @@ func start(b *testing.B, bin string, args ...string) *exec.Cmd {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if line := sc.Text(); strings.Contains(line, "error") || strings.Contains(line, "router:") {
+			if line := sc.Text(); strings.Contains(line, "error") && !strings.Contains(line, "conversations") {
 				fmt.Fprintf(os.Stderr, "%s: %s\n", args[0], line)
 			}
 		}
