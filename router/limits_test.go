@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -55,6 +57,7 @@ func TestProxyBoundsTheWorkOfEachRequest(t *testing.T) {
 	px.SetTokenizer(tok)
 	cap := tokenizer.BodyLimit(limit)
 	prose := func(tokens int) string { return strings.Repeat(" cache", tokens) } // one token a word
+	refused := map[string]float64{}                                              // counted so far, by reason
 	tests := []struct {
 		name       string
 		path, body string
@@ -87,6 +90,13 @@ func TestProxyBoundsTheWorkOfEachRequest(t *testing.T) {
 			}
 			if got := served.Load() > fwd; got != tt.forwarded {
 				t.Errorf("forwarded = %v, want %v", got, tt.forwarded)
+			}
+			if tt.want != 200 {
+				reason := map[int]string{400: "too_long", 413: "too_large"}[tt.want]
+				if got := testutil.ToFloat64(px.Router().Metrics().Refused.WithLabelValues(reason)); got != refused[reason]+1 {
+					t.Errorf("kvlens_router_refused_total{reason=%q} = %v, want %v", reason, got, refused[reason]+1)
+				}
+				refused[reason]++
 			}
 			// The proxy keeps serving.
 			if status, raw := post(t, srv.URL+"/v1/chat/completions", chatOf("hi")); status != 200 {

@@ -318,12 +318,16 @@ func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
 		return // the client left; nobody to answer
 	}
 	if err != nil {
+		if status == http.StatusRequestEntityTooLarge {
+			px.rt.metrics.Refused.WithLabelValues("too_large").Inc()
+		}
 		writeError(w, status, err.Error())
 		return
 	}
 	req, rest, err := px.request(r, body, maxTokens)
 	release()
 	if err != nil {
+		px.rt.metrics.Refused.WithLabelValues("too_long").Inc()
 		writeError(w, http.StatusBadRequest, "router: "+err.Error())
 		return
 	}
