@@ -69,6 +69,9 @@ func BenchmarkOversizedRequests(b *testing.B) {
 		{"prose at the token limit", chat(prose(limit-40), 0), false, http.StatusOK},
 		// One byte over the cap, with no Content-Length: read to the cap.
 		{"one byte over the body cap", chat(prose(int(cap/6)-100), cap+1), true, http.StatusRequestEntityTooLarge},
+		// What the hostile visitor sent: 8 MiB, refused on its
+		// Content-Length before it is read.
+		{"8 MiB of prose", chat(prose(8<<20/6), 0), false, http.StatusRequestEntityTooLarge},
 	}
 	type result struct{ idle, peak float64 } // MB
 	worst := map[string]*result{"serve": {}, "sim": {}}
