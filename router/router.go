@@ -118,20 +118,20 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 		cfg.StaleBooking = DefaultStaleBooking
 	}
 	r := &Router{
-		pool:        pool,
-		index:       NewIndex(cfg.BlockSize, cfg.MaxIndexBlocks),
-		approx:      NewApprox(cfg.Clock, 0, 0),
-		clk:         cfg.Clock,
-		blockSize:   cfg.BlockSize,
-		stale:       cfg.StaleBooking,
-		maxModelLen: cfg.MaxModelLen,
-		bookings:    map[*Booking]struct{}{},
-		lastSweep:   cfg.Clock.Now(),
+		pool:      pool,
+		index:     NewIndex(cfg.BlockSize, cfg.MaxIndexBlocks),
+		approx:    NewApprox(cfg.Clock, 0, 0),
+		clk:       cfg.Clock,
+		blockSize: cfg.BlockSize,
+		stale:     cfg.StaleBooking,
+		bookings:  map[*Booking]struct{}{},
+		lastSweep: cfg.Clock.Now(),
 		settings: Settings{
 			Policy: p.Name(), Weight: cfg.Knobs.Weight, Temperature: cfg.Knobs.Temperature,
 			Admission: cfg.Admission, BusyThreshold: cfg.BusyThreshold,
 		},
 	}
+	r.maxModelLen = cfg.MaxModelLen
 	r.metrics = NewMetrics(cfg.Registerer, r.index)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(workerCollector{r})
