@@ -179,3 +179,42 @@ func TracePrompt(rec TraceRecord) string {
 	}
 	return b.String()
 }
+
+// chatTemplateTokens is what the chat template adds around a trace prompt,
+// in tokens, with room to spare: "<|user|>\n", "\n<|assistant|>\n".
+const chatTemplateTokens = 16
+
+// FitTrace clips the records that ask for more than maxModelLen tokens
+// (input_length + output_length, plus the chat template's few tokens), so
+// none is sent as a prompt every worker must refuse: it shortens
+// input_length, and output_length too when that alone fills the context
+// (to half of it), dropping the hash_ids past the new length. It returns the
+// records, changed in place, and a one-line message counting the clipped
+// ones, empty when none was.
+func FitTrace(recs []TraceRecord, maxModelLen int) ([]TraceRecord, string) {
+	budget := maxModelLen - chatTemplateTokens
+	if budget < 2 {
+		return recs, ""
+	}
+	clipped, longest := 0, 0
+	for i := range recs {
+		r := &recs[i]
+		if r.InputLength+r.OutputLength <= budget {
+			continue
+		}
+		clipped++
+		longest = max(longest, r.InputLength+r.OutputLength)
+		if r.OutputLength >= budget {
+			r.OutputLength = budget / 2
+		}
+		r.InputLength = budget - r.OutputLength
+		if blocks := (r.InputLength + TraceBlockTokens - 1) / TraceBlockTokens; len(r.HashIDs) > blocks {
+			r.HashIDs = r.HashIDs[:blocks]
+		}
+	}
+	if clipped == 0 {
+		return recs, ""
+	}
+	return recs, fmt.Sprintf("trace: %d of %d records ask for more than the maximum context length of %d tokens (input_length + output_length, up to %d); their input_length is clipped to fit",
+		clipped, len(recs), maxModelLen, longest)
+}

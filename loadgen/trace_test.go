@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kvlens/kvlens/tokenizer"
@@ -71,4 +72,41 @@ func containsRun(s, sub []uint32) bool {
 		}
 	}
 	return false
+}
+
+func TestFitTraceClipsRecordsPastTheContext(t *testing.T) {
+	const limit = 16384
+	budget := limit - chatTemplateTokens
+	tests := []struct {
+		name            string
+		rec             TraceRecord
+		wantIn, wantOut int
+		wantHashes      int
+		clipped         bool
+	}{
+		{"a record within the context is left alone", TraceRecord{InputLength: 8000, OutputLength: 500, HashIDs: make([]int64, 16)}, 8000, 500, 16, false},
+		{"a record that just fits is left alone", TraceRecord{InputLength: budget - 100, OutputLength: 100, HashIDs: make([]int64, 32)}, budget - 100, 100, 32, false},
+		// sad path
+		{"a million-token prompt is clipped to the context less its output", TraceRecord{InputLength: 1 << 20, OutputLength: 200, HashIDs: make([]int64, 2048)}, budget - 200, 200, (budget - 200 + 511) / 512, true},
+		{"an output that fills the context alone is halved", TraceRecord{InputLength: 100, OutputLength: 1 << 20, HashIDs: make([]int64, 1)}, budget - budget/2, budget / 2, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, msg := FitTrace([]TraceRecord{tt.rec, {InputLength: 10, OutputLength: 10}}, limit)
+			r := recs[0]
+			if r.InputLength != tt.wantIn || r.OutputLength != tt.wantOut || len(r.HashIDs) != tt.wantHashes {
+				t.Fatalf("got input %d, output %d, %d hash_ids; want %d, %d, %d", r.InputLength, r.OutputLength, len(r.HashIDs), tt.wantIn, tt.wantOut, tt.wantHashes)
+			}
+			if (msg != "") != tt.clipped || strings.Contains(msg, "\n") {
+				t.Fatalf("message %q, want one line only when a record was clipped", msg)
+			}
+			if tt.clipped && !strings.Contains(msg, "1 of 2 records") {
+				t.Fatalf("message %q does not count the clipped record", msg)
+			}
+			prompt := tokenizer.RenderChat([]tokenizer.Message{{Role: "user", Content: TracePrompt(r)}})
+			if n := len(tokenizer.Encode(prompt)); n+r.OutputLength > limit {
+				t.Fatalf("the clipped prompt has %d tokens, with %d output past %d", n, r.OutputLength, limit)
+			}
+		})
+	}
 }

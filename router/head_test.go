@@ -47,7 +47,7 @@ func TestChatUntilStopsOnlyWhereAsked(t *testing.T) {
 				}
 				return tt.stopAt == 0 || len(ids) < tt.stopAt
 			}
-			head, estimate, rest := c.chatUntil(msgs, more)
+			head, estimate, rest, _ := c.chatUntil(msgs, more, 0)
 			if !slices.Equal(head, want[:len(head)]) {
 				t.Fatalf("the %d tokens returned are not the prompt's head", len(head))
 			}
@@ -76,7 +76,7 @@ func TestChatUntilStopsOnlyWhereAsked(t *testing.T) {
 				t.Fatalf("rest gave %d tokens that differ from the prompt's %d", len(all), len(want))
 			}
 			asked = 0
-			if got, _, rest := c.chatUntil(msgs, func([]uint32) bool { asked++; return false }); rest != nil || asked != 0 || !slices.Equal(got, want) {
+			if got, _, rest, _ := c.chatUntil(msgs, func([]uint32) bool { asked++; return false }, 0); rest != nil || asked != 0 || !slices.Equal(got, want) {
 				t.Fatalf("after rest, a second pass asked %d times and left rest %v; want every message cached", asked, rest != nil)
 			}
 		})

@@ -24,6 +24,10 @@ type Metrics struct {
 	// TokenizeErrors counts requests routed without their tokens, and so
 	// without cache affinity, because the tokenizer failed.
 	TokenizeErrors prometheus.Counter
+	// Refused counts requests the router refused before routing, by reason:
+	// too_long (400, a prompt past the maximum context length) or too_large
+	// (413, a body past the cap derived from it).
+	Refused *prometheus.CounterVec
 
 	hashing, lookup, scoring, total prometheus.Observer
 }
@@ -58,13 +62,16 @@ func NewMetrics(reg prometheus.Registerer, idx *Index) *Metrics {
 		TokenizeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvlens_router_tokenize_errors_total", Help: "Requests routed without their tokens (no cache affinity) because tokenizing failed.",
 		}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_router_refused_total", Help: "Requests refused before routing: too_long (400, prompt past max_model_len) or too_large (413, body past its cap).",
+		}, []string{"reason"}),
 	}
 	m.hashing = m.Overhead.WithLabelValues("hashing")
 	m.lookup = m.Overhead.WithLabelValues("lookup")
 	m.scoring = m.Overhead.WithLabelValues("scoring")
 	m.total = m.Overhead.WithLabelValues("total")
 	if reg != nil {
-		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors)
+		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors, m.Refused)
 		if idx != nil {
 			reg.MustRegister(eventCollector{idx})
 		}

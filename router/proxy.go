@@ -10,11 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/kvlens/kvlens/blockhash"
 	"github.com/kvlens/kvlens/tokenizer"
@@ -29,14 +32,32 @@ const (
 	HeaderOverlap = "X-Kvlens-Overlap-Blocks"
 )
 
-// maxBodyBytes bounds a proxied request body (8 MiB).
-const maxBodyBytes = 8 << 20
+// maxAnswerBytes bounds a worker's answer to /tokenize (8 MiB).
+const maxAnswerBytes = 8 << 20
+
+// Large request bodies are read, parsed and tokenized a few at a time.
+// While it is parsed, a body costs about three times its size (the body, the
+// decoded messages, the rendered segments), so a burst of 32 bodies at the
+// cap of a 16k-token model (2 MiB each) would otherwise hold 200 MiB at
+// once, and the garbage collector lets the heap grow to twice what it holds.
+
+// smallBody is the largest body, in bytes, read without taking the budget:
+// ordinary prompts, tens of KiB, never wait for each other.
+const smallBody = 256 << 10
+
+// largeBodyBytes is the budget of large bodies being read, parsed and
+// tokenized at once in this process, in bytes.
+const largeBodyBytes = 16 << 20
+
+var largeBodies = semaphore.NewWeighted(largeBodyBytes)
 
 // Proxy routes OpenAI requests to workers.
 type Proxy struct {
 	rt        *Router
 	client    *http.Client
 	tokenizer Tokenizer
+	// bg tracks the tokenizing of prompts' rests after their first token.
+	bg sync.WaitGroup
 }
 
 // New returns a proxy over a fixed set of workers that starts with policy p
@@ -118,76 +139,198 @@ var chatTokens = newTokenCache()
 // messages through the shared chat template, a completion's prompt as is.
 // A body it cannot read yields no tokens; the worker will judge it.
 func PromptTokens(path string, body []byte) []uint32 {
-	var req struct {
-		Messages []tokenizer.Message `json:"messages"`
-		Prompt   json.RawMessage     `json:"prompt"`
+	ids, _ := promptTokens(path, body, 0)
+	return ids
+}
+
+// promptBody is the part of an OpenAI request body that holds the prompt.
+type promptBody struct {
+	Messages []tokenizer.Message `json:"messages"`
+	Prompt   json.RawMessage     `json:"prompt"`
+}
+
+// text returns the prompt of a completion request given as a string.
+func (b *promptBody) text() (string, bool) {
+	var s string
+	return s, json.Unmarshal(b.Prompt, &s) == nil
+}
+
+// textBytes is the length in bytes of the prompt the workers will tokenize,
+// or -1 when the body holds none the router can read.
+func (b *promptBody) textBytes(path string) int {
+	if path == "/v1/chat/completions" {
+		if len(b.Messages) == 0 {
+			return -1
+		}
+		return tokenizer.ChatBytes(b.Messages)
 	}
+	if s, ok := b.text(); ok {
+		return len(s)
+	}
+	return -1
+}
+
+// promptTokens is PromptTokens for a model of at most limit tokens (0: no
+// limit), which it checks as tokenizer.EncodeLimit does.
+func promptTokens(path string, body []byte, limit int) ([]uint32, error) {
+	var req promptBody
 	if json.Unmarshal(body, &req) != nil {
-		return nil
+		return nil, nil
+	}
+	if limit <= 0 {
+		limit = math.MaxInt / tokenizer.MaxTokenBytes
 	}
 	if path == "/v1/chat/completions" {
 		if len(req.Messages) == 0 {
-			return nil
+			return nil, nil
 		}
-		return chatTokens.chat(req.Messages)
+		if err := tokenizer.CheckBytes(tokenizer.ChatBytes(req.Messages), limit); err != nil {
+			return nil, err
+		}
+		ids, _, _, err := chatTokens.chatUntil(req.Messages, func([]uint32) bool { return true }, limit)
+		return ids, err
 	}
-	var s string
-	if json.Unmarshal(req.Prompt, &s) == nil {
-		return tokenizer.Encode(s)
+	if s, ok := req.text(); ok {
+		return tokenizer.EncodeLimit(s, limit)
 	}
 	var ids []uint32
 	if json.Unmarshal(req.Prompt, &ids) == nil {
-		return ids
+		if len(ids) > limit {
+			return nil, &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
+		}
+		return ids, nil
 	}
-	return nil
+	return nil, nil
 }
 
-// request tokenizes a request's prompt for a decision. With the embedded
-// tokenizer, a chat prompt is tokenized only as far as any worker could
-// hold it (Router.Reaches): text no worker can have cached cannot change
-// the decision, only the prompt's length, which is estimated. rest then
-// tokenizes the remainder, and is nil when nothing was left.
+// request tokenizes a request's prompt for a decision, refusing one longer
+// than limit tokens with a *tokenizer.TooLongError: on its bytes alone when
+// they say so (nothing is tokenized), else as soon as tokenizing passes the
+// limit.
 //
-// This keeps a new long prompt's BPE (about 0.2 µs a token) off the time to
+// With the embedded tokenizer, a chat prompt is tokenized only as far as
+// any worker could hold it (Router.Reaches): text no worker can have cached
+// cannot change the decision, only the prompt's length, which is estimated.
+// rest then tokenizes the remainder, and is nil when nothing was left. This
+// keeps a new long prompt's BPE (about 0.2 µs a token) off the time to
 // first token: the decision waits for the first piece only, and the rest is
-// tokenized once the first token is out (see stream).
-func (px *Proxy) request(r *http.Request, body []byte) (req *Request, rest func() []uint32) {
+// tokenized once the first token is out (see stream). A prompt of more bytes
+// than limit may have more tokens than limit, so it is tokenized whole (up
+// to the limit) before the decision instead.
+func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request, rest func() []uint32, err error) {
 	req = &Request{Path: r.URL.Path, Body: body}
+	var pb promptBody
+	if json.Unmarshal(body, &pb) != nil {
+		return req, nil, nil // the worker will judge the body
+	}
+	n := pb.textBytes(r.URL.Path)
+	if n < 0 {
+		return req, nil, nil // the worker will judge the body
+	}
+	if err := tokenizer.CheckBytes(n, limit); err != nil {
+		return nil, nil, err
+	}
 	if _, ok := px.tokenizer.(Embedded); ok && r.URL.Path == "/v1/chat/completions" {
-		var chat struct {
-			Messages []tokenizer.Message `json:"messages"`
-		}
-		if json.Unmarshal(body, &chat) != nil || len(chat.Messages) == 0 {
-			return req, nil // the worker will judge the body
-		}
+		// Every token has at least one byte, so a prompt of at most limit
+		// bytes fits, and only a longer one must be counted to the end.
+		mustCount := n > limit
 		bs := px.rt.blockSize
 		var chain []uint64
 		more := func(ids []uint32) bool {
 			chain = blockhash.Extend(chain, ids[len(chain)*bs:], bs)
-			return px.rt.Reaches(chain)
+			return mustCount || px.rt.Reaches(chain)
 		}
-		ids, estimate, rest := chatTokens.chatUntil(chat.Messages, more)
+		ids, estimate, rest, err := chatTokens.chatUntil(pb.Messages, more, limit)
+		if err != nil {
+			return nil, nil, err
+		}
 		req.TokenIDs, req.Tokens = ids, estimate
 		req.Chain = blockhash.Extend(chain, ids[len(chain)*bs:], bs)
-		return req, rest
+		return req, rest, nil
 	}
-	ids, err := px.tokenizer.Tokens(r.Context(), r.URL.Path, body)
-	if err != nil {
+	var ids []uint32
+	if _, ok := px.tokenizer.(Embedded); ok {
+		ids, err = promptTokens(r.URL.Path, body, limit)
+	} else {
+		ids, err = px.tokenizer.Tokens(r.Context(), r.URL.Path, body)
+		if err == nil && len(ids) > limit {
+			err = &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
+		}
+	}
+	var tooLong *tokenizer.TooLongError
+	switch {
+	case errors.As(err, &tooLong):
+		return nil, nil, err
+	case err != nil:
 		// Route anyway, without cache affinity: a tokenizer outage must
 		// not become an outage of the service. It is counted.
 		px.rt.metrics.TokenizeErrors.Inc()
 	}
 	req.TokenIDs = ids
-	return req, nil
+	return req, nil, nil
+}
+
+// readBody reads a request body of at most limit bytes. A large one (over
+// smallBody, or of unknown length) first takes its size of largeBodies,
+// which release gives back once the caller is done parsing it. Its error
+// is one line, fit to show a client, and comes with the status to answer:
+// 413 for a body over limit, 400 for one that could not be read. A client
+// that left while it waited gets no answer: status 0.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, maxTokens int) (body []byte, release func(), status int, err error) {
+	tooBig := func() ([]byte, func(), int, error) {
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("router: the request body is larger than %d bytes, the most a prompt within the maximum context length of %d tokens can need", limit, maxTokens)
+	}
+	if r.ContentLength > limit {
+		return tooBig()
+	}
+	release = func() {}
+	if r.ContentLength < 0 || r.ContentLength > smallBody {
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		weight := min(n, largeBodyBytes)
+		if err := largeBodies.Acquire(r.Context(), weight); err != nil {
+			return nil, nil, 0, err
+		}
+		release = func() { largeBodies.Release(weight) }
+	}
+	// A known Content-Length sizes the buffer, so the body is read without
+	// growing copies of it.
+	buf := bytes.NewBuffer(make([]byte, 0, max(min(r.ContentLength, limit), 512)+1))
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		release()
+		return tooBig()
+	case err != nil:
+		release()
+		return nil, nil, http.StatusBadRequest, fmt.Errorf("router: read the request body: %s", oneLine(err))
+	}
+	return buf.Bytes(), release, 0, nil
 }
 
 func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	limit, maxTokens := px.bodyLimit()
+	body, release, status, err := readBody(w, r, limit, maxTokens)
+	if status == 0 && err != nil {
+		return // the client left; nobody to answer
+	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "router: read request body: "+err.Error())
+		if status == http.StatusRequestEntityTooLarge {
+			px.rt.metrics.Refused.WithLabelValues("too_large").Inc()
+		}
+		writeError(w, status, err.Error())
 		return
 	}
-	req, rest := px.request(r, body)
+	req, rest, err := px.request(r, body, maxTokens)
+	release()
+	if err != nil {
+		px.rt.metrics.Refused.WithLabelValues("too_long").Inc()
+		writeError(w, http.StatusBadRequest, "router: "+err.Error())
+		return
+	}
 	var tried []*Worker
 	var lastErr error
 	for {
@@ -264,9 +407,11 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	if b != nil {
 		defer b.Release()
 		complete := func() {}
-		if rest != nil {
+		// A worker's refusal (say, 400: prompt too long) has no first
+		// token and needs no rest: nothing more is tokenized for it.
+		if rest != nil && resp.StatusCode/100 == 2 {
 			var once sync.Once
-			complete = func() { once.Do(func() { go func() { px.rt.Complete(b, rest()) }() }) }
+			complete = func() { once.Do(func() { px.bg.Go(func() { px.rt.Complete(b, rest()) }) }) }
 		}
 		defer complete()
 		sc.onContent = func() { b.FirstToken(); complete() }
@@ -315,8 +460,10 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	}
 }
 
+// writeError answers in the OpenAI error shape, which every OpenAI client
+// turns into a readable message.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "code": status}})
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": http.StatusText(status), "code": status}})
 }

@@ -46,6 +46,10 @@ type Config struct {
 	StaleBooking time.Duration
 	// Registerer receives the router's metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// MaxModelLen is the context length to enforce, in tokens, when no
+	// worker reports one; 0 means DefaultMaxModelLen. See
+	// Router.MaxModelLen.
+	MaxModelLen int
 }
 
 // Settings are the router's run-time switches, as the admin API shows them.
@@ -72,6 +76,8 @@ type Router struct {
 	blockSize int
 	stale     time.Duration
 	metrics   *Metrics
+	// maxModelLen is Config.MaxModelLen, in tokens.
+	maxModelLen int
 
 	policy atomic.Pointer[policyBox]
 
@@ -125,6 +131,7 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 			Admission: cfg.Admission, BusyThreshold: cfg.BusyThreshold,
 		},
 	}
+	r.maxModelLen = cfg.MaxModelLen
 	r.metrics = NewMetrics(cfg.Registerer, r.index)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(workerCollector{r})

@@ -98,7 +98,7 @@ func (t *WorkerTokenize) Tokens(ctx context.Context, path string, body []byte) (
 	var out struct {
 		Tokens []uint32 `json:"tokens"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBodyBytes)).Decode(&out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("router: tokenize on %s: answer: %w", wk.Name, err)
 	}
 	return out.Tokens, nil

@@ -95,7 +95,12 @@ const pieceBytes = 1024
 // from the tokens per byte so far, and rest, which tokenizes the remainder,
 // caches it and returns all the tokens. When every piece was needed, rest
 // is nil and estimate is exact.
-func (c *tokenCache) chatUntil(msgs []tokenizer.Message, more func(ids []uint32) bool) (ids []uint32, estimate int, rest func() []uint32) {
+//
+// With limit > 0 it stops as soon as it has more than limit tokens, and
+// returns a *tokenizer.TooLongError; rest then tokenizes without limit, so
+// more must not say no to a prompt that may pass it.
+func (c *tokenCache) chatUntil(msgs []tokenizer.Message, more func(ids []uint32) bool, limit int) (ids []uint32, estimate int, rest func() []uint32, err error) {
+	over := func() bool { return limit > 0 && len(ids) > limit }
 	segs := make([]string, 0, len(msgs)+1)
 	for _, m := range msgs {
 		segs = append(segs, segment(m))
@@ -106,6 +111,9 @@ func (c *tokenCache) chatUntil(msgs []tokenizer.Message, more func(ids []uint32)
 		if cached, ok := c.get(seg); ok {
 			ids = append(ids, cached...)
 			done += len(seg)
+			if over() {
+				return nil, 0, nil, &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
+			}
 			continue
 		}
 		parts := tokenizer.Cut(seg, len(seg)/pieceBytes)
@@ -134,19 +142,22 @@ func (c *tokenCache) chatUntil(msgs []tokenizer.Message, more func(ids []uint32)
 						all = append(all, c.encode(s)...)
 					}
 					return all
-				}
+				}, nil
 			}
 			ids = append(ids, tokenizer.Encode(part)...)
 			done += len(part)
+			if over() {
+				return nil, 0, nil, &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
+			}
 		}
 		c.put(seg, slices.Clone(ids[start:]))
 	}
-	return ids, len(ids), nil
+	return ids, len(ids), nil, nil
 }
 
 // chat returns the tokens of RenderChat(msgs): chatUntil, never stopped.
 func (c *tokenCache) chat(msgs []tokenizer.Message) []uint32 {
-	ids, _, _ := c.chatUntil(msgs, func([]uint32) bool { return true })
+	ids, _, _, _ := c.chatUntil(msgs, func([]uint32) bool { return true }, 0)
 	return ids
 }
 

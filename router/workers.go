@@ -44,6 +44,9 @@ type Worker struct {
 	flagCapacity atomic.Int64
 	// learn is what the worker reported about its batch capacity.
 	learn learnState
+	// maxModelLen is the max_model_len the worker reported, in tokens; 0
+	// before it has reported one.
+	maxModelLen atomic.Int64
 	// load is guarded by the Router's lock.
 	load load
 	// Counters for the admin API.
@@ -360,7 +363,12 @@ func (p *Pool) checkHealth(ctx context.Context, clk clock.Clock, client *http.Cl
 			ok := health(ctx, client, timeout, w)
 			w.SetHealthy(ok)
 			if w.learn.due(clk.Now(), ok) {
+				// Both asks share one timeout, so that a worker hanging on
+				// them delays its health poll by at most that.
+				ctx, cancel := context.WithTimeout(ctx, timeout)
 				learnCapacity(ctx, client, timeout, w, logf)
+				learnMaxModelLen(ctx, client, w, logf)
+				cancel()
 			}
 		})
 	}

@@ -7,6 +7,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	openai "github.com/sashabaranov/go-openai"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/clock"
@@ -26,9 +28,83 @@ import (
 // DefaultModel is the model name simulated workers report.
 const DefaultModel = "meta-llama/Llama-3.1-70B-Instruct-FP8"
 
-// maxBodyBytes bounds a request body: 8 MiB is far beyond any prompt a
-// 16k-token context could hold.
-const maxBodyBytes = 8 << 20
+// Large request bodies are read, parsed and tokenized a few at a time.
+// While it is parsed, a body costs about three times its size (the body, the
+// decoded messages, the rendered prompt), so a burst of 32 bodies at the cap
+// of a 16k-token model (2 MiB each) would otherwise hold 200 MiB at once,
+// and the garbage collector lets the heap grow to twice what it holds.
+
+// smallBody is the largest body, in bytes, read without taking the budget:
+// ordinary prompts, tens of KiB, never wait for each other.
+const smallBody = 256 << 10
+
+// largeBodyBytes is the budget of large bodies being read, parsed and
+// tokenized at once in this process, in bytes.
+const largeBodyBytes = 8 << 20
+
+var largeBodies = semaphore.NewWeighted(largeBodyBytes)
+
+// readBody reads a request body of at most limit bytes. A large one (over
+// smallBody, or of unknown length) first takes its size of largeBodies,
+// which release gives back once the caller is done parsing it. Its error
+// is one line, fit to show a client, and comes with the status to answer:
+// 413 for a body over limit, 400 for one that could not be read, 503 for a
+// client that left while it waited.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, release func(), status int, err error) {
+	tooBig := func() ([]byte, func(), int, error) {
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes, the most a prompt within this model's maximum context length can need", limit)
+	}
+	if r.ContentLength > limit {
+		return tooBig()
+	}
+	release = func() {}
+	if r.ContentLength < 0 || r.ContentLength > smallBody {
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		weight := min(n, largeBodyBytes)
+		if largeBodies.Acquire(r.Context(), weight) != nil {
+			return nil, nil, http.StatusServiceUnavailable, errors.New("the client went away while its request waited to be read")
+		}
+		release = func() { largeBodies.Release(weight) }
+	}
+	// A known Content-Length sizes the buffer, so the body is read without
+	// growing copies of it.
+	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
+	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), buf)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		release()
+		return tooBig()
+	case err != nil:
+		release()
+		return nil, nil, http.StatusBadRequest, fmt.Errorf("read the request body: %s", oneLine(err))
+	}
+	return body, release, 0, nil
+}
+
+// readAll is io.ReadAll into buf, which a known Content-Length sizes so the
+// body is read without growing a copy of it.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// bodyLimit is the largest request body the worker reads, in bytes.
+func (s *Server) bodyLimit() int64 { return tokenizer.BodyLimit(s.prof.MaxModelLen) }
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
@@ -101,11 +177,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`)
 	})
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, openai.ModelsList{Models: []openai.Model{{
-			ID: s.model, Object: "model", OwnedBy: "kvlens-sim",
-		}}})
-	})
+	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/chat/completions", s.completions(true))
 	mux.HandleFunc("POST /v1/completions", s.completions(false))
 	mux.HandleFunc("POST /tokenize", s.tokenize)
@@ -123,6 +195,20 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	})
 	s.mux = mux
 	return s, nil
+}
+
+// models answers as vLLM's GET /v1/models does, with max_model_len: the
+// longest prompt plus output, in tokens, which a router reads to refuse
+// over-long prompts itself.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		openai.Model
+		MaxModelLen int `json:"max_model_len"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{openai.Model{ID: s.model, Object: "model", OwnedBy: "kvlens-sim"}, s.prof.MaxModelLen}}})
 }
 
 // inferenceConfig answers as vLLM's GET /inference/v1/config does, with the
@@ -182,7 +268,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // genRequest is a parsed generation request, chat or plain completion.
 type genRequest struct {
-	prompt    string
+	ids       []uint32 // the prompt's tokens
 	maxTokens int
 	stream    bool
 	usage     bool // stream_options.include_usage
@@ -294,26 +380,10 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " 
 // completions serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) completions(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
-		var g genRequest
-		if chat {
-			req, err := parseChatRequest(body)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
-			g = genRequest{prompt: tokenizer.RenderChat(req.Messages), maxTokens: req.MaxTokens, stream: req.Stream,
-				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
-				greedy: isZero(req.Temperature)}
-		} else {
-			req, err := parseCompletionRequest(body)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
-			g = genRequest{prompt: req.text, maxTokens: req.MaxTokens, stream: req.Stream,
-				usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
-				greedy: isZero(req.Temperature)}
+		g, status, err := s.parseGen(w, r, chat)
+		if err != nil {
+			writeError(w, status, err.Error())
+			return
 		}
 		fault := s.faults.draw()
 		switch fault {
@@ -327,7 +397,8 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 			writeError(w, http.StatusInternalServerError, "injected fault: internal engine error")
 			return
 		}
-		req := Request{Prompt: tokenizer.Encode(g.prompt), MaxTokens: g.maxTokens, Greedy: g.greedy}
+		req := Request{Prompt: g.ids, MaxTokens: g.maxTokens, Greedy: g.greedy}
+		g.ids = nil // the engine owns them now
 		if g.ignoreEOS {
 			req.OutputTokens = g.maxTokens
 		}
@@ -338,6 +409,51 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 		}
 		s.serveStream(w, r, st, g, chat, fault == faultCut)
 	}
+}
+
+// parseGen reads, checks and tokenizes a generation request, with the
+// error's status: 413 for a body over bodyLimit, 400 for anything else
+// wrong, among them a prompt longer than the model's maximum context
+// length, which is refused on its bytes when it can be and otherwise as
+// soon as tokenizing passes the limit, so that it costs at most
+// max_model_len tokens of work. The body, the decoded messages and the
+// rendered prompt are dropped before it returns: only token ids go on.
+func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (genRequest, int, error) {
+	body, release, status, err := readBody(w, r, s.bodyLimit())
+	if err != nil {
+		return genRequest{}, status, err
+	}
+	defer release()
+	limit := s.prof.MaxModelLen
+	var g genRequest
+	var prompt string
+	if chat {
+		req, err := parseChatRequest(bytes.NewReader(body))
+		if err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
+		if err := tokenizer.CheckBytes(tokenizer.ChatBytes(req.Messages), limit); err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
+		prompt = tokenizer.RenderChat(req.Messages)
+		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
+			greedy: isZero(req.Temperature)}
+	} else {
+		req, err := parseCompletionRequest(bytes.NewReader(body))
+		if err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
+		prompt = req.text
+		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
+			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
+			greedy: isZero(req.Temperature)}
+	}
+	g.ids, err = tokenizer.EncodeLimit(prompt, limit)
+	if err != nil {
+		return genRequest{}, http.StatusBadRequest, err
+	}
+	return g, 0, nil
 }
 
 // serveStream waits for the engine's tokens and writes them out, as SSE
@@ -551,13 +667,26 @@ func parseTokenizeRequest(body io.Reader) (string, error) {
 	return "", errors.New("give a prompt or messages to tokenize")
 }
 
+// tokenize serves vLLM's POST /tokenize. Like vLLM it refuses a prompt
+// longer than the model's maximum context length, here without tokenizing
+// more than that.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	text, err := parseTokenizeRequest(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	body, release, status, err := readBody(w, r, s.bodyLimit())
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	defer release()
+	text, err := parseTokenizeRequest(bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ids := tokenizer.Encode(text)
+	ids, err := tokenizer.EncodeLimit(text, s.prof.MaxModelLen)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"tokens": ids, "count": len(ids), "max_model_len": s.runner.Profile().MaxModelLen,
 	})

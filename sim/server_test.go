@@ -717,3 +717,85 @@ func TestTemperatureZeroAnswersAPromptTheSameWayEveryTime(t *testing.T) {
 		t.Fatalf("two prompts at temperature 0 got one answer %q", first)
 	}
 }
+
+func TestOversizedRequestsAreRefusedAndTheWorkerKeepsServing(t *testing.T) {
+	p := fast()
+	p.MaxModelLen = 1024
+	_, srv, _ := newTestServer(t, p)
+	limit := tokenizer.BodyLimit(p.MaxModelLen)
+	chat := func(content string, maxTokens int) string {
+		b, _ := json.Marshal(map[string]any{"max_tokens": maxTokens, "messages": []tokenizer.Message{{Role: "user", Content: content}}})
+		return string(b)
+	}
+	// fits is a prompt of about 1,000 tokens: with the template and one
+	// output token it stays within 1,024.
+	fits := strings.Repeat("cache ", 1000)
+	tests := []struct {
+		name    string
+		path    string
+		body    string
+		want    int
+		wantMsg string
+	}{
+		{"a prompt within the context length is served", "/v1/chat/completions", chat(fits, 1), 200, `"finish_reason"`},
+		{"a /tokenize prompt within the context length is tokenized", "/tokenize", `{"prompt":"` + fits + `"}`, 200, `"count"`},
+		// sad path
+		{"a chat prompt too long by its bytes alone is a 400 before tokenizing", "/v1/chat/completions",
+			chat(strings.Repeat("a", 1024*tokenizer.MaxTokenBytes+1), 1), 400, "bytes, and no token is longer than 128 bytes"},
+		{"a chat prompt too long by its tokens is a 400 once tokenizing passes the limit", "/v1/chat/completions",
+			chat(strings.Repeat("cache ", 3000), 1), 400, "tokenizing stopped"},
+		{"a completion prompt too long by its tokens is a 400", "/v1/completions",
+			`{"prompt":"` + strings.Repeat("cache ", 3000) + `"}`, 400, "maximum context length is 1024 tokens"},
+		{"a /tokenize prompt too long by its tokens is a 400", "/tokenize",
+			`{"prompt":"` + strings.Repeat("cache ", 3000) + `"}`, 400, "maximum context length is 1024 tokens"},
+		{"a body over the cap is a 413", "/v1/chat/completions",
+			chat(strings.Repeat("a", int(limit)), 1), 413, fmt.Sprintf("larger than %d bytes", limit)},
+		{"a /tokenize body over the cap is a 413", "/tokenize",
+			`{"prompt":"` + strings.Repeat("a", int(limit)) + `"}`, 413, "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post(srv.URL+tt.path, "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want || !strings.Contains(string(raw), tt.wantMsg) || strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 {
+				t.Fatalf("got %d %.300s, want %d containing %q on one line", resp.StatusCode, raw, tt.want, tt.wantMsg)
+			}
+			// The worker keeps serving.
+			resp, err = http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chat("hi", 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("a small request after it got %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestModelsReportsMaxModelLen(t *testing.T) {
+	p := fast()
+	p.MaxModelLen = 4096
+	_, srv, _ := newTestServer(t, p)
+	resp, err := http.Get(srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Data) != 1 || got.Data[0].ID != DefaultModel || got.Data[0].MaxModelLen != 4096 {
+		t.Fatalf("/v1/models = %+v, want %s with max_model_len 4096", got.Data, DefaultModel)
+	}
+}

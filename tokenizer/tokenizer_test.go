@@ -1,7 +1,10 @@
 package tokenizer
 
 import (
+	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -95,4 +98,129 @@ func FuzzCutKeepsTokens(f *testing.F) {
 			t.Fatalf("parts %q encode to %v, the whole text to %v", parts, got, whole)
 		}
 	})
+}
+
+// whole tokenizes text in one call to the BPE, as Encode did before it
+// worked in pieces.
+func whole(text string) []uint32 { return encode(text, nil) }
+
+func TestEncodeInPiecesMatchesOneCall(t *testing.T) {
+	prose := strings.Repeat("The KV cache keeps every key and value, so a prefix is computed once. ", 400)
+	tests := []struct {
+		name string
+		text string
+	}{
+		{"long prose cut into many pieces tokenizes as one call does", prose},
+		{"a long run of spaces, which cannot be cut, tokenizes as one call does", strings.Repeat(" ", 3*pieceBytes)},
+		{"non-ASCII text between the cut points tokenizes as one call does", strings.Repeat("café naïve 東京 ", 2000)},
+		{"text shorter than a piece is one call", "short"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := Encode(tt.text), whole(tt.text); !slices.Equal(got, want) {
+				t.Fatalf("Encode gave %d tokens, one call %d", len(got), len(want))
+			}
+		})
+	}
+}
+
+func TestEncodeLimit(t *testing.T) {
+	prose := strings.Repeat("The KV cache keeps every key and value. ", 2000)
+	n := len(whole(prose))
+	tests := []struct {
+		name      string
+		text      string
+		limit     int
+		wantErr   bool
+		wantBytes bool // refused on its bytes, before tokenizing
+	}{
+		{"a text within the limit gives all its tokens", prose, n + 1, false, false},
+		{"a text of exactly the limit gives all its tokens", prose, n, false, false},
+		// sad path
+		{"a text one token over the limit is refused", prose, n - 1, true, false},
+		{"a text far over the limit, but not by its bytes, is refused once tokenizing passes it", prose, 700, true, false},
+		{"a text longer than limit tokens of the longest token is refused on its bytes", strings.Repeat("a", 10*MaxTokenBytes+1), 10, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ids, err := EncodeLimit(tt.text, tt.limit)
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("EncodeLimit: %v", err)
+				}
+				if !slices.Equal(ids, whole(tt.text)) {
+					t.Fatalf("EncodeLimit gave %d tokens, Encode %d", len(ids), n)
+				}
+				return
+			}
+			var tl *TooLongError
+			if !errors.As(err, &tl) {
+				t.Fatalf("EncodeLimit error = %v, want a *TooLongError", err)
+			}
+			if tl.AtLeast <= tt.limit || tl.Limit != tt.limit || (tl.Bytes > 0) != tt.wantBytes {
+				t.Fatalf("TooLongError = %+v, limit %d, want refused on bytes %v", tl, tt.limit, tt.wantBytes)
+			}
+			if !tt.wantBytes && tl.AtLeast > tt.limit+pieceBytes {
+				t.Fatalf("tokenizing went on to %d tokens, far past the limit %d", tl.AtLeast, tt.limit)
+			}
+			if strings.Contains(tl.Error(), "\n") || !strings.Contains(tl.Error(), strconv.Itoa(tt.limit)) {
+				t.Fatalf("message %q is not one line naming the limit", tl.Error())
+			}
+		})
+	}
+}
+
+func TestLongestTokenIsMaxTokenBytes(t *testing.T) {
+	// CheckBytes and BodyLimit rest on this: no cl100k token is longer.
+	longest := 0
+	for id := range uint32(200_000) {
+		longest = max(longest, len(Decode([]uint32{id})))
+	}
+	if longest != MaxTokenBytes {
+		t.Fatalf("the longest token has %d bytes, MaxTokenBytes says %d", longest, MaxTokenBytes)
+	}
+}
+
+func FuzzEncodeMatchesOneCall(f *testing.F) {
+	f.Add("The KV cache keeps every key and value.", 3)
+	f.Add(strings.Repeat("ab cd ", 100), 7)
+	f.Add("x \xff\xfe y z", 2)
+	f.Add(strings.Repeat(" ", 300)+"a b", 4)
+	f.Fuzz(func(t *testing.T, text string, n int) {
+		n = n%64 + 1
+		var ids []uint32
+		for _, p := range Cut(text, n) {
+			ids = encode(p, ids)
+		}
+		if want := whole(text); !slices.Equal(ids, want) {
+			t.Fatalf("%d pieces gave %d tokens, one call %d", n, len(ids), len(want))
+		}
+		limit := len(ids)
+		if got, err := EncodeLimit(text, limit); err != nil || !slices.Equal(got, ids) {
+			t.Fatalf("EncodeLimit at its own length: %v", err)
+		}
+		if limit > 0 {
+			if _, err := EncodeLimit(text, limit-1); err == nil {
+				t.Fatal("EncodeLimit one under its length did not refuse")
+			}
+		}
+	})
+}
+
+func TestChatBytesIsTheRenderedLength(t *testing.T) {
+	tests := []struct {
+		name string
+		msgs []Message
+	}{
+		{"no messages is the assistant header alone", nil},
+		{"one message counts its role, content and markup", []Message{{"user", "hi"}}},
+		{"several messages add up, non-ASCII in bytes", []Message{{"system", "Be brief."}, {"user", "東京は?"}, {"assistant", ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := ChatBytes(tt.msgs), len(RenderChat(tt.msgs)); got != want {
+				t.Fatalf("ChatBytes = %d, len(RenderChat) = %d", got, want)
+			}
+		})
+	}
 }

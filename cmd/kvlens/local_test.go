@@ -13,7 +13,7 @@ import (
 )
 
 // freePorts returns n consecutive free loopback ports.
-func freePorts(t *testing.T, n int) int {
+func freePorts(t testing.TB, n int) int {
 	t.Helper()
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

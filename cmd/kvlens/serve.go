@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed) or shed (503 when every worker is busy)")
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
 	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=; 0 means what each worker reports, else 64")
+	fs.IntVar(&cfg.Router.MaxModelLen, "max-model-len", cfg.Router.MaxModelLen, "longest prompt plus output, in tokens, when no worker reports its max_model_len on GET /v1/models: longer prompts are refused with 400 and request bodies are capped from it (0: "+strconv.Itoa(router.DefaultMaxModelLen)+")")
 	fs.IntVar(&cfg.Router.BlockSize, "block-size", cfg.Router.BlockSize, "KV block size in tokens, as the workers use")
 	fs.BoolVar(&cfg.NoStart, "no-start", cfg.NoStart, "wait for Start on the dashboard instead of starting the load at once")
 	fs.IntVar(&cfg.Load.Concurrency, "concurrency", cfg.Load.Concurrency, "initial number of simultaneous conversations (must be on the slider's scale)")
@@ -114,6 +116,14 @@ func serve(args []string) int {
 		return 2
 	}
 
+	if len(cfg.Load.Trace) > 0 {
+		var msg string
+		cfg.Load.Trace, msg = loadgen.FitTrace(cfg.Load.Trace, traceLimit(cfg))
+		if msg != "" {
+			fmt.Fprintln(os.Stderr, "kvlens: "+msg)
+		}
+	}
+
 	rule, source, err := acc.serveRule(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)
@@ -155,6 +165,20 @@ func serve(args []string) int {
 		fmt.Fprintln(os.Stderr, "kvlens: shutdown: still closing after 4.5 s; exiting anyway")
 	}
 	return 0
+}
+
+// traceLimit is the context length a trace's records must fit, in tokens:
+// --max-model-len, else the simulated workers' when they serve, else the
+// router's default. Real workers that report a smaller one refuse the
+// records past it, each with a 400 the load generator counts.
+func traceLimit(cfg demo.Config) int {
+	switch {
+	case cfg.Router.MaxModelLen > 0:
+		return cfg.Router.MaxModelLen
+	case len(cfg.Workers) == 0 && cfg.SimProfile.MaxModelLen > 0:
+		return cfg.SimProfile.MaxModelLen
+	}
+	return router.DefaultMaxModelLen
 }
 
 // randomToken returns 8 random bytes in hex: enough that a visitor cannot
@@ -238,6 +262,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--busy-threshold must be positive, got %g", cfg.Router.BusyThreshold)
 	case cfg.MaxBatchSize < 0:
 		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or more, got %d", cfg.MaxBatchSize)
+	case cfg.Router.MaxModelLen < 0:
+		return fmt.Errorf("--max-model-len must be 0 (what the workers report) or more, got %d", cfg.Router.MaxModelLen)
 	case cfg.Router.BlockSize < 1:
 		return fmt.Errorf("--block-size must be at least 1, got %d", cfg.Router.BlockSize)
 	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0:

@@ -44,6 +44,7 @@ func simCmd(args []string) int {
 	profile := sim.DefaultProfile
 	var acc accessFlags
 	fs := simFlags(&cfg, &profile, &acc)
+	maxModelLen := fs.Int("max-model-len", 0, "longest prompt plus output a request may ask for, in tokens; longer prompts are refused with 400 and request bodies are capped from it (default: the profile's)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -71,6 +72,13 @@ func simCmd(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: --profile: %v\n", err)
 		return 2
+	}
+	if *maxModelLen != 0 {
+		p.MaxModelLen = *maxModelLen
+		if err := p.Validate(); err != nil || *maxModelLen < 1 {
+			fmt.Fprintf(os.Stderr, "kvlens sim: --max-model-len %d: want 1 to what the profile's KV cache holds (%d tokens)\n", *maxModelLen, p.KVBlocks*p.BlockSize)
+			return 2
+		}
 	}
 	cfg.Profile = p
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -120,3 +120,25 @@ func TestBenchReportsMatchGolden(t *testing.T) {
 		})
 	}
 }
+
+func TestSimRefusesAContextLengthItsCacheCannotHold(t *testing.T) {
+	tests := []struct {
+		name string
+		arg  string
+	}{
+		{"a context longer than the KV cache is refused", "999999999"},
+		{"a negative context is refused", "-5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := kvlens("sim", "--max-model-len", tt.arg).CombinedOutput()
+			exit, ok := err.(*exec.ExitError)
+			if !ok || exit.ExitCode() != 2 {
+				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
+			}
+			if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "--max-model-len "+tt.arg) {
+				t.Fatalf("output %q: want one line naming --max-model-len %s", out, tt.arg)
+			}
+		})
+	}
+}
