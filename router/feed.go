@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // FeedSync is how often a Feed compares its subscriptions with the pool, so

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // DefaultMaxIndexBlocks bounds the event-fed index: at most this many

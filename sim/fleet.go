@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // FleetConfig describes a fleet of simulated workers.
