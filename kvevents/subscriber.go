@@ -27,8 +27,14 @@ type Endpoint struct {
 	// publish under its own, such as llm-d's "kv@<ip>:<port>@<model>".
 	Bind bool
 	// Replay is the publisher's replay (ROUTER) endpoint; empty when it has
-	// none. With it, a gap is filled by replay before it is reported.
+	// none. With it, a gap is filled by replay before it is reported, and
+	// the first message of a stream is preceded by what the publisher still
+	// buffers from seq 0 on (a catch-up).
 	Replay string
+	// OnConn, when set, is called with true each time a connection to or
+	// from a publisher opens on this endpoint's socket, and with false when
+	// one closes. It must not block.
+	OnConn func(open bool)
 }
 
 // Update is a message as the subscriber hands it over, with what the
@@ -44,8 +50,18 @@ type Update struct {
 	// Reset says the publisher restarted (its seq went backwards): clear the
 	// worker's index before applying this message.
 	Reset bool
-	// Replayed says the message came from the replay socket, filling a gap.
+	// Replayed says the message came from the replay socket, filling a gap
+	// or catching up.
 	Replayed bool
+	// First marks the first message handed over from a publisher: the first
+	// ever, or the first after it restarted or reconnected. What the index
+	// holds for the worker from before is stale: clear it first.
+	First bool
+	// Whole, on a First message, says the messages that start here are the
+	// publisher's whole history (seq 0 on, live or replayed), so the index
+	// will hold all the worker holds. Without it, the worker holds blocks
+	// published before the subscriber joined, which the index never sees.
+	Whole bool
 }
 
 // SubscriberStats counts what a Subscriber has seen since it started.
@@ -76,6 +92,13 @@ type SubscriberStats struct {
 	// PeersLeft is the number of connections that went away (go-zeromq's
 	// io.EOF from Recv).
 	PeersLeft uint64
+	// ReplayRequests is the number of replay requests sent, to fill gaps
+	// and to catch up.
+	ReplayRequests uint64
+	// Reconnects is the number of connections opened after the first on an
+	// endpoint that names its worker: a publisher that restarted or came
+	// back after a network failure.
+	Reconnects uint64
 }
 
 // Subscriber reads KV events from ZMQ PUB sockets, one SUB socket per
@@ -93,7 +116,8 @@ type Subscriber struct {
 
 	messages, stored, removed, cleared, skipped atomic.Uint64
 	decodeErrors, gaps, missed, resets          atomic.Uint64
-	replayed, peersLeft                         atomic.Uint64
+	replayed, peersLeft, replayRequests         atomic.Uint64
+	reconnects                                  atomic.Uint64
 }
 
 // SubscriberConfig says what a subscriber reads.
@@ -134,8 +158,10 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	var socks []zmq4.Socket
-	for _, ep := range cfg.Endpoints {
-		sock := zmq4.NewSub(s.ctx, dialOptions(!ep.Bind)...)
+	fresh := make([]*atomic.Bool, len(cfg.Endpoints))
+	for i, ep := range cfg.Endpoints {
+		fresh[i] = new(atomic.Bool)
+		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, fresh[i])), dialOptions(!ep.Bind)...)
 		if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 			s.abort(socks, sock)
 			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)
@@ -149,7 +175,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 			// The dial retries until the publisher is up, so it must not hold
 			// up the other endpoints.
 			s.wg.Go(func() {
-				if err := sock.Dial(ep.Addr); err != nil && s.ctx.Err() == nil {
+				if err := sock.Dial(hooked(ep.Addr)); err != nil && s.ctx.Err() == nil {
 					s.log.Error("kvevents: subscriber dial", "endpoint", ep.Addr, "err", err)
 				}
 			})
@@ -157,9 +183,27 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 		socks = append(socks, sock)
 	}
 	for i, sock := range socks {
-		s.wg.Go(func() { s.read(cfg.Endpoints[i], sock) })
+		s.wg.Go(func() { s.read(cfg.Endpoints[i], sock, fresh[i]) })
 	}
 	return s, nil
+}
+
+// connHook returns what the socket's transport calls as connections open
+// and close. A connection after the first, on an endpoint that names its
+// worker, means the publisher restarted or its network failed: events may
+// have been lost or its cache emptied, so fresh is set and the reader
+// treats the next message as a First.
+func (s *Subscriber) connHook(ep Endpoint, fresh *atomic.Bool) func(bool) {
+	var opened atomic.Int64
+	return func(open bool) {
+		if open && opened.Add(1) > 1 && ep.Worker != "" {
+			s.reconnects.Add(1)
+			fresh.Store(true)
+		}
+		if ep.OnConn != nil {
+			ep.OnConn(open)
+		}
+	}
 }
 
 func (s *Subscriber) abort(socks []zmq4.Socket, sock zmq4.Socket) {
@@ -178,7 +222,7 @@ type stream struct {
 }
 
 // read receives from one endpoint's socket until the subscriber stops.
-func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
+func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, fresh *atomic.Bool) {
 	defer sock.Close()
 	streams := map[string]*stream{} // by topic
 	for {
@@ -198,6 +242,9 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
 				"err", fmt.Sprintf("got %d frames, want [topic, 8-byte seq, payload]", len(msg.Frames)))
 			continue
 		}
+		if fresh.Swap(false) {
+			clear(streams)
+		}
 		topic := string(msg.Frames[0])
 		seq := binary.BigEndian.Uint64(msg.Frames[1])
 		worker := ep.Worker
@@ -213,17 +260,38 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
 			streams[topic] = st
 		}
 		u := Update{Worker: worker, Message: Message{Topic: topic, Seq: seq}}
+		var caught []Update
 		switch {
-		case !st.seen:
-			// Whatever came before the first message is unknowable and the
-			// index holds nothing for this worker yet: neither gap nor reset.
-		case seq < st.next:
-			u.Reset = true
-			s.resets.Add(1)
-			s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
+		case !st.seen || seq < st.next:
+			// A publisher heard for the first time, or again after it
+			// restarted (its seq went backwards): what came before this
+			// message is unknown unless replay still has it.
+			if st.seen {
+				u.Reset = true
+				s.resets.Add(1)
+				s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
+			}
+			u.First, u.Whole = true, seq == 0
+			if seq > 0 && ep.Replay != "" {
+				msgs := s.fetchReplay(ep, worker, topic, 0, seq)
+				if len(msgs) > 0 {
+					for _, m := range msgs {
+						caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+					}
+					caught[0].First, caught[0].Reset = true, u.Reset
+					caught[0].Whole = msgs[0].Seq == 0 && msgs[len(msgs)-1].Seq+1 == seq
+					u.First, u.Reset, u.Whole = false, false, false
+				}
+			}
 		case seq > st.next:
 			if ep.Replay != "" {
-				st.next = s.replay(ep, worker, topic, st.next, seq)
+				msgs := s.fetchReplay(ep, worker, topic, st.next, seq)
+				if len(msgs) > 0 && msgs[0].Seq == st.next {
+					for _, m := range msgs {
+						caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+					}
+					st.next = msgs[len(msgs)-1].Seq + 1
+				}
 			}
 			if seq > st.next {
 				u.Missed = seq - st.next
@@ -232,12 +300,20 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
 				s.log.Warn("kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
 			}
 		}
+		for _, c := range caught {
+			s.replayed.Add(1)
+			s.deliver(c)
+		}
 		st.seen, st.next = true, seq+1
 		b, err := DecodeBatch(msg.Frames[2])
 		if err != nil {
 			// The message is lost to the index, so the next one must count it
-			// as missed: leave st.next where it was.
+			// as missed: leave st.next where it was. A First that failed to
+			// decode leaves the stream unseen, so the next message is First.
 			st.next = seq
+			if u.First {
+				st.seen = false
+			}
 			s.decodeErrors.Add(1)
 			s.log.Warn("kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
 			continue
@@ -247,53 +323,75 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket) {
 	}
 }
 
-// replay asks the publisher for messages from..to-1, hands over those it
-// gets in order, and returns the seq it now expects next.
-func (s *Subscriber) replay(ep Endpoint, worker, topic string, from, to uint64) uint64 {
+// fetchReplay asks the publisher's replay socket for messages from..to-1
+// and returns the contiguous run it got, from the first seq at or after
+// from that it got, decoded. It sends vLLM's request, [id, "", start_seq]
+// as the ROUTER sees it, and reads (seq, payload) answers, with or without
+// a topic frame first, until seq -1 or one at or past to.
+func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uint64) []Message {
+	s.replayRequests.Add(1)
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 	defer cancel()
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(3), zmq4.WithDialerRetry(50*time.Millisecond))
 	defer sock.Close()
 	if err := sock.Dial(ep.Replay); err != nil {
 		s.log.Warn("kvevents: replay", "worker", worker, "err", err)
-		return from
+		return nil
 	}
+	// The empty frame is the delimiter a REQ socket would add: vLLM's ROUTER
+	// wants exactly [id, "", start_seq].
 	if err := sock.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, from))); err != nil {
 		s.log.Warn("kvevents: replay request", "worker", worker, "err", err)
-		return from
+		return nil
 	}
-	next := from
+	var out []Message
 	for {
 		msg, err := sock.Recv()
 		if err != nil {
 			s.log.Warn("kvevents: replay", "worker", worker, "err", err)
-			return next
+			return out
 		}
-		fr := msg.Frames
-		if len(fr) > 0 && len(fr[0]) == 0 {
-			fr = fr[1:] // the empty delimiter
-		}
-		if len(fr) < 1 || len(fr[0]) != 8 {
+		seq, payload, ok := replayFrames(msg.Frames)
+		if !ok {
 			s.decodeErrors.Add(1)
-			return next
+			s.log.Warn("kvevents: malformed replay answer", "worker", worker, "frames", len(msg.Frames))
+			return out
 		}
-		seq := binary.BigEndian.Uint64(fr[0])
 		if seq == ^uint64(0) || seq >= to {
-			return next // the end marker, or caught up with the live stream
+			return out // the end marker, or caught up with the live stream
 		}
-		if seq != next || len(fr) < 2 {
-			continue // before what we need, or a hole in the buffer
+		if seq < from || (len(out) > 0 && seq != out[len(out)-1].Seq+1) {
+			if len(out) > 0 {
+				return out // a hole: what follows cannot be applied in order
+			}
+			continue
 		}
-		b, err := DecodeBatch(fr[1])
+		b, err := DecodeBatch(payload)
 		if err != nil {
 			s.decodeErrors.Add(1)
 			s.log.Warn("kvevents: malformed replayed message", "worker", worker, "seq", seq, "err", err)
-			return next
+			return out
 		}
-		s.replayed.Add(1)
-		s.deliver(Update{Worker: worker, Message: Message{Topic: topic, Seq: seq, Batch: b}, Replayed: true})
-		next = seq + 1
+		out = append(out, Message{Topic: topic, Seq: seq, Batch: b})
 	}
+}
+
+// replayFrames finds seq and payload in a replay answer as a DEALER gets
+// it: ["", seq, payload] from vLLM, or ["", topic, seq, payload] from
+// publishers that add the topic; the delimiter may be missing.
+func replayFrames(fr [][]byte) (seq uint64, payload []byte, ok bool) {
+	if len(fr) > 0 && len(fr[0]) == 0 {
+		fr = fr[1:]
+	}
+	switch {
+	case len(fr) == 2 && len(fr[0]) == 8:
+		return binary.BigEndian.Uint64(fr[0]), fr[1], true
+	case len(fr) == 3 && len(fr[1]) == 8:
+		return binary.BigEndian.Uint64(fr[1]), fr[2], true
+	case len(fr) == 1 && len(fr[0]) == 8:
+		return binary.BigEndian.Uint64(fr[0]), nil, true // an end marker without its empty payload
+	}
+	return 0, nil, false
 }
 
 func (s *Subscriber) deliver(u Update) {
@@ -320,6 +418,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 		Messages: s.messages.Load(), Stored: s.stored.Load(), Removed: s.removed.Load(), Cleared: s.cleared.Load(),
 		SkippedEvents: s.skipped.Load(), DecodeErrors: s.decodeErrors.Load(), Gaps: s.gaps.Load(),
 		MissedMessages: s.missed.Load(), Resets: s.resets.Load(), Replayed: s.replayed.Load(), PeersLeft: s.peersLeft.Load(),
+		ReplayRequests: s.replayRequests.Load(), Reconnects: s.reconnects.Load(),
 	}
 }
 
