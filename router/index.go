@@ -235,8 +235,9 @@ func fullAttention(kind string) bool {
 
 // inFullGroup reports whether an event of group g is about w's
 // full-attention group. A model that sends no group has one; a group the
-// worker named in a store is what it said; an unnamed one counts as full
-// only when it is group 0, as vLLM numbers the full-attention group first.
+// worker named in a store is what it said; a group never named is not full
+// once the worker has named its full group, and otherwise is full only when
+// it is group 0, as vLLM numbers the full-attention group first.
 func (w *workerBlocks) inFullGroup(g *int64, kind string) bool {
 	if g == nil {
 		return true
@@ -253,6 +254,11 @@ func (w *workerBlocks) inFullGroup(g *int64, kind string) bool {
 	}
 	if full, ok := w.full[*g]; ok {
 		return full
+	}
+	for _, full := range w.full {
+		if full {
+			return false
+		}
 	}
 	return *g == 0
 }
