@@ -414,6 +414,9 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(cat([]byte{0x82}, fixstr("ts"), f64(1), fixstr("events"), []byte{0x91},
 		[]byte{0x82}, fixstr("type"), fixstr("BlockRemoved"), fixstr("block_hashes"), []byte{0x91, 0xc4, 0x02, 0x01, 0x02}))
 	f.Add(cat([]byte{0x92}, f64(0), []byte{0x91}, []byte{0x91}, fixstr("AllBlocksCleared")))
+	for _, g := range goldens { // every publisher dialect
+		f.Add(g.payload)
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		b, err := DecodeBatch(payload)
 		slow, slowErr := decodeBatch(payload, false)

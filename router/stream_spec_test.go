@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,4 +68,38 @@ func TestParseFleetDNSReplayPort(t *testing.T) {
 	if _, err := ParseFleet([]string{"dns://workers:8000?events=5557&replay=x"}); err == nil {
 		t.Fatal("a replay port that is not a number was accepted")
 	}
+}
+
+// FuzzParseWorkerList checks that any --workers value is parsed or refused
+// with a one-line error, never a panic, and that what is accepted is usable:
+// an events endpoint is tcp://host:port, replay comes with events, and
+// parent0 is a known mode.
+func FuzzParseWorkerList(f *testing.F) {
+	f.Add("a=http://x:1,events=tcp://10.0.0.5:5557")
+	f.Add("a=http://x:1,events=tcp://*:5557,replay=tcp://x:5558,parent0=none,capacity=8")
+	f.Add("b=http://y:1,bind=tcp://0.0.0.0:6000,parent0=hash")
+	f.Add("dns://workers:8000?events=5557&replay=5558")
+	f.Add("http://x:1,events=tcp://[::1]:5557")
+	f.Fuzz(func(t *testing.T, list string) {
+		fleet, err := ParseFleet(SplitWorkerList(list))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+			return
+		}
+		for _, w := range fleet.Static {
+			if w.Events != "" {
+				if _, err := tcpEndpoint("events", w.Events); err != nil {
+					t.Fatalf("accepted events %q: %v", w.Events, err)
+				}
+			}
+			if w.Replay != "" && w.Events == "" {
+				t.Fatalf("accepted replay %q without events", w.Replay)
+			}
+			if w.Parent0 != "" && !slices.Contains(Parent0Modes, w.Parent0) {
+				t.Fatalf("accepted parent0 %q", w.Parent0)
+			}
+		}
+	})
 }
