@@ -224,3 +224,64 @@ func TestFeedClearsAWorkerReadmittedAfterFailingHealth(t *testing.T) {
 		t.Fatalf("stream = %+v, want warming after one clear", s)
 	}
 }
+
+// A publisher that restarts has its worker's index cleared the moment it
+// is connected again, before it publishes anything, whichever side binds.
+func TestFeedClearsAWorkerWhosePublisherReconnects(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		bind bool // kvlens binds and the publisher connects
+	}{
+		{"kvlens dials the publisher", false},
+		{"the publisher dials kvlens", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t, "127.0.0.1"))
+			spec := "w=http://127.0.0.1:1,events=" + ep
+			if tt.bind {
+				spec = "w=http://127.0.0.1:1,bind=" + ep
+			}
+			ws, err := ParseWorkers(SplitWorkerList(spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: 2})
+			feed := NewFeed(r, t.Logf)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			feed.Sync(ctx)
+			defer func() {
+				for _, s := range feed.subs {
+					s.close()
+				}
+			}()
+			start := func() *kvevents.Publisher {
+				p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep, Connect: tt.bind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			p := start()
+			batch := kvevents.Batch{Events: []kvevents.Event{
+				&kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: []uint32{5, 6}, BlockSize: 2},
+			}}
+			eventually(t, "the first publisher's block is indexed", func() bool {
+				p.Publish(batch)
+				return r.Index().Blocks("w") > 0
+			})
+			p.Close()
+			p = start()
+			defer p.Close()
+			eventually(t, "the index is cleared on reconnection", func() bool { return r.Index().Blocks("w") == 0 })
+			if s := stream(t, r, "w"); s.Clears == 0 || !s.Warming {
+				t.Fatalf("stream = %+v, want a clear and warming until the publisher speaks", s)
+			}
+			// The restarted publisher starts from seq 0: its history is whole.
+			eventually(t, "the new publisher's block is indexed", func() bool {
+				p.Publish(batch)
+				return r.Index().Blocks("w") > 0
+			})
+		})
+	}
+}
