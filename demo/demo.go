@@ -160,12 +160,15 @@ func Start(cfg Config) (*Demo, error) {
 		// as a vLLM fleet would, so the router has one path for both.
 		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
 		// so a real-time and a virtual run with one seed start alike.
-		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed})
+		// Each worker also serves vLLM's replay socket, so the router
+		// catches up on events published before its subscription landed.
+		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile,
+			EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed})
 		if err != nil {
 			return fail(err)
 		}
 		for i, u := range d.fleet.URLs {
-			d.WorkerURLs = append(d.WorkerURLs, fmt.Sprintf("sim-%d=%s,events=%s", i, u, d.fleet.EventEndpoints[i]))
+			d.WorkerURLs = append(d.WorkerURLs, fmt.Sprintf("sim-%d=%s,events=%s,replay=%s", i, u, d.fleet.EventEndpoints[i], d.fleet.ReplayEndpoints[i]))
 		}
 		kind = "simulated H200"
 	}
