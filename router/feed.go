@@ -56,7 +56,7 @@ type streamSpec struct {
 // and error.
 func NewFeed(r *Router, logf func(string, ...any)) *Feed {
 	f := &Feed{r: r, logf: logf, clk: clock.Real, subs: map[string]*feedSub{}}
-	r.Pool().OnReadmit(f.readmitted)
+	r.Pool().OnHealthChange(f.healthChanged)
 	return f
 }
 
@@ -148,6 +148,7 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 		}
 		idx.ClearWorker(u.Worker)
 		es.clears++
+		es.backSinceDown = true
 		es.startWarming(!u.Whole)
 		if !u.Whole {
 			f.logf("KV events of %s: joined at seq %d without its history; warming until its cache turns over", u.Worker, u.Seq)
@@ -185,21 +186,35 @@ func (f *Feed) connected(worker string, es *eventStream, open bool) {
 		es.everConnected = true
 		return
 	}
+	es.backSinceDown = true
 	f.r.Index().ClearWorker(worker)
 	es.clears++
 	es.startWarming(true)
 	f.logf("KV events of %s: publisher reconnected; index cleared", worker)
 }
 
-// readmitted clears a worker's index when it passes its health check after
-// failing: it may have restarted with an empty cache, or lost events.
-func (f *Feed) readmitted(w *Worker) {
+// healthChanged clears a worker's index when it passes its health check
+// after failing: it may have restarted with an empty cache, or lost events.
+// It does not when the publisher has already come back since the failure
+// (reconnected, or restarted its sequence): the index was cleared then, and
+// what it holds since is the new life's.
+func (f *Feed) healthChanged(w *Worker, healthy bool) {
 	es := w.stream.Load()
 	if es == nil {
 		return
 	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
+	if !healthy {
+		es.down, es.backSinceDown = true, false
+		return
+	}
+	down, back := es.down, es.backSinceDown
+	es.down = false
+	if down && back {
+		f.logf("KV events of %s: worker healthy again; its publisher already came back, index kept", w.Name)
+		return
+	}
 	f.r.Index().ClearWorker(w.Name)
 	es.clears++
 	es.startWarming(true)
@@ -233,6 +248,9 @@ type eventStream struct {
 	everConnected bool
 	lastEvent     time.Time
 	warming       bool
+	// down says the worker failed its last health check; backSinceDown
+	// that its publisher reconnected or restarted since.
+	down, backSinceDown bool
 	// knownRun counts blocks evicted in a row that the index knew, since
 	// the last sign of a block it never saw (see settled).
 	knownRun int

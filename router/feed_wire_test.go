@@ -223,6 +223,23 @@ func TestFeedClearsAWorkerReadmittedAfterFailingHealth(t *testing.T) {
 	if s := stream(t, r, "w"); !s.Warming || s.Clears != 1 {
 		t.Fatalf("stream = %+v, want warming after one clear", s)
 	}
+
+	// Down again, but this time the publisher reconnects before the worker
+	// passes its health check: the reconnection cleared the index, and
+	// what it learnt since is the new life's, so re-admission keeps it.
+	healthy = false
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	es := ws[0].stream.Load()
+	feed.connected("w", es, true) // the first connection
+	feed.connected("w", es, true) // a reconnection
+	if err := r.Index().Apply("w", stored(0, ids(1, 2), toks(100, 2))); err != nil {
+		t.Fatal(err)
+	}
+	healthy = true
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	if n := r.Index().Blocks("w"); n != 2 {
+		t.Fatalf("re-admitted worker whose publisher already came back has %d blocks indexed, want 2", n)
+	}
 }
 
 // A publisher that restarts has its worker's index cleared the moment it

@@ -296,13 +296,13 @@ type Resolver interface {
 // Pool is the live set of workers: static ones, plus those DNS sources
 // resolve to. It is safe for concurrent use.
 type Pool struct {
-	mu        sync.Mutex
-	static    []*Worker
-	dns       map[DNSSource][]*Worker
-	all       atomic.Pointer[[]*Worker]
-	onLeave   []func(*Worker)
-	onReadmit []func(*Worker)
-	capacity  int // the router's --max-batch-size; 0 when unset
+	mu       sync.Mutex
+	static   []*Worker
+	dns      map[DNSSource][]*Worker
+	all      atomic.Pointer[[]*Worker]
+	onLeave  []func(*Worker)
+	onHealth []func(w *Worker, healthy bool)
+	capacity int // the router's --max-batch-size; 0 when unset
 }
 
 // NewPool returns a pool of the static workers.
@@ -319,11 +319,12 @@ func (p *Pool) OnLeave(f func(*Worker)) {
 	p.mu.Unlock()
 }
 
-// OnReadmit registers f to run for every worker that passes a health check
-// after failing one.
-func (p *Pool) OnReadmit(f func(*Worker)) {
+// OnHealthChange registers f to run for every worker whose health check
+// turns: healthy false when it fails after passing, true when it passes
+// after failing (the worker is re-admitted).
+func (p *Pool) OnHealthChange(f func(w *Worker, healthy bool)) {
 	p.mu.Lock()
-	p.onReadmit = append(p.onReadmit, f)
+	p.onHealth = append(p.onHealth, f)
 	p.mu.Unlock()
 }
 
@@ -428,15 +429,15 @@ func (p *Pool) CheckHealth(ctx context.Context, client *http.Client, timeout tim
 
 func (p *Pool) checkHealth(ctx context.Context, clk clock.Clock, client *http.Client, timeout time.Duration, logf func(string, ...any)) {
 	p.mu.Lock()
-	readmit := slices.Clone(p.onReadmit)
+	hooks := slices.Clone(p.onHealth)
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range p.Workers() {
 		wg.Go(func() {
 			ok := health(ctx, client, timeout, w)
-			if was := w.unhealthy.Swap(!ok); was && ok {
-				for _, f := range readmit {
-					f(w)
+			if wasUnhealthy := w.unhealthy.Swap(!ok); wasUnhealthy == ok {
+				for _, f := range hooks {
+					f(w, ok)
 				}
 			}
 			if w.learn.due(clk.Now(), ok) {
