@@ -158,10 +158,10 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	var socks []zmq4.Socket
-	fresh := make([]*atomic.Bool, len(cfg.Endpoints))
+	states := make([]*endpointState, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
-		fresh[i] = new(atomic.Bool)
-		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, fresh[i])), dialOptions(!ep.Bind)...)
+		states[i] = &endpointState{streams: map[string]*stream{}, kick: make(chan struct{}, 1)}
+		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, states[i])), dialOptions(!ep.Bind)...)
 		if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 			s.abort(socks, sock)
 			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)
@@ -183,9 +183,28 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 		socks = append(socks, sock)
 	}
 	for i, sock := range socks {
-		s.wg.Go(func() { s.read(cfg.Endpoints[i], sock, fresh[i]) })
+		s.wg.Go(func() { s.read(cfg.Endpoints[i], sock, states[i]) })
+		if ep := cfg.Endpoints[i]; ep.Replay != "" && ep.Worker != "" {
+			s.wg.Go(func() { s.catchUpOnConnect(ep, states[i]) })
+		}
 	}
 	return s, nil
+}
+
+// endpointState is what the subscriber knows of one endpoint's publishers.
+// Its reader and its catch-up goroutine share it under mu, which also keeps
+// their deliveries in seq order.
+type endpointState struct {
+	mu      sync.Mutex
+	streams map[string]*stream // by topic
+	// caught, after a catch-up at connect that handed messages over, is the
+	// seq the live stream should continue from.
+	caught *uint64
+	// fresh says a connection opened after the first: the next message
+	// starts the publisher's stream anew.
+	fresh atomic.Bool
+	// kick wakes the catch-up goroutine when a connection opens.
+	kick chan struct{}
 }
 
 // connHook returns what the socket's transport calls as connections open
@@ -193,16 +212,55 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 // worker, means the publisher restarted or its network failed: events may
 // have been lost or its cache emptied, so fresh is set and the reader
 // treats the next message as a First.
-func (s *Subscriber) connHook(ep Endpoint, fresh *atomic.Bool) func(bool) {
+func (s *Subscriber) connHook(ep Endpoint, es *endpointState) func(bool) {
 	var opened atomic.Int64
 	return func(open bool) {
 		if open && opened.Add(1) > 1 && ep.Worker != "" {
 			s.reconnects.Add(1)
-			fresh.Store(true)
+			es.fresh.Store(true)
 		}
 		if ep.OnConn != nil {
 			ep.OnConn(open)
 		}
+		if open {
+			select {
+			case es.kick <- struct{}{}:
+			default: // a catch-up is already due
+			}
+		}
+	}
+}
+
+// catchUpOnConnect asks the publisher's replay socket for all it buffers
+// each time a connection to the publisher opens, so a worker that was warm
+// before the subscriber joined (or came back) is caught up at once, not at
+// its next event. The first message handed over is marked First, and Whole
+// when it is seq 0; the live stream then continues from the last one, and
+// live copies of replayed messages are dropped.
+func (s *Subscriber) catchUpOnConnect(ep Endpoint, es *endpointState) {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-es.kick:
+		}
+		es.mu.Lock()
+		msgs := s.fetchReplay(ep, ep.Worker, "", 0, ^uint64(0))
+		if len(msgs) > 0 {
+			es.fresh.Store(false)
+			clear(es.streams)
+			for i, m := range msgs {
+				u := Update{Worker: ep.Worker, Message: m, Replayed: true}
+				if i == 0 {
+					u.First, u.Whole = true, m.Seq == 0
+				}
+				s.replayed.Add(1)
+				s.deliver(u)
+			}
+			next := msgs[len(msgs)-1].Seq + 1
+			es.caught = &next
+		}
+		es.mu.Unlock()
 	}
 }
 
@@ -219,12 +277,14 @@ func (s *Subscriber) abort(socks []zmq4.Socket, sock zmq4.Socket) {
 type stream struct {
 	seen bool
 	next uint64 // the seq expected next
+	// replayedTo, right after a catch-up at connect, is the seq the
+	// catch-up reached: live messages before it were handed over already.
+	replayedTo uint64
 }
 
 // read receives from one endpoint's socket until the subscriber stops.
-func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, fresh *atomic.Bool) {
+func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, es *endpointState) {
 	defer sock.Close()
-	streams := map[string]*stream{} // by topic
 	for {
 		msg, err := sock.Recv()
 		if err != nil {
@@ -242,85 +302,103 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, fresh *atomic.Bool) {
 				"err", fmt.Sprintf("got %d frames, want [topic, 8-byte seq, payload]", len(msg.Frames)))
 			continue
 		}
-		if fresh.Swap(false) {
-			clear(streams)
-		}
-		topic := string(msg.Frames[0])
-		seq := binary.BigEndian.Uint64(msg.Frames[1])
-		worker := ep.Worker
-		if worker == "" {
-			worker = topic
-		}
-		if worker == "" {
-			worker = ep.Addr
-		}
-		st := streams[topic]
-		if st == nil {
-			st = &stream{}
-			streams[topic] = st
-		}
-		u := Update{Worker: worker, Message: Message{Topic: topic, Seq: seq}}
-		var caught []Update
-		switch {
-		case !st.seen || seq < st.next:
-			// A publisher heard for the first time, or again after it
-			// restarted (its seq went backwards): what came before this
-			// message is unknown unless replay still has it.
-			if st.seen {
-				u.Reset = true
-				s.resets.Add(1)
-				s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
-			}
-			u.First, u.Whole = true, seq == 0
-			if seq > 0 && ep.Replay != "" {
-				msgs := s.fetchReplay(ep, worker, topic, 0, seq)
-				if len(msgs) > 0 {
-					for _, m := range msgs {
-						caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
-					}
-					caught[0].First, caught[0].Reset = true, u.Reset
-					caught[0].Whole = msgs[0].Seq == 0 && msgs[len(msgs)-1].Seq+1 == seq
-					u.First, u.Reset, u.Whole = false, false, false
-				}
-			}
-		case seq > st.next:
-			if ep.Replay != "" {
-				msgs := s.fetchReplay(ep, worker, topic, st.next, seq)
-				if len(msgs) > 0 && msgs[0].Seq == st.next {
-					for _, m := range msgs {
-						caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
-					}
-					st.next = msgs[len(msgs)-1].Seq + 1
-				}
-			}
-			if seq > st.next {
-				u.Missed = seq - st.next
-				s.gaps.Add(1)
-				s.missed.Add(u.Missed)
-				s.log.Warn("kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
-			}
-		}
-		for _, c := range caught {
-			s.replayed.Add(1)
-			s.deliver(c)
-		}
-		st.seen, st.next = true, seq+1
-		b, err := DecodeBatch(msg.Frames[2])
-		if err != nil {
-			// The message is lost to the index, so the next one must count it
-			// as missed: leave st.next where it was. A First that failed to
-			// decode leaves the stream unseen, so the next message is First.
-			st.next = seq
-			if u.First {
-				st.seen = false
-			}
-			s.decodeErrors.Add(1)
-			s.log.Warn("kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
-			continue
-		}
-		u.Batch = b
-		s.deliver(u)
+		es.mu.Lock()
+		s.receive(ep, es, msg)
+		es.mu.Unlock()
 	}
+}
+
+// receive handles one live message; es.mu is held.
+func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
+	streams := es.streams
+	if es.fresh.Swap(false) {
+		clear(streams)
+		es.caught = nil
+	}
+	topic := string(msg.Frames[0])
+	seq := binary.BigEndian.Uint64(msg.Frames[1])
+	worker := ep.Worker
+	if worker == "" {
+		worker = topic
+	}
+	if worker == "" {
+		worker = ep.Addr
+	}
+	st := streams[topic]
+	if st == nil {
+		st = &stream{}
+		if es.caught != nil {
+			// A catch-up at connect handed over everything up to here.
+			st.seen, st.next, st.replayedTo = true, *es.caught, *es.caught
+			es.caught = nil
+		}
+		streams[topic] = st
+	}
+	if seq < st.replayedTo {
+		return // the live copy of a message the catch-up handed over
+	}
+	st.replayedTo = 0
+	u := Update{Worker: worker, Message: Message{Topic: topic, Seq: seq}}
+	var caught []Update
+	switch {
+	case !st.seen || seq < st.next:
+		// A publisher heard for the first time, or again after it
+		// restarted (its seq went backwards): what came before this
+		// message is unknown unless replay still has it.
+		if st.seen {
+			u.Reset = true
+			s.resets.Add(1)
+			s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
+		}
+		u.First, u.Whole = true, seq == 0
+		if seq > 0 && ep.Replay != "" {
+			msgs := s.fetchReplay(ep, worker, topic, 0, seq)
+			if len(msgs) > 0 {
+				for _, m := range msgs {
+					caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+				}
+				caught[0].First, caught[0].Reset = true, u.Reset
+				caught[0].Whole = msgs[0].Seq == 0 && msgs[len(msgs)-1].Seq+1 == seq
+				u.First, u.Reset, u.Whole = false, false, false
+			}
+		}
+	case seq > st.next:
+		if ep.Replay != "" {
+			msgs := s.fetchReplay(ep, worker, topic, st.next, seq)
+			if len(msgs) > 0 && msgs[0].Seq == st.next {
+				for _, m := range msgs {
+					caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+				}
+				st.next = msgs[len(msgs)-1].Seq + 1
+			}
+		}
+		if seq > st.next {
+			u.Missed = seq - st.next
+			s.gaps.Add(1)
+			s.missed.Add(u.Missed)
+			s.log.Warn("kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
+		}
+	}
+	for _, c := range caught {
+		s.replayed.Add(1)
+		s.deliver(c)
+	}
+	st.seen, st.next = true, seq+1
+	b, err := DecodeBatch(msg.Frames[2])
+	if err != nil {
+		// The message is lost to the index, so the next one must count it
+		// as missed: leave st.next where it was. A First that failed to
+		// decode leaves the stream unseen, so the next message is First.
+		st.next = seq
+		if u.First {
+			st.seen = false
+		}
+		s.decodeErrors.Add(1)
+		s.log.Warn("kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
+		return
+	}
+	u.Batch = b
+	s.deliver(u)
 }
 
 // fetchReplay asks the publisher's replay socket for messages from..to-1

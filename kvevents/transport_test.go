@@ -634,3 +634,44 @@ func FuzzReplayFrames(f *testing.F) {
 		}
 	})
 }
+
+// A publisher that was busy before the subscriber joined and is idle now
+// is caught up the moment the connection opens, with no new message to set
+// it off; live messages then continue the sequence with nothing missed.
+func TestReplayCatchesUpAtConnectWithoutNewEvents(t *testing.T) {
+	addr, replay := freeAddr(t), freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: addr, ReplayEndpoint: replay}, nil)
+	const before = 3
+	for i := range before {
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
+	for i := range before {
+		up := u.next(t)
+		if !up.Replayed || up.Seq != uint64(i) || up.First != (i == 0) || up.Whole != (i == 0) {
+			t.Fatalf("update %d = %+v, want seq %d replayed, the first one First and Whole", i, up, i)
+		}
+	}
+	// Live now: the first messages may be lost while the subscription
+	// settles, and are then replayed as a gap; none is missed or repeated.
+	next := uint64(before)
+	deadline := time.Now().Add(wait)
+	for next < before+5 && time.Now().Before(deadline) {
+		if err := p.Publish(stored(float64(next), next)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case up := <-u:
+			if up.Seq != next || up.Missed != 0 || up.First {
+				t.Fatalf("after the catch-up got %+v, want seq %d, nothing missed", up, next)
+			}
+			next++
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if next < before+5 {
+		t.Fatal("the live stream never continued")
+	}
+}
