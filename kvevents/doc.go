@@ -43,11 +43,14 @@
 // A Subscriber tracks seq per endpoint and topic, and marks each Update:
 //
 //   - The first message from a publisher is marked First. With a replay
-//     endpoint, the Subscriber first asks for everything from seq 0 (a
-//     catch-up) and hands it over ahead of the live message, the first of
-//     it marked First. Update.Whole says the publisher's whole history
-//     followed (seq 0 on, none missing); otherwise the worker holds blocks
-//     published before the subscriber joined that it will never hear of.
+//     endpoint (and a named worker), the Subscriber asks for everything
+//     from seq 0 (a catch-up) the moment a connection to the publisher
+//     opens, and hands it over, the first message marked First; live
+//     copies of what it replayed are dropped. If that got nothing, it asks
+//     again at the first live message, ahead of it. Update.Whole says the
+//     publisher's whole history followed (seq 0 on, none missing);
+//     otherwise the worker holds blocks published before the subscriber
+//     joined that it will never hear of.
 //   - A new connection on an endpoint that names its worker, after the
 //     first, means the publisher restarted or its network failed: the next
 //     message is First again (and Endpoint.OnConn hears of the connection

@@ -98,6 +98,11 @@ func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
 	if s := stream(t, r, "w1"); s.Socket != "bind" {
 		t.Fatalf("w1's socket = %q, want bind", s.Socket)
 	}
+	// w2 is idle, but its history is caught up as soon as it is connected.
+	eventually(t, "w2's blocks from before kvlens joined are indexed", func() bool { return r.Index().Blocks("w2") > 0 })
+	if r.Index().Blocks("w3") != 0 {
+		t.Fatal("w3 has no replay, yet blocks from before kvlens joined are indexed")
+	}
 	time.Sleep(300 * time.Millisecond) // a new SUB subscription takes a moment to reach the publisher
 
 	for i := range 4 {
