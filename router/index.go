@@ -157,6 +157,7 @@ type Index struct {
 	// adapters holds the LoRA adapter names seen in stores, so a request
 	// naming one as its model is matched against that adapter's blocks.
 	adapters map[string]struct{}
+	salts    []uint64 // the adapters' salts
 }
 
 // NewIndex returns an empty index for blocks of blockSize tokens that holds
@@ -295,11 +296,12 @@ func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (A
 	}
 	adapter := adapterOf(e)
 	salt := adapterSalt(adapter)
-	if adapter != "" && len(x.adapters) < maxAdapters {
+	if _, known := x.adapters[adapter]; adapter != "" && !known && len(x.adapters) < maxAdapters {
 		if x.adapters == nil {
 			x.adapters = make(map[string]struct{})
 		}
 		x.adapters[adapter] = struct{}{}
+		x.salts = append(x.salts, salt)
 	}
 	hasParent := e.HasParent
 	if hasParent && e.Parent == 0 {
@@ -547,11 +549,21 @@ func (x *Index) Overlap(chain []uint64) map[string]int {
 	return out
 }
 
-// Held reports whether any worker holds block h.
+// Held reports whether any worker holds block h, for the base model or,
+// salted, for any LoRA adapter: a prompt's chain is hashed before anyone
+// knows which adapter it is for.
 func (x *Index) Held(h uint64) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.t.held(h)
+	if x.t.held(h) {
+		return true
+	}
+	for _, salt := range x.salts {
+		if x.t.held(h ^ salt) {
+			return true
+		}
+	}
+	return false
 }
 
 // Blocks returns how many blocks the index holds for worker.

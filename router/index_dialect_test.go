@@ -156,3 +156,22 @@ func TestDecideKeepsAdaptersApart(t *testing.T) {
 		b.Release()
 	}
 }
+
+// Held answers for an adapter's blocks from the base chain's hash, so a
+// prompt is tokenized far enough for an adapter request too (Reaches).
+func TestIndexHeldSeesAdapters(t *testing.T) {
+	x := NewIndex(testB, 0)
+	prompt := toks(100, 2)
+	ev := stored(0, ids(1, 2), prompt)
+	ev.LoraName = "sql"
+	if err := x.Apply("w", ev); err != nil {
+		t.Fatal(err)
+	}
+	chain := blockhash.Chain(prompt, testB)
+	if !x.Held(chain[1]) {
+		t.Fatal("an adapter's block is not Held by its base hash")
+	}
+	if x.Held(blockhash.Chain(toks(200, 1), testB)[0]) {
+		t.Fatal("a block nobody stored is Held")
+	}
+}
