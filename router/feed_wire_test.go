@@ -292,6 +292,9 @@ func TestFeedClearsAWorkerWhosePublisherReconnects(t *testing.T) {
 				p.Publish(batch)
 				return r.Index().Blocks("w") > 0
 			})
+			// Let the batches still on their way land before the restart:
+			// one arriving after the reconnection would refill the index.
+			time.Sleep(200 * time.Millisecond)
 			p.Close()
 			p = start()
 			defer p.Close()
