@@ -76,6 +76,19 @@ func warm(t *testing.T, publish func(Batch) error, u updates, topic string) {
 	t.Fatalf("no warm-up batch on topic %q got through within %s", topic, wait)
 }
 
+// sent waits until p has handed n messages to its socket, so that a
+// subscriber started after it cannot receive them live.
+func sent(t *testing.T, p *Publisher, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for p.Stats().Published < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher sent %d of %d messages", p.Stats().Published, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // drainWarmUp drops the warm-up batches still on their way: the live copies
 // of those a replay catch-up handed over first.
 func drainWarmUp(u updates) {
@@ -508,6 +521,7 @@ func TestReplayCatchesUpAtFirstConnect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	sent(t, p, before)
 	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
 	deadline := time.Now().Add(wait)
 	var first Update
@@ -541,8 +555,8 @@ wait:
 	case <-time.After(wait):
 		t.Fatal("no marker after the catch-up")
 	}
-	if st := s.Stats(); st.ReplayRequests != 1 {
-		t.Errorf("ReplayRequests = %d, want 1", st.ReplayRequests)
+	if st := s.Stats(); st.ReplayRequests == 0 { // the catch-up, and maybe a gap fill after it
+		t.Errorf("ReplayRequests = %d, want at least 1", st.ReplayRequests)
 	}
 }
 
@@ -556,6 +570,7 @@ func TestLateJoinWithoutReplayIsNotWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	sent(t, p, 3)
 	_, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
@@ -647,6 +662,7 @@ func TestReplayCatchesUpAtConnectWithoutNewEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	sent(t, p, before)
 	_, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
 	for i := range before {
 		up := u.next(t)

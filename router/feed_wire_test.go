@@ -81,6 +81,10 @@ func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
 	// w2 and w3 are warm before kvlens reads a single event.
 	chat(t, host(f.URLs[2]), before)
 	chat(t, host(f.URLs[3]), before)
+	// Sent before kvlens subscribes, or they could arrive live.
+	eventually(t, "w2 and w3 published", func() bool {
+		return f.Publishers[2].Stats().Published > 0 && f.Publishers[3].Stats().Published > 0
+	})
 
 	feed := NewFeed(r, t.Logf)
 	ctx, cancel := context.WithCancel(context.Background())

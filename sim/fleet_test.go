@@ -100,6 +100,12 @@ func TestFleetServesReplay(t *testing.T) {
 	if _, err := streamChat(t, f.URLs[0], prompt, 4); err != nil { // published to nobody
 		t.Fatal(err)
 	}
+	for deadline := time.Now().Add(5 * time.Second); f.Publishers[0].Stats().Published == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker published nothing")
+		}
+		time.Sleep(time.Millisecond) // sent before the subscriber exists, or it could arrive live
+	}
 	got := make(chan kvevents.Update, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
