@@ -128,8 +128,10 @@ func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
 		t.Errorf("w2 (caught up) holds %d blocks, w3 (not) %d: want w2 ahead", b2, b3)
 	}
 	for _, name := range []string{"w0", "w1"} {
-		if s := stream(t, r, name); s.Warming || s.AppliedBlocks == 0 || s.LastEventAgeSeconds < 0 {
-			t.Errorf("%s: %+v; want blocks applied, a last event, not warming", name, s)
+		// Not checked: warming, which depends on whether seq 0 beat the
+		// subscription (a SUB socket misses what comes before it settles).
+		if s := stream(t, r, name); s.AppliedBlocks == 0 || s.LastEventAgeSeconds < 0 {
+			t.Errorf("%s: %+v; want blocks applied and a last event", name, s)
 		}
 	}
 	// The same state is on /metrics.
