@@ -165,16 +165,18 @@ func Start(cfg Config) (*Demo, error) {
 		// as a vLLM fleet would, so the router has one path for both.
 		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
 		// so a real-time and a virtual run with one seed start alike.
-		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile, EventsBind: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed,
-			// The dashboard injects faults in process; over HTTP the
-			// workers take the operator's token, as a standalone sim does.
-			Access: access.Rule{Token: cfg.Dashboard.Access.Token},
-		})
+		// Each worker also serves vLLM's replay socket, so the router
+		// catches up on events published before its subscription landed.
+		// The dashboard injects faults in process; over HTTP the workers
+		// take the operator's token, as a standalone sim does.
+		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile,
+			EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed,
+			Access: access.Rule{Token: cfg.Dashboard.Access.Token}})
 		if err != nil {
 			return fail(err)
 		}
 		for i, u := range d.fleet.URLs {
-			d.WorkerURLs = append(d.WorkerURLs, fmt.Sprintf("sim-%d=%s,events=%s", i, u, d.fleet.EventEndpoints[i]))
+			d.WorkerURLs = append(d.WorkerURLs, fmt.Sprintf("sim-%d=%s,events=%s,replay=%s", i, u, d.fleet.EventEndpoints[i], d.fleet.ReplayEndpoints[i]))
 		}
 		kind = "simulated H200"
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kvlens/kvlens/blockhash"
 	"github.com/kvlens/kvlens/des"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 func TestActiveSequences(t *testing.T) {

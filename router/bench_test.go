@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/loadgen"
-	"github.com/kvlens/kvlens/router/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 

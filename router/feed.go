@@ -2,11 +2,12 @@ package router
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // FeedSync is how often a Feed compares its subscriptions with the pool, so
@@ -15,32 +16,56 @@ const FeedSync = time.Second
 
 // Feed keeps the router's KV index fed from the workers' KV events: one ZMQ
 // subscription per worker that names an events endpoint, following workers
-// as they join and leave the pool. A gap in a worker's sequence numbers, or
-// a publisher restart, clears that worker's index, which then rebuilds from
-// the events that follow.
+// as they join and leave the pool. kvlens dials a worker's PUB socket, or
+// binds one its publisher connects to (events=tcp://*:P), as vLLM allows
+// both.
+//
+// A worker's index is cleared whenever what it holds may no longer be what
+// the worker holds: at the first message from its publisher, when the
+// publisher reconnects or restarts, at a gap in its sequence numbers, and
+// when the worker is re-admitted after failing its health checks. It then
+// rebuilds from the events that follow. Events published before kvlens
+// joined (or during a gap) are caught up through the worker's replay socket
+// when it has one; without one, the worker is "warming" until its cache has
+// turned over once (see eventStream.settle) or it clears its cache.
 type Feed struct {
 	r    *Router
 	logf func(string, ...any)
+	clk  clock.Clock
 
 	mu   sync.Mutex
 	subs map[string]*feedSub // by worker name
 }
 
 type feedSub struct {
-	endpoint string
-	sub      *kvevents.Subscriber
-	cancel   context.CancelFunc
+	spec   streamSpec
+	stream *eventStream
+	sub    *kvevents.Subscriber
+	cancel context.CancelFunc
+}
+
+// streamSpec is what a subscription is made from; a change re-subscribes.
+type streamSpec struct {
+	events  string
+	bind    bool
+	replay  string
+	parent0 string
 }
 
 // NewFeed returns a feed for r; logf gets one line per subscription change
 // and error.
 func NewFeed(r *Router, logf func(string, ...any)) *Feed {
-	return &Feed{r: r, logf: logf, subs: map[string]*feedSub{}}
+	f := &Feed{r: r, logf: logf, clk: clock.Real, subs: map[string]*feedSub{}}
+	r.Pool().OnHealthChange(f.healthChanged)
+	return f
 }
 
 // Run keeps the subscriptions in step with the pool until ctx ends, then
 // closes them all.
 func (f *Feed) Run(ctx context.Context, clk clock.Clock) {
+	f.mu.Lock()
+	f.clk = clk
+	f.mu.Unlock()
 	every(ctx, clk, FeedSync, func() { f.Sync(ctx) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -54,51 +79,146 @@ func (f *Feed) Run(ctx context.Context, clk clock.Clock) {
 // not yet subscribed to, and drops the subscriptions (and index entries) of
 // workers that left.
 func (f *Feed) Sync(ctx context.Context) {
-	want := map[string]string{}
+	want := map[string]*Worker{}
 	for _, w := range f.r.Pool().Workers() {
 		if w.Events != "" {
-			want[w.Name] = w.Events
+			want[w.Name] = w
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for name, s := range f.subs {
-		if ep, ok := want[name]; !ok || ep != s.endpoint {
+		if w, ok := want[name]; !ok || specOf(w) != s.spec {
 			s.close()
 			delete(f.subs, name)
 			f.r.Index().RemoveWorker(name)
+			if ok {
+				w.stream.Store(nil)
+			}
 			f.logf("stopped reading KV events of %s", name)
 		}
 	}
-	for name, ep := range want {
+	for name, w := range want {
 		if _, ok := f.subs[name]; ok {
 			continue
 		}
+		spec := specOf(w)
+		es := newEventStream(spec, f.clk)
 		sctx, cancel := context.WithCancel(ctx)
 		sub, err := kvevents.NewSubscriber(sctx, kvevents.SubscriberConfig{
-			Endpoints: []kvevents.Endpoint{{Worker: name, Addr: ep}},
-		}, f.apply)
+			Endpoints: []kvevents.Endpoint{{
+				Worker: name, Addr: spec.events, Bind: spec.bind, Replay: spec.replay,
+				OnConn: func(open bool) { f.connected(name, es, open) },
+			}},
+		}, func(u kvevents.Update) { f.apply(es, u) })
 		if err != nil {
 			cancel()
 			f.logf("KV events of %s: %v", name, err)
 			continue
 		}
-		f.subs[name] = &feedSub{endpoint: ep, sub: sub, cancel: cancel}
-		f.logf("reading KV events of %s from %s", name, ep)
+		es.setSub(sub)
+		w.stream.Store(es)
+		f.subs[name] = &feedSub{spec: spec, stream: es, sub: sub, cancel: cancel}
+		verb := "reading KV events of %s from %s"
+		if spec.bind {
+			verb = "listening for KV events of %s on %s"
+		}
+		if spec.replay != "" {
+			verb += ", replay " + spec.replay
+		}
+		f.logf(verb, name, spec.events)
 	}
 }
 
+func specOf(w *Worker) streamSpec {
+	return streamSpec{events: w.Events, bind: w.EventsBind, replay: w.Replay, parent0: w.Parent0}
+}
+
 // apply hands one message's events to the index, clearing the worker first
-// when events were lost before it.
-func (f *Feed) apply(u kvevents.Update) {
-	if u.Reset || u.Missed > 0 {
+// when what the index holds for it is stale.
+func (f *Feed) apply(es *eventStream, u kvevents.Update) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	idx := f.r.Index()
+	es.lastEvent = es.clk.Now()
+	switch {
+	case u.First:
+		if u.Reset {
+			f.r.metrics.SequenceGaps.WithLabelValues(u.Worker).Inc()
+		}
+		idx.ClearWorker(u.Worker)
+		es.clears++
+		es.backSinceDown = true
+		es.startWarming(!u.Whole)
+		if !u.Whole {
+			f.logf("KV events of %s: joined at seq %d without its history; warming until its cache turns over", u.Worker, u.Seq)
+		}
+	case u.Reset || u.Missed > 0:
 		f.r.SequenceGap(u.Worker)
+		es.clears++
+		es.startWarming(true)
 	}
+	parent0 := es.spec.parent0
 	for _, ev := range u.Batch.Events {
-		// Apply counts each outcome in the router's metrics; an event that
-		// does not apply (an unknown parent, say) is counted, not fatal.
-		f.r.Index().Apply(u.Worker, ev)
+		// ApplyFrom counts each outcome in the router's metrics; an event
+		// that does not apply (an unknown parent, say) is counted, not fatal.
+		a, _ := idx.ApplyFrom(u.Worker, ev, parent0)
+		es.count(a)
 	}
+	if es.warming && es.settled(idx.Blocks(u.Worker)) {
+		es.warming = false
+		f.logf("KV events of %s: warm (its cache turned over once since kvlens joined)", u.Worker)
+	}
+}
+
+// connected follows the connections of a worker's event socket. A
+// connection after the first means the publisher restarted or its network
+// failed: the worker's index is cleared the moment it is back.
+func (f *Feed) connected(worker string, es *eventStream, open bool) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if !open {
+		es.conns = max(0, es.conns-1)
+		return
+	}
+	es.conns++
+	if !es.everConnected {
+		es.everConnected = true
+		return
+	}
+	es.backSinceDown = true
+	f.r.Index().ClearWorker(worker)
+	es.clears++
+	es.startWarming(true)
+	f.logf("KV events of %s: publisher reconnected; index cleared", worker)
+}
+
+// healthChanged clears a worker's index when it passes its health check
+// after failing: it may have restarted with an empty cache, or lost events.
+// It does not when the publisher has already come back since the failure
+// (reconnected, or restarted its sequence): the index was cleared then, and
+// what it holds since is the new life's.
+func (f *Feed) healthChanged(w *Worker, healthy bool) {
+	es := w.stream.Load()
+	if es == nil {
+		return
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if !healthy {
+		es.down, es.backSinceDown = true, false
+		return
+	}
+	down, back := es.down, es.backSinceDown
+	es.down = false
+	if down && back {
+		f.logf("KV events of %s: worker healthy again; its publisher already came back, index kept", w.Name)
+		return
+	}
+	f.r.Index().ClearWorker(w.Name)
+	es.clears++
+	es.startWarming(true)
+	f.logf("KV events of %s: worker healthy again; index cleared", w.Name)
 }
 
 // Subscribed returns the names of the workers whose events are being read.
@@ -115,4 +235,151 @@ func (f *Feed) Subscribed() []string {
 func (s *feedSub) close() {
 	s.cancel()
 	s.sub.Close()
+}
+
+// eventStream is one worker's KV-event stream as the Feed follows it.
+type eventStream struct {
+	spec streamSpec
+	clk  clock.Clock
+
+	mu            sync.Mutex
+	sub           *kvevents.Subscriber
+	conns         int
+	everConnected bool
+	lastEvent     time.Time
+	warming       bool
+	// down says the worker failed its last health check; backSinceDown
+	// that its publisher reconnected or restarted since.
+	down, backSinceDown bool
+	// knownRun counts blocks evicted in a row that the index knew, since
+	// the last sign of a block it never saw (see settled).
+	knownRun int
+	applied  uint64
+	dropped  map[string]uint64
+	clears   uint64
+}
+
+func newEventStream(spec streamSpec, clk clock.Clock) *eventStream {
+	return &eventStream{spec: spec, clk: clk, dropped: map[string]uint64{}}
+}
+
+func (es *eventStream) setSub(s *kvevents.Subscriber) {
+	es.mu.Lock()
+	es.sub = s
+	es.mu.Unlock()
+}
+
+// startWarming marks the index as missing blocks the worker holds, or not.
+func (es *eventStream) startWarming(on bool) {
+	es.warming = on
+	es.knownRun = 0
+}
+
+// count records what one event did.
+func (es *eventStream) count(a Applied) {
+	es.applied += uint64(a.Blocks)
+	if a.Dropped > 0 {
+		es.dropped[a.Reason] += uint64(a.Dropped)
+	}
+	switch {
+	case a.Cleared:
+		es.warming = false // the worker holds nothing from before
+	case a.Reason == OutcomeUnknownBlock || a.Reason == OutcomeUnknownParent:
+		es.knownRun = 0 // the worker still holds blocks the index never saw
+	default:
+		es.knownRun += a.Removed
+	}
+}
+
+// settled reports whether a warming worker's cache has turned over once:
+// it has evicted at least as many blocks as the index now holds for it, in
+// a row, all of them known, and no store since has hung off an unknown
+// parent. Under LRU that means the blocks it held before kvlens joined are
+// gone. It is a rule of thumb: a hot prefix from before that the worker
+// keeps using and never extends is not noticed.
+func (es *eventStream) settled(held int) bool {
+	return es.knownRun > 0 && es.knownRun >= held
+}
+
+// StreamState is a worker's KV-event stream as the admin API shows it.
+type StreamState struct {
+	// Endpoint is the worker's events endpoint.
+	Endpoint string `json:"endpoint"`
+	// Socket is "connect" when kvlens dials the worker's publisher, "bind"
+	// when kvlens listens and the publisher connects.
+	Socket string `json:"socket"`
+	// State is "connecting" (dialing, no connection yet), "listening"
+	// (bound, no publisher connected) or "connected".
+	State string `json:"state"`
+	// Replay is the worker's replay endpoint; empty when it has none.
+	Replay string `json:"replay,omitempty"`
+	// Parent0 is how a parent block hash of 0 is read: auto, none or hash.
+	Parent0 string `json:"parent0"`
+	// Warming says the worker holds blocks published before kvlens joined
+	// (or lost in a gap) that the index does not know of.
+	Warming bool `json:"warming"`
+	// LastEventAgeSeconds is the time since the last message, in seconds;
+	// -1 before the first.
+	LastEventAgeSeconds float64 `json:"last_event_age_seconds"`
+	// Messages counts event batches handed to the index, replayed ones
+	// included.
+	Messages uint64 `json:"messages"`
+	// AppliedBlocks counts blocks stored or removed as the events said.
+	AppliedBlocks uint64 `json:"applied_blocks"`
+	// DroppedBlocks counts blocks not applied, by reason: unknown_parent,
+	// unknown_block, invalid, index_full, other_tier, other_group.
+	DroppedBlocks map[string]uint64 `json:"dropped_blocks"`
+	// DecodeErrors counts messages dropped as malformed.
+	DecodeErrors uint64 `json:"decode_errors"`
+	// Gaps counts jumps in the sequence numbers that replay did not fill.
+	Gaps uint64 `json:"gaps"`
+	// Restarts counts publisher restarts seen in the sequence numbers, and
+	// Reconnects connections after the first.
+	Restarts   uint64 `json:"restarts"`
+	Reconnects uint64 `json:"reconnects"`
+	// Replays counts replay requests (gap fills and catch-ups), and
+	// Replayed the messages they recovered.
+	Replays  uint64 `json:"replays"`
+	Replayed uint64 `json:"replayed"`
+	// Clears counts the times the worker's index was cleared because the
+	// stream said it was stale.
+	Clears uint64 `json:"clears"`
+}
+
+// state returns a snapshot of the stream.
+func (es *eventStream) state() *StreamState {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	st := &StreamState{
+		Endpoint: es.spec.events, Socket: "connect", State: "connecting", Replay: es.spec.replay,
+		Parent0: es.spec.parent0, Warming: es.warming, LastEventAgeSeconds: -1,
+		AppliedBlocks: es.applied, DroppedBlocks: maps.Clone(es.dropped), Clears: es.clears,
+	}
+	if st.Parent0 == "" {
+		st.Parent0 = Parent0Auto
+	}
+	if es.spec.bind {
+		st.Socket, st.State = "bind", "listening"
+	}
+	if es.conns > 0 {
+		st.State = "connected"
+	}
+	if !es.lastEvent.IsZero() {
+		st.LastEventAgeSeconds = es.clk.Now().Sub(es.lastEvent).Seconds()
+	}
+	if es.sub != nil {
+		s := es.sub.Stats()
+		st.Messages, st.DecodeErrors, st.Gaps = s.Messages, s.DecodeErrors, s.Gaps
+		st.Restarts, st.Reconnects, st.Replays, st.Replayed = s.Resets, s.Reconnects, s.ReplayRequests, s.Replayed
+	}
+	return st
+}
+
+// EventStream returns the worker's KV-event stream state; nil when no Feed
+// reads its events.
+func (w *Worker) EventStream() *StreamState {
+	if es := w.stream.Load(); es != nil {
+		return es.state()
+	}
+	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 

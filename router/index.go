@@ -2,10 +2,12 @@ package router
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // DefaultMaxIndexBlocks bounds the event-fed index: at most this many
@@ -71,10 +73,60 @@ const (
 	OutcomeInvalid = "invalid"
 	// OutcomeFull counts blocks dropped when the index hit its bound.
 	OutcomeFull = "index_full"
+	// OutcomeOtherTier counts blocks of events about a tier other than the
+	// GPU (an offload tier such as "CPU"), which a prefix hit cannot use
+	// directly and which say nothing about the GPU's blocks.
+	OutcomeOtherTier = "other_tier"
+	// OutcomeOtherGroup counts blocks of events about a KV-cache group other
+	// than full attention on a hybrid model (sliding window, mamba): such a
+	// group holds and evicts the same block ids on its own schedule.
+	OutcomeOtherGroup = "other_group"
+)
+
+// Outcome indexes, as counts holds them.
+const (
+	oApplied = iota
+	oUnknownParent
+	oUnknownBlock
+	oInvalid
+	oFull
+	oOtherTier
+	oOtherGroup
 )
 
 var eventKinds = [...]string{"BlockStored", "BlockRemoved", "AllBlocksCleared"}
-var eventOutcomes = [...]string{OutcomeApplied, OutcomeUnknownParent, OutcomeUnknownBlock, OutcomeInvalid, OutcomeFull}
+var eventOutcomes = [...]string{OutcomeApplied, OutcomeUnknownParent, OutcomeUnknownBlock, OutcomeInvalid, OutcomeFull, OutcomeOtherTier, OutcomeOtherGroup}
+
+// What a parent block hash of 0 means in a worker's BlockStored events:
+// vLLM writes "no parent" as nil, some publishers (llm-d's simulator) as 0.
+const (
+	// Parent0Auto reads a parent of 0 as "no parent" unless the worker has
+	// stored a block whose id is 0. It is the default.
+	Parent0Auto = "auto"
+	// Parent0None always reads a parent of 0 as "no parent".
+	Parent0None = "none"
+	// Parent0Hash reads 0 as a block id like any other.
+	Parent0Hash = "hash"
+)
+
+// Parent0Modes lists the values a worker's parent0= option takes.
+var Parent0Modes = []string{Parent0Auto, Parent0None, Parent0Hash}
+
+// Applied is what one event did to a worker's part of the index.
+type Applied struct {
+	// Blocks counts blocks stored or removed as the event said (for
+	// AllBlocksCleared, 1 when it cleared).
+	Blocks int
+	// Dropped counts blocks the event named that were not applied.
+	Dropped int
+	// Reason says why they were dropped: one of the Outcome constants.
+	Reason string
+	// Removed counts the blocks the worker evicted from its GPU tier, known
+	// to the index or not.
+	Removed int
+	// Cleared says the event cleared the worker's GPU tier.
+	Cleared bool
+}
 
 // EventStats counts block events by kind and outcome. Stores and removals
 // count blocks; AllBlocksCleared counts events.
@@ -83,6 +135,9 @@ type EventStats map[string]map[string]uint64
 type workerBlocks struct {
 	// engine maps the engine's opaque block id to kvlens's chain hash.
 	engine map[uint64]uint64
+	// full says, by group_idx, whether a KV-cache group is full attention,
+	// as the worker's stores named their kind.
+	full map[int64]bool
 }
 
 // Index is the global prefix index fed by KV events: which worker holds which
@@ -99,6 +154,10 @@ type Index struct {
 	scratch   []uint64
 	counts    [len(eventKinds)][len(eventOutcomes)]uint64
 	resets    uint64
+	// adapters holds the LoRA adapter names seen in stores, so a request
+	// naming one as its model is matched against that adapter's blocks.
+	adapters map[string]struct{}
+	salts    []uint64 // the adapters' salts
 }
 
 // NewIndex returns an empty index for blocks of blockSize tokens that holds
@@ -125,51 +184,160 @@ func (x *Index) worker(name string) (int, *workerBlocks) {
 	return s, x.workers[s]
 }
 
-// Apply applies one event that worker published. A store whose parent the
-// index does not know is dropped whole, since its blocks could not be placed
-// in any prefix; a removal skips blocks it does not know and applies the
-// rest. The error, if any, describes what was dropped; the index stays
-// consistent either way.
+// Apply applies one event that worker published, reading a parent of 0 as
+// Parent0Auto does. A store whose parent the index does not know is dropped
+// whole, since its blocks could not be placed in any prefix; a removal skips
+// blocks it does not know and applies the rest. Events about another tier
+// than the GPU, or another KV-cache group than full attention, are counted
+// and ignored. The error, if any, describes what was dropped; the index
+// stays consistent either way.
 func (x *Index) Apply(worker string, ev kvevents.Event) error {
+	_, err := x.ApplyFrom(worker, ev, Parent0Auto)
+	return err
+}
+
+// ApplyFrom is Apply with a worker's reading of a parent of 0 (one of
+// Parent0Modes), and says what the event did.
+func (x *Index) ApplyFrom(worker string, ev kvevents.Event, parent0 string) (Applied, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	switch e := ev.(type) {
 	case *kvevents.BlockStored:
-		return x.store(worker, e)
+		return x.store(worker, e, parent0)
 	case *kvevents.BlockRemoved:
-		return x.remove(worker, e)
+		return x.remove(worker, e), nil
 	case *kvevents.AllBlocksCleared:
+		if !onGPU(e.Medium) {
+			x.counts[2][oOtherTier]++
+			return Applied{Dropped: 1, Reason: OutcomeOtherTier}, nil
+		}
 		x.clearLocked(worker)
-		x.counts[2][0]++
-		return nil
+		x.counts[2][oApplied]++
+		return Applied{Blocks: 1, Cleared: true}, nil
 	}
-	return fmt.Errorf("router: index: unknown event %T from %s", ev, worker)
+	return Applied{}, fmt.Errorf("router: index: unknown event %T from %s", ev, worker)
 }
 
-func (x *Index) store(worker string, e *kvevents.BlockStored) error {
+// onGPU reports whether an event's medium is the GPU tier; vLLM's default,
+// and what a publisher that sends no medium means.
+func onGPU(medium string) bool {
+	return medium == "" || strings.EqualFold(medium, "GPU")
+}
+
+// fullAttention reports whether a KV-cache group kind, as vLLM names it, is
+// full attention: the group whose blocks a prefix hit needs.
+func fullAttention(kind string) bool {
+	switch kind {
+	case "full_attention", "mla_attention", "sink_full_attention", "cross_attention":
+		return true
+	}
+	return false
+}
+
+// inFullGroup reports whether an event of group g is about w's
+// full-attention group. A model that sends no group has one; a group the
+// worker named in a store is what it said; a group never named is not full
+// once the worker has named its full group, and otherwise is full only when
+// it is group 0, as vLLM numbers the full-attention group first.
+func (w *workerBlocks) inFullGroup(g *int64, kind string) bool {
+	if g == nil {
+		return true
+	}
+	if kind != "" {
+		full := fullAttention(kind)
+		if w.full == nil {
+			w.full = make(map[int64]bool)
+		}
+		if len(w.full) < 64 { // a hostile publisher cannot grow it without end
+			w.full[*g] = full
+		}
+		return full
+	}
+	if full, ok := w.full[*g]; ok {
+		return full
+	}
+	for _, full := range w.full {
+		if full {
+			return false
+		}
+	}
+	return *g == 0
+}
+
+// adapterOf names the LoRA adapter a store belongs to; empty for the base
+// model. Older vLLM sends only lora_id.
+func adapterOf(e *kvevents.BlockStored) string {
+	switch {
+	case e.LoraName != "":
+		return e.LoraName
+	case e.LoraID != nil:
+		return "lora_id:" + strconv.FormatInt(*e.LoraID, 10)
+	}
+	return ""
+}
+
+// maxAdapters bounds the adapter names the index remembers.
+const maxAdapters = 1024
+
+func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (Applied, error) {
 	n := len(e.BlockHashes)
+	if !onGPU(e.Medium) {
+		x.counts[0][oOtherTier] += uint64(n)
+		return Applied{Dropped: n, Reason: OutcomeOtherTier}, nil
+	}
 	if e.BlockSize != x.blockSize || len(e.TokenIDs) != n*e.BlockSize {
-		x.counts[0][3] += uint64(n)
-		return fmt.Errorf("router: index: store from %s: %d token ids for %d blocks of %d (index block size %d)", worker, len(e.TokenIDs), n, e.BlockSize, x.blockSize)
+		x.counts[0][oInvalid] += uint64(n)
+		return Applied{Dropped: n, Reason: OutcomeInvalid}, fmt.Errorf("router: index: store from %s: %d token ids for %d blocks of %d (index block size %d)", worker, len(e.TokenIDs), n, e.BlockSize, x.blockSize)
 	}
 	s, w := x.worker(worker)
+	if !w.inFullGroup(e.GroupIdx, e.KVCacheSpecKind) {
+		x.counts[0][oOtherGroup] += uint64(n)
+		return Applied{Dropped: n, Reason: OutcomeOtherGroup}, nil
+	}
+	adapter := adapterOf(e)
+	salt := adapterSalt(adapter)
+	if _, known := x.adapters[adapter]; adapter != "" && !known && len(x.adapters) < maxAdapters {
+		if x.adapters == nil {
+			x.adapters = make(map[string]struct{})
+		}
+		x.adapters[adapter] = struct{}{}
+		x.salts = append(x.salts, salt)
+	}
+	hasParent := e.HasParent
+	if hasParent && e.Parent == 0 {
+		switch parent0 {
+		case Parent0None:
+			hasParent = false
+		case Parent0Hash:
+		default:
+			_, stored := w.engine[0]
+			hasParent = stored
+		}
+	}
 	chain := x.scratch[:0]
-	if e.HasParent {
+	if hasParent {
 		p, ok := w.engine[e.Parent]
 		if !ok {
-			x.counts[0][1] += uint64(n)
-			return fmt.Errorf("router: index: store from %s: unknown parent block %#x, %d blocks dropped", worker, e.Parent, n)
+			x.counts[0][oUnknownParent] += uint64(n)
+			return Applied{Dropped: n, Reason: OutcomeUnknownParent}, fmt.Errorf("router: index: store from %s: unknown parent block %#x, %d blocks dropped", worker, e.Parent, n)
 		}
-		chain = append(chain, p)
+		chain = append(chain, p^salt) // the parent's chain hash, unsalted
 	}
 	base := len(chain)
 	chain = blockhash.Extend(chain, e.TokenIDs, x.blockSize)
 	x.scratch = chain
+	// An adapter's blocks hash apart from the base model's: the same tokens
+	// under another adapter are other KV.
+	if salt != 0 {
+		for i := range chain {
+			chain[i] ^= salt
+		}
+	}
 	if x.pairs+n > x.maxPairs {
 		x.pruneLocked()
 		if x.pairs+n > x.maxPairs {
-			x.counts[0][4] += uint64(n)
-			return fmt.Errorf("router: index: store from %s: index full at %d blocks, %d blocks dropped", worker, x.pairs, n)
+			x.counts[0][oFull] += uint64(n)
+			return Applied{Dropped: n, Reason: OutcomeFull}, fmt.Errorf("router: index: store from %s: index full at %d blocks, %d blocks dropped", worker, x.pairs, n)
 		}
 	}
 	for i, eh := range e.BlockHashes {
@@ -191,30 +359,59 @@ func (x *Index) store(worker string, e *kvevents.BlockStored) error {
 	for i := max(1, base); i < len(chain); i++ {
 		x.t.link(chain[i-1], chain[i])
 	}
-	x.counts[0][0] += uint64(n)
-	return nil
+	x.counts[0][oApplied] += uint64(n)
+	return Applied{Blocks: n}, nil
 }
 
-func (x *Index) remove(worker string, e *kvevents.BlockRemoved) error {
+func (x *Index) remove(worker string, e *kvevents.BlockRemoved) Applied {
+	n := len(e.BlockHashes)
+	if !onGPU(e.Medium) {
+		x.counts[1][oOtherTier] += uint64(n)
+		return Applied{Dropped: n, Reason: OutcomeOtherTier}
+	}
 	s, ok := x.slots.get(worker)
-	if !ok {
-		x.counts[1][2] += uint64(len(e.BlockHashes))
-		return nil
+	if !ok || x.workers[s] == nil {
+		x.counts[1][oUnknownBlock] += uint64(n)
+		return Applied{Dropped: n, Reason: OutcomeUnknownBlock, Removed: n}
 	}
 	w := x.workers[s]
+	if !w.inFullGroup(e.GroupIdx, "") {
+		x.counts[1][oOtherGroup] += uint64(n)
+		return Applied{Dropped: n, Reason: OutcomeOtherGroup}
+	}
+	a := Applied{Removed: n}
 	for _, eh := range e.BlockHashes {
 		h, ok := w.engine[eh]
 		if !ok {
-			x.counts[1][2]++
+			x.counts[1][oUnknownBlock]++
+			a.Dropped++
+			a.Reason = OutcomeUnknownBlock
 			continue
 		}
 		delete(w.engine, eh)
 		if x.t.remove(h, s) {
 			x.pairs--
 		}
-		x.counts[1][0]++
+		x.counts[1][oApplied]++
+		a.Blocks++
 	}
-	return nil
+	return a
+}
+
+// HasAdapters reports whether any worker has stored blocks of a LoRA
+// adapter.
+func (x *Index) HasAdapters() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.adapters) > 0
+}
+
+// IsAdapter reports whether a worker has stored blocks of the adapter name.
+func (x *Index) IsAdapter(name string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.adapters[name]
+	return ok
 }
 
 // pruneLocked frees room when the index is full by clearing the worker that
@@ -352,11 +549,21 @@ func (x *Index) Overlap(chain []uint64) map[string]int {
 	return out
 }
 
-// Held reports whether any worker holds block h.
+// Held reports whether any worker holds block h, for the base model or,
+// salted, for any LoRA adapter: a prompt's chain is hashed before anyone
+// knows which adapter it is for.
 func (x *Index) Held(h uint64) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.t.held(h)
+	if x.t.held(h) {
+		return true
+	}
+	for _, salt := range x.salts {
+		if x.t.held(h ^ salt) {
+			return true
+		}
+	}
+	return false
 }
 
 // Blocks returns how many blocks the index holds for worker.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 const testB = 4

@@ -120,6 +120,43 @@ var workerGauges = []struct {
 		}},
 }
 
+// streamGauges are read from each worker's KV-event stream at scrape time;
+// a worker whose events are not read has none.
+var streamGauges = []struct {
+	desc *prometheus.Desc
+	kind prometheus.ValueType
+	get  func(*StreamState) float64
+}{
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_connected", "1 when the worker's event publisher is connected, else 0.", []string{"worker"}, nil),
+		prometheus.GaugeValue, func(s *StreamState) float64 { return boolValue(s.State == "connected") }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_warming", "1 while the worker holds blocks the index never saw (joined without replay, or after a gap), else 0.", []string{"worker"}, nil),
+		prometheus.GaugeValue, func(s *StreamState) float64 { return boolValue(s.Warming) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_last_event_age_seconds", "Time since the worker's last KV-event message, in seconds; -1 before the first.", []string{"worker"}, nil),
+		prometheus.GaugeValue, func(s *StreamState) float64 { return s.LastEventAgeSeconds }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_messages_total", "KV-event batches from the worker handed to the index, replayed ones included.", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.Messages) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_applied_blocks_total", "Blocks of the worker's events stored or removed as they said.", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.AppliedBlocks) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_decode_errors_total", "The worker's KV-event messages dropped as malformed.", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.DecodeErrors) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_replays_total", "Replay requests sent to the worker (gap fills and catch-ups).", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.Replays) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_reconnects_total", "Connections of the worker's publisher after the first.", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.Reconnects) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_clears_total", "Times the worker's index was cleared because its event stream was stale.", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.Clears) }},
+}
+
+var streamDroppedDesc = prometheus.NewDesc("kvlens_router_kv_event_stream_dropped_blocks_total",
+	"Blocks of the worker's events not applied, by reason.", []string{"worker", "reason"}, nil)
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 var capacityFailuresDesc = prometheus.NewDesc("kvlens_router_worker_capacity_report_failures_total",
 	"Times the worker was asked its batch capacity and reported nothing usable.", []string{"worker"}, nil)
 
@@ -131,6 +168,10 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- g.desc
 	}
 	ch <- capacityFailuresDesc
+	for _, g := range streamGauges {
+		ch <- g.desc
+	}
+	ch <- streamDroppedDesc
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -139,5 +180,13 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.get(w), w.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(capacityFailuresDesc, prometheus.CounterValue, float64(w.CapacityReportFailures), w.Name)
+		if s := w.EventStream; s != nil {
+			for _, g := range streamGauges {
+				ch <- prometheus.MustNewConstMetric(g.desc, g.kind, g.get(s), w.Name)
+			}
+			for reason, n := range s.DroppedBlocks {
+				ch <- prometheus.MustNewConstMetric(streamDroppedDesc, prometheus.CounterValue, float64(n), w.Name, reason)
+			}
+		}
 	}
 }

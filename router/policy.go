@@ -29,6 +29,10 @@ type Request struct {
 	Chain []uint64
 	// BlockSize is tokens per block.
 	BlockSize int
+	// Adapter is the LoRA adapter the request is for; empty for the base
+	// model. The router fills it from the body's "model" when that names an
+	// adapter workers have stored blocks of.
+	Adapter string
 }
 
 // Candidate is one healthy worker as a policy sees it at decision time.

@@ -219,6 +219,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	if req.Tokens == 0 {
 		req.Tokens = len(req.TokenIDs)
 	}
+	r.adapt(req)
 	hashed := time.Now()
 
 	var wbuf [64]*Worker
@@ -387,6 +388,9 @@ type WorkerState struct {
 	URL     string `json:"url"`
 	Events  string `json:"events,omitempty"`
 	Healthy bool   `json:"healthy"`
+	// EventStream is the worker's KV-event stream; absent when no events
+	// are read from it.
+	EventStream *StreamState `json:"event_stream,omitempty"`
 	// Capacity is the batch capacity, in requests.
 	Capacity int `json:"capacity"`
 	// CapacitySource says where Capacity came from: "flag" (the worker's
@@ -432,7 +436,7 @@ func (r *Router) Workers() []WorkerState {
 		reportErr := w.learn.lastErr
 		w.learn.mu.Unlock()
 		out = append(out, WorkerState{
-			Name: w.Name, URL: w.URL.String(), Events: w.Events, Healthy: w.Healthy(),
+			Name: w.Name, URL: w.URL.String(), Events: w.Events, Healthy: w.Healthy(), EventStream: w.EventStream(),
 			Capacity: capacity, CapacitySource: source, CapacityReported: int(w.learn.reported.Load()),
 			CapacityReportFailures: w.learn.failures.Load(), CapacityReportError: reportErr,
 			IndexedBlocks: r.index.Blocks(w.Name), PredictedBlocks: r.approx.Blocks(w.Name),

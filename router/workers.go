@@ -33,6 +33,19 @@ type Worker struct {
 	// Events is the worker's KV-event endpoint, such as tcp://host:5557;
 	// empty when it publishes none.
 	Events string
+	// EventsBind says kvlens binds Events and the worker's publisher
+	// connects to it, instead of kvlens dialing the worker: an events=
+	// endpoint whose host is * (tcp://*:5557), or a bind= one.
+	EventsBind bool
+	// Replay is the worker's replay (ROUTER) endpoint, such as
+	// tcp://host:5558; empty when it offers none. kvlens dials it to fill
+	// gaps and to catch up on what was published before it joined.
+	Replay string
+	// Parent0 says what a parent block hash of 0 means in the worker's
+	// events: one of Parent0Modes; empty means Parent0Auto.
+	Parent0 string
+	// stream is the worker's KV-event stream state, kept by a Feed.
+	stream atomic.Pointer[eventStream]
 	// Capacity is the batch capacity (max_batch_size) that the worker's
 	// capacity= option set, in requests; 0 means it set none, and the
 	// router's flag, then what the worker reports, then DefaultCapacity
@@ -96,6 +109,8 @@ type DNSSource struct {
 	Port string
 	// EventsPort, when set, is each worker's KV-event port.
 	EventsPort string
+	// ReplayPort, when set, is each worker's replay (ROUTER) port.
+	ReplayPort string
 }
 
 // Fleet is a parsed --workers list.
@@ -115,7 +130,7 @@ func SplitWorkerList(s string) []string {
 		if p == "" {
 			continue
 		}
-		if k, _, ok := strings.Cut(p, "="); ok && len(out) > 0 && (k == "events" || k == "capacity") {
+		if k, _, ok := strings.Cut(p, "="); ok && len(out) > 0 && slices.Contains(workerOptions, k) {
 			out[len(out)-1] += "," + p
 			continue
 		}
@@ -124,11 +139,19 @@ func SplitWorkerList(s string) []string {
 	return out
 }
 
+// workerOptions are the keys a worker spec may add after its URL.
+var workerOptions = []string{"events", "bind", "replay", "parent0", "capacity"}
+
 // ParseFleet parses worker specs, each one of:
 //
 //	http://host:port                                   named w<i>
-//	name=http://host:port[,events=tcp://host:port][,capacity=N]
-//	dns://service:port[?events=PORT]
+//	name=http://host:port[,events=tcp://host:port][,replay=tcp://host:port][,parent0=auto|none|hash][,capacity=N]
+//	dns://service:port[?events=PORT][&replay=PORT]
+//
+// events= is where the worker's KV events come from. With a host, kvlens
+// connects to the worker's PUB socket, as to vLLM's default tcp://*:5557.
+// With * as the host (events=tcp://*:5557), or as bind=tcp://host:port,
+// kvlens binds that port and the worker's publisher connects to it.
 func ParseFleet(specs []string) (Fleet, error) {
 	var f Fleet
 	seen := map[string]bool{}
@@ -170,8 +193,9 @@ func parseDNS(rest string) (DNSSource, error) {
 			return DNSSource{}, fmt.Errorf("bad query: %w", err)
 		}
 		src.EventsPort = q.Get("events")
+		src.ReplayPort = q.Get("replay")
 	}
-	for _, p := range []string{src.Port, src.EventsPort} {
+	for _, p := range []string{src.Port, src.EventsPort, src.ReplayPort} {
 		if n, err := strconv.Atoi(p); p != "" && (err != nil || n < 1 || n > 65535) {
 			return DNSSource{}, fmt.Errorf("port %q is not a number from 1 to 65535", p)
 		}
@@ -197,12 +221,29 @@ func parseWorker(i int, spec string) (*Worker, error) {
 	for _, kv := range parts[1:] {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case "events":
-			eu, err := url.Parse(v)
-			if err != nil || eu.Scheme != "tcp" || eu.Host == "" {
-				return nil, fmt.Errorf("events %q is not a tcp://host:port endpoint", v)
+		case "events", "bind":
+			if w.Events != "" {
+				return nil, fmt.Errorf("%q gives more than one events= or bind= endpoint", spec)
 			}
-			w.Events = v
+			host, err := tcpEndpoint(k, v)
+			if err != nil {
+				return nil, err
+			}
+			w.Events, w.EventsBind = v, k == "bind" || host == "*"
+		case "replay":
+			host, err := tcpEndpoint(k, v)
+			if err != nil {
+				return nil, err
+			}
+			if host == "*" || net.ParseIP(host).IsUnspecified() {
+				return nil, fmt.Errorf("replay %q: kvlens dials the worker's replay socket, so it needs the worker's host, not %s", v, host)
+			}
+			w.Replay = v
+		case "parent0":
+			if !slices.Contains(Parent0Modes, v) {
+				return nil, fmt.Errorf("parent0 %q is not one of %s", v, strings.Join(Parent0Modes, ", "))
+			}
+			w.Parent0 = v
 		case "capacity":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -210,10 +251,30 @@ func parseWorker(i int, spec string) (*Worker, error) {
 			}
 			w.Capacity = n
 		default:
-			return nil, fmt.Errorf("unknown worker option %q in %q (want events= or capacity=)", k, spec)
+			return nil, fmt.Errorf("unknown worker option %q in %q (want one of %s)", k, spec, strings.Join(workerOptions, "=, ")+"=")
 		}
 	}
+	if w.Replay != "" && w.Events == "" {
+		return nil, fmt.Errorf("%q gives replay= without events= or bind=", spec)
+	}
 	return w, nil
+}
+
+// tcpEndpoint checks that v, the value of option k, is tcp://host:port
+// with a port from 1 to 65535, and returns the host.
+func tcpEndpoint(k, v string) (string, error) {
+	rest, ok := strings.CutPrefix(v, "tcp://")
+	if !ok {
+		return "", fmt.Errorf("%s %q is not a tcp://host:port endpoint", k, v)
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil || host == "" {
+		return "", fmt.Errorf("%s %q is not a tcp://host:port endpoint", k, v)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("%s %q: port %q is not a number from 1 to 65535", k, v, port)
+	}
+	return host, nil
 }
 
 // ParseWorkers turns worker specs (base URLs, or name=url forms) into
@@ -243,6 +304,7 @@ type Pool struct {
 	dns      map[DNSSource][]*Worker
 	all      atomic.Pointer[[]*Worker]
 	onLeave  []func(*Worker)
+	onHealth []func(w *Worker, healthy bool)
 	capacity int // the router's --max-batch-size; 0 when unset
 }
 
@@ -257,6 +319,15 @@ func NewPool(static []*Worker) *Pool {
 func (p *Pool) OnLeave(f func(*Worker)) {
 	p.mu.Lock()
 	p.onLeave = append(p.onLeave, f)
+	p.mu.Unlock()
+}
+
+// OnHealthChange registers f to run for every worker whose health check
+// turns: healthy false when it fails after passing, true when it passes
+// after failing (the worker is re-admitted).
+func (p *Pool) OnHealthChange(f func(w *Worker, healthy bool)) {
+	p.mu.Lock()
+	p.onHealth = append(p.onHealth, f)
 	p.mu.Unlock()
 }
 
@@ -317,6 +388,9 @@ func (p *Pool) Resolve(ctx context.Context, r Resolver, src DNSSource) error {
 		w.flagCapacity.Store(int64(p.capacity))
 		if src.EventsPort != "" {
 			w.Events = "tcp://" + net.JoinHostPort(a, src.EventsPort)
+			if src.ReplayPort != "" {
+				w.Replay = "tcp://" + net.JoinHostPort(a, src.ReplayPort)
+			}
 		}
 		now = append(now, w)
 	}
@@ -357,11 +431,18 @@ func (p *Pool) CheckHealth(ctx context.Context, client *http.Client, timeout tim
 }
 
 func (p *Pool) checkHealth(ctx context.Context, clk clock.Clock, client *http.Client, timeout time.Duration, logf func(string, ...any)) {
+	p.mu.Lock()
+	hooks := slices.Clone(p.onHealth)
+	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range p.Workers() {
 		wg.Go(func() {
 			ok := health(ctx, client, timeout, w)
-			w.SetHealthy(ok)
+			if wasUnhealthy := w.unhealthy.Swap(!ok); wasUnhealthy == ok {
+				for _, f := range hooks {
+					f(w, ok)
+				}
+			}
 			if w.learn.due(clk.Now(), ok) {
 				// Both asks share one timeout, so that a worker hanging on
 				// them delays its health poll by at most that.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 

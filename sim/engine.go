@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // Engine is one simulated inference engine: a continuous-batching scheduler

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // tiny is a profile small enough to reason about by hand: blocks of 4

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/access"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // FleetConfig describes a fleet of simulated workers.
@@ -40,8 +40,23 @@ type FleetConfig struct {
 	// (port 0 means any free port). Fleet.EventEndpoints says where.
 	EventsBind string
 	// EventsConnect, when set, makes each worker dial this ZMQ endpoint (a
-	// router that binds) and publish under its own name as the topic.
-	EventsConnect string
+	// router that binds) and publish under its own name as the topic. With
+	// EventsConnectEach, worker i dials the port plus i instead, as vLLM
+	// offsets its endpoint by data-parallel rank, so a router can bind one
+	// port per worker.
+	EventsConnect     string
+	EventsConnectEach bool
+	// EventsReplay, when set with EventsBind or EventsConnect, makes worker
+	// i also bind a replay (ROUTER) socket at this port plus i, answering
+	// vLLM's replay requests from its last ReplaySize messages.
+	EventsReplay string
+	// ReplaySize is how many messages each worker's replay socket keeps;
+	// zero means the kvevents default.
+	ReplaySize int
+	// EventsFor, when set, overrides the publisher of worker i: it gets the
+	// config StartFleet would use and returns the one to use, so one fleet
+	// can mix workers that bind and workers that connect.
+	EventsFor func(i int, cfg kvevents.PublisherConfig) kvevents.PublisherConfig
 	// Seed makes output lengths and faults reproducible; worker i uses Seed+i.
 	Seed uint64
 	// Access guards every worker's PUT /admin/faults; the zero rule allows
@@ -59,9 +74,15 @@ type Fleet struct {
 	// EventEndpoints holds each worker's KV-event endpoint, in the order of
 	// URLs, when the fleet publishes over ZMQ.
 	EventEndpoints []string
-	servers        []*http.Server
-	publishers     []*kvevents.Publisher
-	wg             sync.WaitGroup
+	// ReplayEndpoints holds each worker's replay endpoint, in the order of
+	// URLs, when it has one; "" when not.
+	ReplayEndpoints []string
+	// Publishers are the workers' KV-event publishers, in the order of URLs,
+	// when the fleet publishes over ZMQ.
+	Publishers []*kvevents.Publisher
+	servers    []*http.Server
+	publishers []*kvevents.Publisher
+	wg         sync.WaitGroup
 }
 
 // StartFleet starts the workers cfg describes.
@@ -99,7 +120,9 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 				return nil, fmt.Errorf("sim: worker %d: %w", i, err)
 			}
 			f.publishers = append(f.publishers, pub)
+			f.Publishers = f.publishers
 			f.EventEndpoints = append(f.EventEndpoints, pub.Endpoint())
+			f.ReplayEndpoints = append(f.ReplayEndpoints, pub.ReplayEndpoint())
 			opts.Events = func(b kvevents.Batch) { pub.Publish(b) } // queues; a full queue leaves a seq gap
 		}
 		w, err := NewServer(opts)
@@ -158,16 +181,37 @@ func (f *Fleet) Close(ctx context.Context) error {
 
 // newPublisher makes worker i's KV-event publisher: bound at EventsBind with
 // the port offset by i, or dialing EventsConnect with the worker's name as
-// the topic so a shared subscriber can tell the workers apart.
+// the topic so a shared subscriber can tell the workers apart; with a
+// replay socket at EventsReplay's port plus i when that is set.
 func newPublisher(cfg FleetConfig, i int, name string) (*kvevents.Publisher, error) {
+	var pc kvevents.PublisherConfig
 	if cfg.EventsConnect != "" {
-		return kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: cfg.EventsConnect, Connect: true, Topic: name})
+		ep := cfg.EventsConnect
+		if cfg.EventsConnectEach {
+			var err error
+			if ep, err = offsetPort(ep, i); err != nil {
+				return nil, err
+			}
+		}
+		pc = kvevents.PublisherConfig{Endpoint: ep, Connect: true, Topic: name}
+	} else {
+		ep, err := offsetPort(cfg.EventsBind, i)
+		if err != nil {
+			return nil, err
+		}
+		pc = kvevents.PublisherConfig{Endpoint: ep}
 	}
-	ep, err := offsetPort(cfg.EventsBind, i)
-	if err != nil {
-		return nil, err
+	if cfg.EventsReplay != "" {
+		ep, err := offsetPort(cfg.EventsReplay, i)
+		if err != nil {
+			return nil, err
+		}
+		pc.ReplayEndpoint, pc.ReplaySize = ep, cfg.ReplaySize
 	}
-	return kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep})
+	if cfg.EventsFor != nil {
+		pc = cfg.EventsFor(i, pc)
+	}
+	return kvevents.NewPublisher(pc)
 }
 
 // offsetPort adds i to the port of a tcp://host:port endpoint, as vLLM

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -81,5 +81,57 @@ func TestOffsetPort(t *testing.T) {
 				t.Fatalf("offsetPort(%q, %d) = %q, %v", tt.in, tt.i, got, err)
 			}
 		})
+	}
+}
+
+// A worker that serves a replay socket lets a subscriber that joins late
+// catch up on everything it published from seq 0: the first update is
+// replayed, and the history is whole.
+func TestFleetServesReplay(t *testing.T) {
+	f, err := StartFleet(FleetConfig{Count: 1, Profile: fast(), EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	if len(f.ReplayEndpoints) != 1 || f.ReplayEndpoints[0] == "" {
+		t.Fatalf("replay endpoints = %v, want one", f.ReplayEndpoints)
+	}
+	prompt := "Explain, in detail, how a paged KV cache lets an inference server reuse the prefix of a long conversation."
+	if _, err := streamChat(t, f.URLs[0], prompt, 4); err != nil { // published to nobody
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); f.Publishers[0].Stats().Published == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker published nothing")
+		}
+		time.Sleep(time.Millisecond) // sent before the subscriber exists, or it could arrive live
+	}
+	got := make(chan kvevents.Update, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := kvevents.NewSubscriber(ctx, kvevents.SubscriberConfig{Endpoints: []kvevents.Endpoint{
+		{Worker: "w", Addr: f.EventEndpoints[0], Replay: f.ReplayEndpoints[0]},
+	}}, func(u kvevents.Update) { got <- u })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	deadline := time.After(5 * time.Second)
+	for {
+		// Something new must be published for the subscriber to notice the
+		// worker at all; then it asks for what came before.
+		if _, err := streamChat(t, f.URLs[0], prompt+" Again.", 1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case u := <-got:
+			if !u.First || !u.Whole || !u.Replayed || u.Seq != 0 {
+				t.Fatalf("first update = seq %d first %v whole %v replayed %v; want seq 0, replayed, whole", u.Seq, u.First, u.Whole, u.Replayed)
+			}
+			return
+		case <-deadline:
+			t.Fatal("nothing arrived")
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

@@ -3,7 +3,7 @@ package sim
 import (
 	"container/heap"
 
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // kvCache is a paged KV cache with prefix caching, as vLLM and TensorRT-LLM

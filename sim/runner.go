@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // EventSink receives each engine step's KV events, in order, as one batch.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/des"
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 )
 
 // manualClock runs AfterFunc callbacks only when the test says so, so the

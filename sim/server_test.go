@@ -19,7 +19,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/kvlens/kvlens/router/kvevents"
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 

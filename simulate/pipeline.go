@@ -32,9 +32,9 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/des"
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
-	"github.com/kvlens/kvlens/router/kvevents"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tokenizer"
 )

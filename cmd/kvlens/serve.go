@@ -34,7 +34,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		cfg.SimProfile = p
 		return err
 	})
-	fs.Func("workers", "comma-separated real OpenAI-compatible workers, each a base URL, name=URL[,events=tcp://host:port][,capacity=N], or dns://service:port[?events=PORT] (default: run the simulated fleet)", func(s string) error {
+	fs.Func("workers", "comma-separated real OpenAI-compatible workers, each a base URL, name=URL[,events=tcp://host:port|tcp://*:port][,bind=tcp://host:port][,replay=tcp://host:port][,parent0=auto|none|hash][,capacity=N], or dns://service:port[?events=PORT&replay=PORT]; events=tcp://*:P or bind= makes kvlens listen for a publisher that connects (default: run the simulated fleet)", func(s string) error {
 		cfg.Workers = router.SplitWorkerList(s)
 		return nil
 	})

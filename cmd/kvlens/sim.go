@@ -94,6 +94,9 @@ func simCmd(args []string) int {
 		if i < len(f.EventEndpoints) {
 			fmt.Printf("kvlens sim: worker %d publishes KV events on %s\n", i, f.EventEndpoints[i])
 		}
+		if i < len(f.ReplayEndpoints) && f.ReplayEndpoints[i] != "" {
+			fmt.Printf("kvlens sim: worker %d answers replay requests on %s\n", i, f.ReplayEndpoints[i])
+		}
 	}
 	fmt.Println("kvlens sim: " + simAccessLine(source))
 	<-ctx.Done()
@@ -131,6 +134,8 @@ func simFlags(cfg *sim.FleetConfig, profile *string, acc *accessFlags) *flag.Fla
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of output lengths and injected faults")
 	fs.StringVar(&cfg.EventsBind, "events-bind", "", "publish KV events on a ZMQ PUB socket bound here, vLLM-style, such as tcp://*:5557; worker i binds the port plus i")
 	fs.StringVar(&cfg.EventsConnect, "events-connect", "", "publish KV events by dialing this ZMQ endpoint (a router that binds), each worker under its name as topic")
+	fs.BoolVar(&cfg.EventsConnectEach, "events-connect-each", false, "with --events-connect, worker i dials the port plus i, as vLLM offsets by data-parallel rank (for a router that binds one port per worker)")
+	fs.StringVar(&cfg.EventsReplay, "events-replay", "", "also serve vLLM's replay socket (ROUTER) bound here, such as tcp://*:5600; worker i binds the port plus i")
 	acc.register(fs, "change faults (PUT /admin/faults) from another machine", "none: faults change from this machine only")
 	return fs
 }

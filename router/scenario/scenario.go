@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/router"
-	"github.com/kvlens/kvlens/router/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 

@@ -22,6 +22,13 @@ type BlockStored struct {
 	Medium string
 	// LoraName is the adapter's name; empty for the base model or when not sent.
 	LoraName string
+	// GroupIdx is the KV-cache group the blocks belong to on a hybrid model
+	// (full attention beside sliding-window or mamba layers); nil when not
+	// sent, as by a model with one group.
+	GroupIdx *int64
+	// KVCacheSpecKind names the group's kind, such as "full_attention" or
+	// "sliding_window"; empty when not sent.
+	KVCacheSpecKind string
 }
 
 // BlockRemoved says a worker evicted these blocks.
@@ -30,10 +37,17 @@ type BlockRemoved struct {
 	BlockHashes []uint64
 	// Medium is where the blocks lived; empty when not sent.
 	Medium string
+	// GroupIdx is the KV-cache group the blocks belonged to; nil when not
+	// sent.
+	GroupIdx *int64
 }
 
 // AllBlocksCleared says a worker dropped its whole cache (a reset or restart).
-type AllBlocksCleared struct{}
+type AllBlocksCleared struct {
+	// Medium, when set, limits the clear to one tier, as some publishers
+	// send for an offload tier; empty means every tier.
+	Medium string
+}
 
 func (*BlockStored) kind() string      { return "BlockStored" }
 func (*BlockRemoved) kind() string     { return "BlockRemoved" }

@@ -80,7 +80,13 @@ func encodeEvent(e *msgpack.Encoder, ev Event) error {
 			return fmt.Errorf("BlockStored: token_ids has %d entries, want %d blocks × %d",
 				len(ev.TokenIDs), len(ev.BlockHashes), ev.BlockSize)
 		}
-		if err := e.EncodeArrayLen(9); err != nil {
+		// The group fields follow extra_keys only when set, as msgspec
+		// omits trailing defaults.
+		fields := 9
+		if ev.GroupIdx != nil || ev.KVCacheSpecKind != "" {
+			fields = 11
+		}
+		if err := e.EncodeArrayLen(fields); err != nil {
 			return err
 		}
 		if err := e.EncodeString(tagBlockStored); err != nil {
@@ -118,9 +124,22 @@ func encodeEvent(e *msgpack.Encoder, ev Event) error {
 		if err := encodeOptString(e, ev.LoraName); err != nil {
 			return err
 		}
-		return e.EncodeNil() // extra_keys
+		if err := e.EncodeNil(); err != nil { // extra_keys
+			return err
+		}
+		if fields == 9 {
+			return nil
+		}
+		if err := encodeOptInt(e, ev.GroupIdx); err != nil {
+			return err
+		}
+		return encodeOptString(e, ev.KVCacheSpecKind)
 	case *BlockRemoved:
-		if err := e.EncodeArrayLen(3); err != nil {
+		fields := 3
+		if ev.GroupIdx != nil {
+			fields = 4
+		}
+		if err := e.EncodeArrayLen(fields); err != nil {
 			return err
 		}
 		if err := e.EncodeString(tagBlockRemoved); err != nil {
@@ -129,12 +148,28 @@ func encodeEvent(e *msgpack.Encoder, ev Event) error {
 		if err := encodeHashes(e, ev.BlockHashes); err != nil {
 			return err
 		}
-		return encodeOptString(e, ev.Medium)
-	case *AllBlocksCleared:
-		if err := e.EncodeArrayLen(1); err != nil {
+		if err := encodeOptString(e, ev.Medium); err != nil {
 			return err
 		}
-		return e.EncodeString(tagAllBlocksCleared)
+		if fields == 3 {
+			return nil
+		}
+		return encodeOptInt(e, ev.GroupIdx)
+	case *AllBlocksCleared:
+		fields := 1
+		if ev.Medium != "" {
+			fields = 2
+		}
+		if err := e.EncodeArrayLen(fields); err != nil {
+			return err
+		}
+		if err := e.EncodeString(tagAllBlocksCleared); err != nil {
+			return err
+		}
+		if fields == 1 {
+			return nil
+		}
+		return e.EncodeString(ev.Medium)
 	default:
 		return fmt.Errorf("unknown event type %T", ev)
 	}
@@ -362,7 +397,9 @@ func (dec *decoder) arrayEvent() (Event, error) {
 			return nil, err
 		}
 		// Optional fields, in order, each present only if the array is long
-		// enough: lora_id, medium, lora_name. Anything after is ignored.
+		// enough: lora_id, medium, lora_name, extra_keys (skipped: the
+		// router hashes token ids itself), group_idx, kv_cache_spec_kind.
+		// Anything after is ignored.
 		if n > 5 {
 			if ev.LoraID, err = dec.optInt(); err != nil {
 				return nil, fmt.Errorf("BlockStored: lora_id: %w", err)
@@ -378,7 +415,20 @@ func (dec *decoder) arrayEvent() (Event, error) {
 				return nil, fmt.Errorf("BlockStored: lora_name: %w", err)
 			}
 		}
-		if err := dec.skip(n - 8); err != nil {
+		if err := dec.skip(min(n, 9) - 8); err != nil {
+			return nil, fmt.Errorf("BlockStored: extra_keys: %w", err)
+		}
+		if n > 9 {
+			if ev.GroupIdx, err = dec.optInt(); err != nil {
+				return nil, fmt.Errorf("BlockStored: group_idx: %w", err)
+			}
+		}
+		if n > 10 {
+			if ev.KVCacheSpecKind, err = dec.optStr(); err != nil {
+				return nil, fmt.Errorf("BlockStored: kv_cache_spec_kind: %w", err)
+			}
+		}
+		if err := dec.skip(n - 11); err != nil {
 			return nil, fmt.Errorf("BlockStored: trailing fields: %w", err)
 		}
 		return ev, ev.check()
@@ -395,15 +445,26 @@ func (dec *decoder) arrayEvent() (Event, error) {
 				return nil, fmt.Errorf("BlockRemoved: medium: %w", err)
 			}
 		}
-		if err := dec.skip(n - 3); err != nil {
+		if n >= 4 {
+			if ev.GroupIdx, err = dec.optInt(); err != nil {
+				return nil, fmt.Errorf("BlockRemoved: group_idx: %w", err)
+			}
+		}
+		if err := dec.skip(n - 4); err != nil {
 			return nil, fmt.Errorf("BlockRemoved: trailing fields: %w", err)
 		}
 		return ev, nil
 	case tagAllBlocksCleared:
-		if err := dec.skip(n - 1); err != nil {
+		ev := &AllBlocksCleared{}
+		if n >= 2 {
+			if ev.Medium, err = dec.optStr(); err != nil {
+				return nil, fmt.Errorf("AllBlocksCleared: medium: %w", err)
+			}
+		}
+		if err := dec.skip(n - 2); err != nil {
 			return nil, fmt.Errorf("AllBlocksCleared: trailing fields: %w", err)
 		}
-		return &AllBlocksCleared{}, nil
+		return ev, nil
 	default:
 		if err := dec.skip(n - 1); err != nil {
 			return nil, fmt.Errorf("unknown event %q: %w", tag, err)
@@ -465,6 +526,14 @@ func (dec *decoder) mapEvent() (Event, error) {
 			if st.LoraName, err = dec.optStr(); err != nil {
 				return nil, fmt.Errorf("lora_name: %w", err)
 			}
+		case "group_idx":
+			if st.GroupIdx, err = dec.optInt(); err != nil {
+				return nil, fmt.Errorf("group_idx: %w", err)
+			}
+		case "kv_cache_spec_kind":
+			if st.KVCacheSpecKind, err = dec.optStr(); err != nil {
+				return nil, fmt.Errorf("kv_cache_spec_kind: %w", err)
+			}
 		default:
 			if err := dec.skip(1); err != nil {
 				return nil, fmt.Errorf("field %q: %w", key, err)
@@ -486,9 +555,9 @@ func (dec *decoder) mapEvent() (Event, error) {
 		if !sawHashes {
 			return nil, errors.New("BlockRemoved: missing block_hashes")
 		}
-		return &BlockRemoved{BlockHashes: st.BlockHashes, Medium: st.Medium}, nil
+		return &BlockRemoved{BlockHashes: st.BlockHashes, Medium: st.Medium, GroupIdx: st.GroupIdx}, nil
 	case tagAllBlocksCleared:
-		return &AllBlocksCleared{}, nil
+		return &AllBlocksCleared{Medium: st.Medium}, nil
 	case "":
 		return nil, errors.New(`map event has no "type" field`)
 	default:
@@ -731,7 +800,8 @@ func intern(b []byte) string {
 var knownStrings = [...]string{
 	"type", "ts", "events", "data_parallel_rank",
 	"block_hashes", "parent_block_hash", "token_ids", "block_size",
-	"lora_id", "medium", "lora_name", "extra_keys", "GPU", "CPU",
+	"lora_id", "medium", "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind",
+	"kv_cache_spec_sliding_window", "GPU", "CPU", "full_attention",
 }
 
 // key reads a map key, which must be a string.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/transport"
@@ -40,6 +41,16 @@ func (t closingTCP) Listen(ctx context.Context, addr string) (net.Listener, erro
 	return ctxListener{Listener: l, ctx: ctx}, nil
 }
 
+// Dial dials as TCP does, and reports the connection to the socket's
+// connection hook, if it has one.
+func (t closingTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
+	c, err := t.Transport.Dial(ctx, d, addr)
+	if err != nil {
+		return nil, err
+	}
+	return track(ctx, c), nil
+}
+
 type ctxListener struct {
 	net.Listener
 	ctx context.Context
@@ -54,19 +65,55 @@ func (l ctxListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	return c, nil
+	return track(l.ctx, c), nil
+}
+
+// connHookKey carries, in a socket's context, the func its transport calls
+// with true when a connection opens and false when it closes. go-zeromq
+// gives its transports the socket's context, and tells its users nothing
+// about connections; this is how a Subscriber learns that a publisher
+// reconnected.
+type connHookKey struct{}
+
+func withConnHook(ctx context.Context, hook func(open bool)) context.Context {
+	return context.WithValue(ctx, connHookKey{}, hook)
+}
+
+// track reports c to ctx's connection hook, now and when c closes.
+func track(ctx context.Context, c net.Conn) net.Conn {
+	hook, _ := ctx.Value(connHookKey{}).(func(bool))
+	if hook == nil {
+		return c
+	}
+	hook(true)
+	return &trackedConn{Conn: c, hook: hook}
+}
+
+type trackedConn struct {
+	net.Conn
+	hook func(bool)
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() { c.hook(false) })
+	return c.Conn.Close()
 }
 
 // listen binds sock to endpoint, through closingTCP for a tcp:// endpoint.
 func listen(sock zmq4.Socket, endpoint string) error {
-	ep := endpoint
-	if rest, ok := strings.CutPrefix(endpoint, "tcp://"); ok {
-		ep = closingScheme + "://" + rest
-	}
-	if err := sock.Listen(ep); err != nil {
+	if err := sock.Listen(hooked(endpoint)); err != nil {
 		return fmt.Errorf("listen on %s: %w", endpoint, err)
 	}
 	return nil
+}
+
+// hooked rewrites a tcp:// endpoint to go through closingTCP.
+func hooked(endpoint string) string {
+	if rest, ok := strings.CutPrefix(endpoint, "tcp://"); ok {
+		return closingScheme + "://" + rest
+	}
+	return endpoint
 }
 
 // checkEndpoint rejects an endpoint zmq4 could never dial or bind, so a

@@ -12,9 +12,14 @@
 // msgpack event batch:
 //
 //	[ts float64, [event, ...], data_parallel_rank int|nil]
-//	["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil, medium|nil, lora_name|nil, extra_keys|nil]
-//	["BlockRemoved", block_hashes, medium|nil]
-//	["AllBlocksCleared"]
+//	["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil, medium|nil, lora_name|nil, extra_keys|nil, group_idx|nil, kv_cache_spec_kind|nil]
+//	["BlockRemoved", block_hashes, medium|nil, group_idx|nil]
+//	["AllBlocksCleared", medium|nil]
+//
+// The last two BlockStored fields, BlockRemoved's group_idx and
+// AllBlocksCleared's medium are written only when set: msgspec, which vLLM
+// encodes with, omits trailing defaults. extra_keys is read past, not kept:
+// the router hashes token ids itself.
 //
 // token_ids holds len(block_hashes) × block_size ids. EncodeBatch writes
 // exactly this. It writes hashes as unsigned integers, in the smallest msgpack
@@ -37,8 +42,19 @@
 //
 // A Subscriber tracks seq per endpoint and topic, and marks each Update:
 //
-//   - The first message from a publisher is neither: what came before it is
-//     unknowable, and the index holds nothing from that worker yet.
+//   - The first message from a publisher is marked First. With a replay
+//     endpoint (and a named worker), the Subscriber asks for everything
+//     from seq 0 (a catch-up) the moment a connection to the publisher
+//     opens, and hands it over, the first message marked First; live
+//     copies of what it replayed are dropped. If that got nothing, it asks
+//     again at the first live message, ahead of it. Update.Whole says the
+//     publisher's whole history followed (seq 0 on, none missing);
+//     otherwise the worker holds blocks published before the subscriber
+//     joined that it will never hear of.
+//   - A new connection on an endpoint that names its worker, after the
+//     first, means the publisher restarted or its network failed: the next
+//     message is First again (and Endpoint.OnConn hears of the connection
+//     at once, before any message). Stats().Reconnects counts them.
 //   - A jump forward is a gap. With a replay endpoint the Subscriber first asks
 //     the publisher's ROUTER socket for the missing messages
 //     ([id, "", start_seq] answered by [seq, payload] pairs, then seq -1) and
@@ -46,9 +62,10 @@
 //     reported as Update.Missed and counted in Stats().Gaps: the worker's
 //     index is stale and should be cleared and rebuilt from that message on.
 //   - A jump backward is a reset: the publisher restarted and counts from 0
-//     again. Update.Reset says to clear the worker before applying it. A
-//     restart the subscriber notices late, once the new count has passed the
-//     old one, shows as a gap instead, which also clears the worker.
+//     again. Update.Reset (with First) says to clear the worker before
+//     applying it. A restart the subscriber notices late, once the new count
+//     has passed the old one, shows as a gap instead, which also clears the
+//     worker.
 //   - A payload that does not decode is counted in Stats().DecodeErrors,
 //     logged on one line, and counted as missed by the next message.
 //
@@ -59,8 +76,8 @@
 //
 // # Sockets
 //
-// Either side may bind. vLLM's workers bind (tcp://*:5557) and the router
-// dials each; the Subscriber then has one SUB socket per worker, which keeps
+// Either side may bind. vLLM's workers bind (tcp://*:5557, * meaning every
+// interface) and the router dials each; the Subscriber then has one SUB socket per worker, which keeps
 // seq tracking per worker trivial. When the router binds and workers dial in,
 // their messages share one socket and are told apart by topic, so each
 // worker must publish under its own, such as llm-d's
@@ -70,5 +87,13 @@
 // that in Stats().PeersLeft and keeps reading. Bound tcp:// endpoints go
 // through a listener that refuses connections once its socket is closing
 // (see listen.go), so a peer redialing a socket being replaced in the same
-// process reaches the replacement, not the closing one.
+// process reaches the replacement, not the closing one. Dialed endpoints go
+// through the same transport, which is also how a Subscriber learns of
+// each connection (go-zeromq reports none).
+//
+// The replay request is vLLM's: a DEALER sends ["", start_seq] so that the
+// publisher's ROUTER sees [id, "", start_seq], exactly three frames, as
+// vLLM's _service_replay requires; answers are ["", seq, payload], or
+// ["", topic, seq, payload] from publishers that add the topic, ending
+// with seq -1.
 package kvevents

@@ -301,6 +301,16 @@ func (p *Publisher) Close() error {
 	return err
 }
 
+// ReplayEndpoint returns where subscribers reach the replay socket, with
+// the port the system chose when the configured one was 0 and a wildcard
+// host given as 127.0.0.1; "" when the publisher has none.
+func (p *Publisher) ReplayEndpoint() string {
+	if p.replay == nil {
+		return ""
+	}
+	return reachable(p.replay.Addr(), p.cfg.ReplayEndpoint)
+}
+
 // Endpoint returns where subscribers reach a bound publisher, with the port
 // the system chose when the configured one was 0, and a wildcard host given
 // as 127.0.0.1. A connecting publisher returns its configured endpoint.
@@ -308,9 +318,15 @@ func (p *Publisher) Endpoint() string {
 	if p.cfg.Connect {
 		return p.cfg.Endpoint
 	}
-	tcp, ok := p.sock.Addr().(*net.TCPAddr)
+	return reachable(p.sock.Addr(), p.cfg.Endpoint)
+}
+
+// reachable turns a bound socket's address into an endpoint to dial;
+// configured is returned when the address is not TCP.
+func reachable(addr net.Addr, configured string) string {
+	tcp, ok := addr.(*net.TCPAddr)
 	if !ok {
-		return p.cfg.Endpoint
+		return configured
 	}
 	host := tcp.IP.String()
 	if tcp.IP.IsUnspecified() {

@@ -100,19 +100,21 @@ func TestDecodeBatchRawFrames(t *testing.T) {
 		{
 			name: "unknown trailing fields in the batch and in events are ignored",
 			payload: cat([]byte{0x94}, f64(3), []byte{0x93},
-				// BlockStored with 11 fields: 9 known, then an int and a map.
-				[]byte{0x9b}, fixstr("BlockStored"),
+				// BlockStored with 13 fields: 11 known, then an int and a map.
+				[]byte{0x9d}, fixstr("BlockStored"),
 				[]byte{0x91, 0x05}, []byte{0x04}, []byte{0x91, 0x2a}, []byte{0x01},
 				nilb, fixstr("GPU"), fixstr("ad"), []byte{0x90},
+				[]byte{0x01}, fixstr("full_attention"),
 				[]byte{0x7f}, []byte{0x81, 0xa1, 'k', 0x01},
-				// BlockRemoved with a trailing string.
-				[]byte{0x94}, fixstr("BlockRemoved"), []byte{0x91, 0x05}, nilb, fixstr("x"),
+				// BlockRemoved with group_idx, then a trailing string.
+				[]byte{0x95}, fixstr("BlockRemoved"), []byte{0x91, 0x05}, nilb, []byte{0x02}, fixstr("x"),
 				// AllBlocksCleared with a trailing nil.
 				[]byte{0x92}, fixstr("AllBlocksCleared"), nilb,
 				[]byte{0x00}, fixstr("future")), // dp rank 0, then an unknown field
 			want: Batch{TS: 3, DataParallelRank: i64p(0), Events: []Event{
-				&BlockStored{BlockHashes: []uint64{5}, Parent: 4, HasParent: true, TokenIDs: []uint32{42}, BlockSize: 1, Medium: "GPU", LoraName: "ad"},
-				&BlockRemoved{BlockHashes: []uint64{5}},
+				&BlockStored{BlockHashes: []uint64{5}, Parent: 4, HasParent: true, TokenIDs: []uint32{42}, BlockSize: 1, Medium: "GPU", LoraName: "ad",
+					GroupIdx: i64p(1), KVCacheSpecKind: "full_attention"},
+				&BlockRemoved{BlockHashes: []uint64{5}, GroupIdx: i64p(2)},
 				&AllBlocksCleared{},
 			}},
 		},
@@ -412,6 +414,9 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(cat([]byte{0x82}, fixstr("ts"), f64(1), fixstr("events"), []byte{0x91},
 		[]byte{0x82}, fixstr("type"), fixstr("BlockRemoved"), fixstr("block_hashes"), []byte{0x91, 0xc4, 0x02, 0x01, 0x02}))
 	f.Add(cat([]byte{0x92}, f64(0), []byte{0x91}, []byte{0x91}, fixstr("AllBlocksCleared")))
+	for _, g := range goldens { // every publisher dialect
+		f.Add(g.payload)
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		b, err := DecodeBatch(payload)
 		slow, slowErr := decodeBatch(payload, false)

@@ -67,12 +67,41 @@ func warm(t *testing.T, publish func(Batch) error, u updates, topic string) {
 		select {
 		case up := <-u:
 			if up.Batch.TS == -1 && up.Topic == topic {
+				drainWarmUp(u)
 				return
 			}
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	t.Fatalf("no warm-up batch on topic %q got through within %s", topic, wait)
+}
+
+// sent waits until p has handed n messages to its socket, so that a
+// subscriber started after it cannot receive them live.
+func sent(t *testing.T, p *Publisher, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for p.Stats().Published < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher sent %d of %d messages", p.Stats().Published, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// drainWarmUp drops the warm-up batches still on their way: the live copies
+// of those a replay catch-up handed over first.
+func drainWarmUp(u updates) {
+	for {
+		select {
+		case up := <-u:
+			if up.Batch.TS != -1 {
+				panic(fmt.Sprintf("a batch other than warm-up arrived during warm-up: %+v", up))
+			}
+		case <-time.After(50 * time.Millisecond):
+			return
+		}
+	}
 }
 
 func stored(ts float64, hash uint64) Batch {
@@ -180,8 +209,9 @@ func TestOnePublisherLeavingDoesNotStopTheOther(t *testing.T) {
 	expectInOrder(t, b, u, "b", 10)
 }
 
-// A publisher that restarts counts from 0 again; the subscriber must flag
-// the first message of the new run as a reset.
+// A publisher that restarts counts from 0 again; the subscriber redials it
+// and must flag the first message of the new run as a First (the new
+// connection says so before any seq does).
 func TestPublisherRestartIsReported(t *testing.T) {
 	addr := freeAddr(t)
 	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
@@ -210,16 +240,16 @@ func TestPublisherRestartIsReported(t *testing.T) {
 		}
 		select {
 		case up := <-u:
-			if !up.Reset || up.Seq >= old || up.Missed != 0 {
-				t.Fatalf("first message after the restart = seq %d reset %v missed %d, want a reset", up.Seq, up.Reset, up.Missed)
+			if !up.First || up.Seq >= old || up.Missed != 0 {
+				t.Fatalf("first message after the restart = seq %d first %v missed %d, want a first", up.Seq, up.First, up.Missed)
 			}
-			if got := s.Stats().Resets; got != 1 {
-				t.Errorf("Stats().Resets = %d, want 1", got)
+			if got := s.Stats().Reconnects; got < 1 {
+				t.Errorf("Stats().Reconnects = %d, want at least 1", got)
 			}
 			if err := p2.Publish(stored(8, 8)); err != nil {
 				t.Fatal(err)
 			}
-			if next := u.next(t); next.Reset || next.Missed != 0 || next.Seq != up.Seq+1 {
+			if next := u.next(t); next.First || next.Reset || next.Missed != 0 || next.Seq != up.Seq+1 {
 				t.Errorf("the message after the reset = %+v, want the next seq, unflagged", next)
 			}
 			return
@@ -288,6 +318,7 @@ func TestReplayFillsGaps(t *testing.T) {
 	p := newPub(t, PublisherConfig{Endpoint: addr, QueueSize: 2, ReplayEndpoint: replay}, hook)
 	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
 	warm(t, p.Publish, u, "")
+	before := s.Stats().Replayed // a first message is caught up by replay too
 
 	const n = 10
 	last := fillQueue(t, p, hold, n)
@@ -299,7 +330,7 @@ func TestReplayFillsGaps(t *testing.T) {
 		}
 	}
 	dropped := p.Stats().Dropped
-	if st := s.Stats(); dropped == 0 || st.Replayed != dropped || st.Gaps != 0 {
+	if st := s.Stats(); dropped == 0 || st.Replayed-before != dropped || st.Gaps != 0 {
 		t.Errorf("publisher dropped %d; subscriber stats %+v: want every drop replayed and no gap", dropped, st)
 	}
 }
@@ -475,5 +506,188 @@ func TestReplaySocketFraming(t *testing.T) {
 	}
 	if got := p.Stats().ReplayRequests; got != 1 {
 		t.Errorf("Stats().ReplayRequests = %d, want 1", got)
+	}
+}
+
+// A subscriber that joins a publisher already running catches up through
+// replay: what the publisher published before the join arrives first,
+// replayed, and the first of it says the history is whole.
+func TestReplayCatchesUpAtFirstConnect(t *testing.T) {
+	addr, replay := freeAddr(t), freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: addr, ReplayEndpoint: replay}, nil)
+	const before = 5 // published to nobody
+	for i := range before {
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent(t, p, before)
+	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
+	deadline := time.Now().Add(wait)
+	var first Update
+wait:
+	for time.Now().Before(deadline) {
+		if err := p.Publish(Batch{TS: -1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case first = <-u:
+			break wait
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if !first.First || !first.Whole || !first.Replayed || first.Seq != 0 || first.Batch.TS != 0 {
+		t.Fatalf("first update = %+v, want seq 0, replayed, First and Whole", first)
+	}
+	for i := 1; i < before; i++ {
+		up := u.next(t)
+		if !up.Replayed || up.First || up.Seq != uint64(i) || up.Batch.TS != float64(i) {
+			t.Fatalf("update %d = %+v, want seq %d replayed", i, up, i)
+		}
+	}
+	// Then the markers, from seq 5 on: replayed up to the one that set off
+	// the catch-up, live from there, with nothing missed.
+	select {
+	case up := <-u:
+		if up.First || up.Missed != 0 || up.Batch.TS != -1 || up.Seq != before {
+			t.Fatalf("after the catch-up got %+v, want seq %d, a marker", up, before)
+		}
+	case <-time.After(wait):
+		t.Fatal("no marker after the catch-up")
+	}
+	if st := s.Stats(); st.ReplayRequests == 0 { // the catch-up, and maybe a gap fill after it
+		t.Errorf("ReplayRequests = %d, want at least 1", st.ReplayRequests)
+	}
+}
+
+// Without replay, a subscriber that joins late cannot know what came
+// before: its first message is First but not Whole.
+func TestLateJoinWithoutReplayIsNotWhole(t *testing.T) {
+	addr := freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: addr}, nil)
+	for i := range 3 {
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent(t, p, 3)
+	_, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if err := p.Publish(Batch{TS: -1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case up := <-u:
+			if !up.First || up.Whole || up.Seq == 0 {
+				t.Fatalf("first update = %+v, want First, not Whole, seq > 0", up)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("nothing arrived")
+}
+
+func TestReplayFrames(t *testing.T) {
+	seq := func(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+	tests := []struct {
+		name    string
+		frames  [][]byte
+		seq     uint64
+		payload string
+		ok      bool
+	}{
+		// vLLM: the DEALER gets ["", seq, payload].
+		{"vLLM's delimiter, seq and payload are read", [][]byte{{}, seq(7), []byte("p")}, 7, "p", true},
+		// Some publishers put the topic before the seq.
+		{"a topic frame before the seq is skipped", [][]byte{{}, []byte("kv@x"), seq(8), []byte("q")}, 8, "q", true},
+		{"an answer without the delimiter is read", [][]byte{seq(9), []byte("r")}, 9, "r", true},
+		{"the end marker without its empty payload is read", [][]byte{{}, seq(^uint64(0))}, ^uint64(0), "", true},
+		// Sad path.
+		{"a seq that is not 8 bytes is refused", [][]byte{{}, []byte("1234"), []byte("p")}, 0, "", false},
+		{"an empty answer is refused", nil, 0, "", false},
+		{"too many frames are refused", [][]byte{{}, {1}, {2}, seq(1), {3}}, 0, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, p, ok := replayFrames(tt.frames)
+			if ok != tt.ok || (ok && (s != tt.seq || string(p) != tt.payload)) {
+				t.Errorf("replayFrames = %d, %q, %v; want %d, %q, %v", s, p, ok, tt.seq, tt.payload, tt.ok)
+			}
+		})
+	}
+}
+
+// FuzzReplayFrames checks that any replay answer a publisher sends is read
+// or refused, never a panic, and that what is read came from its frames.
+func FuzzReplayFrames(f *testing.F) {
+	seq := binary.BigEndian.AppendUint64(nil, 3)
+	f.Add([]byte{}, seq, []byte("payload"), false)
+	f.Add([]byte("kv@topic"), seq, []byte("payload"), true)
+	f.Add([]byte{}, bytes.Repeat([]byte{0xff}, 8), []byte{}, false)
+	f.Fuzz(func(t *testing.T, a, b, c []byte, four bool) {
+		frames := [][]byte{{}, a, b, c}
+		if !four {
+			frames = frames[1:]
+		}
+		s, p, ok := replayFrames(frames)
+		if !ok {
+			return
+		}
+		found := false
+		for _, fr := range frames {
+			if len(fr) == 8 && binary.BigEndian.Uint64(fr) == s {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("seq %d is in no 8-byte frame of %q", s, frames)
+		}
+		if p != nil && !bytes.Equal(p, frames[len(frames)-1]) {
+			t.Fatalf("payload %q is not the last frame of %q", p, frames)
+		}
+	})
+}
+
+// A publisher that was busy before the subscriber joined and is idle now
+// is caught up the moment the connection opens, with no new message to set
+// it off; live messages then continue the sequence with nothing missed.
+func TestReplayCatchesUpAtConnectWithoutNewEvents(t *testing.T) {
+	addr, replay := freeAddr(t), freeAddr(t)
+	p := newPub(t, PublisherConfig{Endpoint: addr, ReplayEndpoint: replay}, nil)
+	const before = 3
+	for i := range before {
+		if err := p.Publish(stored(float64(i), uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent(t, p, before)
+	_, u := newSub(t, Endpoint{Worker: "w0", Addr: addr, Replay: replay})
+	for i := range before {
+		up := u.next(t)
+		if !up.Replayed || up.Seq != uint64(i) || up.First != (i == 0) || up.Whole != (i == 0) {
+			t.Fatalf("update %d = %+v, want seq %d replayed, the first one First and Whole", i, up, i)
+		}
+	}
+	// Live now: the first messages may be lost while the subscription
+	// settles, and are then replayed as a gap; none is missed or repeated.
+	next := uint64(before)
+	deadline := time.Now().Add(wait)
+	for next < before+5 && time.Now().Before(deadline) {
+		if err := p.Publish(stored(float64(next), next)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case up := <-u:
+			if up.Seq != next || up.Missed != 0 || up.First {
+				t.Fatalf("after the catch-up got %+v, want seq %d, nothing missed", up, next)
+			}
+			next++
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if next < before+5 {
+		t.Fatal("the live stream never continued")
 	}
 }

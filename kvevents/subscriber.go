@@ -1,0 +1,511 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// Endpoint is one place the subscriber reads events from.
+type Endpoint struct {
+	// Worker names the publisher; Update.Worker carries it. When empty, as for
+	// a bound endpoint many workers connect to, the message's topic is used,
+	// or Addr if the topic is empty too.
+	Worker string
+	// Addr is the ZMQ endpoint: "tcp://10.0.0.5:5557" to dial a worker, or
+	// "tcp://*:5557" to bind, with Bind.
+	Addr string
+	// Bind listens on Addr for publishers that connect, instead of dialing.
+	// Publishers on one bound endpoint are told apart by topic, so each must
+	// publish under its own, such as llm-d's "kv@<ip>:<port>@<model>".
+	Bind bool
+	// Replay is the publisher's replay (ROUTER) endpoint; empty when it has
+	// none. With it, a gap is filled by replay before it is reported, and
+	// the first message of a stream is preceded by what the publisher still
+	// buffers from seq 0 on (a catch-up).
+	Replay string
+	// OnConn, when set, is called with true each time a connection to or
+	// from a publisher opens on this endpoint's socket, and with false when
+	// one closes. It must not block.
+	OnConn func(open bool)
+}
+
+// Update is a message as the subscriber hands it over, with what the
+// sequence numbers say about the publisher.
+type Update struct {
+	// Worker is Endpoint.Worker, or else the topic, or else Endpoint.Addr.
+	Worker string
+	Message
+	// Missed is how many messages were lost just before this one, and could
+	// not be replayed. Non-zero means the worker's index is stale: clear it
+	// and rebuild from this message on.
+	Missed uint64
+	// Reset says the publisher restarted (its seq went backwards): clear the
+	// worker's index before applying this message.
+	Reset bool
+	// Replayed says the message came from the replay socket, filling a gap
+	// or catching up.
+	Replayed bool
+	// First marks the first message handed over from a publisher: the first
+	// ever, or the first after it restarted or reconnected. What the index
+	// holds for the worker from before is stale: clear it first.
+	First bool
+	// Whole, on a First message, says the messages that start here are the
+	// publisher's whole history (seq 0 on, live or replayed), so the index
+	// will hold all the worker holds. Without it, the worker holds blocks
+	// published before the subscriber joined, which the index never sees.
+	Whole bool
+}
+
+// SubscriberStats counts what a Subscriber has seen since it started.
+type SubscriberStats struct {
+	// Messages is the number of messages decoded and handed over, replayed
+	// ones included.
+	Messages uint64
+	// Stored is the number of BlockStored events handed over.
+	Stored uint64
+	// Removed is the number of BlockRemoved events handed over.
+	Removed uint64
+	// Cleared is the number of AllBlocksCleared events handed over.
+	Cleared uint64
+	// SkippedEvents is the number of events of unknown types, skipped.
+	SkippedEvents uint64
+	// DecodeErrors is the number of messages dropped as malformed: bad
+	// framing, or a payload DecodeBatch rejects.
+	DecodeErrors uint64
+	// Gaps is the number of jumps in a publisher's seq that replay did not
+	// fill.
+	Gaps uint64
+	// MissedMessages is the sum of those jumps, in messages.
+	MissedMessages uint64
+	// Resets is the number of publisher restarts seen (seq going backwards).
+	Resets uint64
+	// Replayed is the number of messages recovered through replay.
+	Replayed uint64
+	// PeersLeft is the number of connections that went away (go-zeromq's
+	// io.EOF from Recv).
+	PeersLeft uint64
+	// ReplayRequests is the number of replay requests sent, to fill gaps
+	// and to catch up.
+	ReplayRequests uint64
+	// Reconnects is the number of connections opened after the first on an
+	// endpoint that names its worker: a publisher that restarted or came
+	// back after a network failure.
+	Reconnects uint64
+}
+
+// Subscriber reads KV events from ZMQ PUB sockets, one SUB socket per
+// endpoint, and hands each message to a function in publisher order.
+type Subscriber struct {
+	handle func(Update)
+	log    *slog.Logger
+
+	handleMu sync.Mutex // handle is never called concurrently
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	messages, stored, removed, cleared, skipped atomic.Uint64
+	decodeErrors, gaps, missed, resets          atomic.Uint64
+	replayed, peersLeft, replayRequests         atomic.Uint64
+	reconnects                                  atomic.Uint64
+}
+
+// SubscriberConfig says what a subscriber reads.
+type SubscriberConfig struct {
+	// Endpoints are read concurrently, each with its own socket.
+	Endpoints []Endpoint
+	// Topic is the subscription prefix; empty receives every topic.
+	Topic string
+	// Logger gets one line per malformed message, gap and reset; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// NewSubscriber opens a SUB socket per endpoint and starts reading; handle
+// gets every message, never from two goroutines at once, until ctx ends or
+// Close is called. Bound endpoints must be free; dialed ones may come up
+// later, and are redialed when they go away.
+func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update)) (*Subscriber, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("kvevents: subscriber needs at least one endpoint")
+	}
+	if handle == nil {
+		return nil, errors.New("kvevents: subscriber needs a handle func")
+	}
+	for _, ep := range cfg.Endpoints {
+		if err := checkEndpoint(ep.Addr); err != nil {
+			return nil, fmt.Errorf("kvevents: subscriber: %w", err)
+		}
+		if ep.Replay != "" {
+			if err := checkEndpoint(ep.Replay); err != nil {
+				return nil, fmt.Errorf("kvevents: subscriber replay: %w", err)
+			}
+		}
+	}
+	s := &Subscriber{handle: handle, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	var socks []zmq4.Socket
+	states := make([]*endpointState, len(cfg.Endpoints))
+	for i, ep := range cfg.Endpoints {
+		states[i] = &endpointState{streams: map[string]*stream{}, kick: make(chan struct{}, 1)}
+		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, states[i])), dialOptions(!ep.Bind)...)
+		if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
+			s.abort(socks, sock)
+			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)
+		}
+		if ep.Bind {
+			if err := listen(sock, ep.Addr); err != nil {
+				s.abort(socks, sock)
+				return nil, fmt.Errorf("kvevents: subscriber: %w", err)
+			}
+		} else {
+			// The dial retries until the publisher is up, so it must not hold
+			// up the other endpoints.
+			s.wg.Go(func() {
+				if err := sock.Dial(hooked(ep.Addr)); err != nil && s.ctx.Err() == nil {
+					s.log.Error("kvevents: subscriber dial", "endpoint", ep.Addr, "err", err)
+				}
+			})
+		}
+		socks = append(socks, sock)
+	}
+	for i, sock := range socks {
+		s.wg.Go(func() { s.read(cfg.Endpoints[i], sock, states[i]) })
+		if ep := cfg.Endpoints[i]; ep.Replay != "" && ep.Worker != "" {
+			s.wg.Go(func() { s.catchUpOnConnect(ep, states[i]) })
+		}
+	}
+	return s, nil
+}
+
+// endpointState is what the subscriber knows of one endpoint's publishers.
+// Its reader and its catch-up goroutine share it under mu, which also keeps
+// their deliveries in seq order.
+type endpointState struct {
+	mu      sync.Mutex
+	streams map[string]*stream // by topic
+	// caught, after a catch-up at connect that handed messages over, is the
+	// seq the live stream should continue from.
+	caught *uint64
+	// fresh says a connection opened after the first: the next message
+	// starts the publisher's stream anew.
+	fresh atomic.Bool
+	// kick wakes the catch-up goroutine when a connection opens.
+	kick chan struct{}
+}
+
+// connHook returns what the socket's transport calls as connections open
+// and close. A connection after the first, on an endpoint that names its
+// worker, means the publisher restarted or its network failed: events may
+// have been lost or its cache emptied, so fresh is set and the reader
+// treats the next message as a First.
+func (s *Subscriber) connHook(ep Endpoint, es *endpointState) func(bool) {
+	var opened atomic.Int64
+	return func(open bool) {
+		if open && opened.Add(1) > 1 && ep.Worker != "" {
+			s.reconnects.Add(1)
+			es.fresh.Store(true)
+		}
+		if ep.OnConn != nil {
+			ep.OnConn(open)
+		}
+		if open {
+			select {
+			case es.kick <- struct{}{}:
+			default: // a catch-up is already due
+			}
+		}
+	}
+}
+
+// catchUpOnConnect asks the publisher's replay socket for all it buffers
+// each time a connection to the publisher opens, so a worker that was warm
+// before the subscriber joined (or came back) is caught up at once, not at
+// its next event. The first message handed over is marked First, and Whole
+// when it is seq 0; the live stream then continues from the last one, and
+// live copies of replayed messages are dropped.
+func (s *Subscriber) catchUpOnConnect(ep Endpoint, es *endpointState) {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-es.kick:
+		}
+		es.mu.Lock()
+		msgs := s.fetchReplay(ep, ep.Worker, "", 0, ^uint64(0))
+		if len(msgs) > 0 {
+			es.fresh.Store(false)
+			clear(es.streams)
+			for i, m := range msgs {
+				u := Update{Worker: ep.Worker, Message: m, Replayed: true}
+				if i == 0 {
+					u.First, u.Whole = true, m.Seq == 0
+				}
+				s.replayed.Add(1)
+				s.deliver(u)
+			}
+			next := msgs[len(msgs)-1].Seq + 1
+			es.caught = &next
+		}
+		es.mu.Unlock()
+	}
+}
+
+func (s *Subscriber) abort(socks []zmq4.Socket, sock zmq4.Socket) {
+	s.cancel()
+	sock.Close()
+	for _, sk := range socks {
+		sk.Close()
+	}
+	s.wg.Wait()
+}
+
+// stream is what the subscriber knows of one publisher's sequence.
+type stream struct {
+	seen bool
+	next uint64 // the seq expected next
+	// replayedTo, right after a catch-up at connect, is the seq the
+	// catch-up reached: live messages before it were handed over already.
+	replayedTo uint64
+}
+
+// read receives from one endpoint's socket until the subscriber stops.
+func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, es *endpointState) {
+	defer sock.Close()
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			// go-zeromq returns io.EOF from Recv each time a peer goes away,
+			// while the socket keeps working for the others: count it and go on.
+			s.peersLeft.Add(1)
+			continue
+		}
+		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
+			s.decodeErrors.Add(1)
+			s.log.Warn("kvevents: malformed message", "endpoint", ep.Addr,
+				"err", fmt.Sprintf("got %d frames, want [topic, 8-byte seq, payload]", len(msg.Frames)))
+			continue
+		}
+		es.mu.Lock()
+		s.receive(ep, es, msg)
+		es.mu.Unlock()
+	}
+}
+
+// receive handles one live message; es.mu is held.
+func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
+	streams := es.streams
+	if es.fresh.Swap(false) {
+		clear(streams)
+		es.caught = nil
+	}
+	topic := string(msg.Frames[0])
+	seq := binary.BigEndian.Uint64(msg.Frames[1])
+	worker := ep.Worker
+	if worker == "" {
+		worker = topic
+	}
+	if worker == "" {
+		worker = ep.Addr
+	}
+	st := streams[topic]
+	if st == nil {
+		st = &stream{}
+		if es.caught != nil {
+			// A catch-up at connect handed over everything up to here.
+			st.seen, st.next, st.replayedTo = true, *es.caught, *es.caught
+			es.caught = nil
+		}
+		streams[topic] = st
+	}
+	if seq < st.replayedTo {
+		return // the live copy of a message the catch-up handed over
+	}
+	st.replayedTo = 0
+	u := Update{Worker: worker, Message: Message{Topic: topic, Seq: seq}}
+	var caught []Update
+	switch {
+	case !st.seen || seq < st.next:
+		// A publisher heard for the first time, or again after it
+		// restarted (its seq went backwards): what came before this
+		// message is unknown unless replay still has it.
+		if st.seen {
+			u.Reset = true
+			s.resets.Add(1)
+			s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
+		}
+		u.First, u.Whole = true, seq == 0
+		if seq > 0 && ep.Replay != "" {
+			msgs := s.fetchReplay(ep, worker, topic, 0, seq)
+			if len(msgs) > 0 {
+				for _, m := range msgs {
+					caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+				}
+				caught[0].First, caught[0].Reset = true, u.Reset
+				caught[0].Whole = msgs[0].Seq == 0 && msgs[len(msgs)-1].Seq+1 == seq
+				u.First, u.Reset, u.Whole = false, false, false
+			}
+		}
+	case seq > st.next:
+		if ep.Replay != "" {
+			msgs := s.fetchReplay(ep, worker, topic, st.next, seq)
+			if len(msgs) > 0 && msgs[0].Seq == st.next {
+				for _, m := range msgs {
+					caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+				}
+				st.next = msgs[len(msgs)-1].Seq + 1
+			}
+		}
+		if seq > st.next {
+			u.Missed = seq - st.next
+			s.gaps.Add(1)
+			s.missed.Add(u.Missed)
+			s.log.Warn("kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
+		}
+	}
+	for _, c := range caught {
+		s.replayed.Add(1)
+		s.deliver(c)
+	}
+	st.seen, st.next = true, seq+1
+	b, err := DecodeBatch(msg.Frames[2])
+	if err != nil {
+		// The message is lost to the index, so the next one must count it
+		// as missed: leave st.next where it was. A First that failed to
+		// decode leaves the stream unseen, so the next message is First.
+		st.next = seq
+		if u.First {
+			st.seen = false
+		}
+		s.decodeErrors.Add(1)
+		s.log.Warn("kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
+		return
+	}
+	u.Batch = b
+	s.deliver(u)
+}
+
+// fetchReplay asks the publisher's replay socket for messages from..to-1
+// and returns the contiguous run it got, from the first seq at or after
+// from that it got, decoded. It sends vLLM's request, [id, "", start_seq]
+// as the ROUTER sees it, and reads (seq, payload) answers, with or without
+// a topic frame first, until seq -1 or one at or past to.
+func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uint64) []Message {
+	s.replayRequests.Add(1)
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(3), zmq4.WithDialerRetry(50*time.Millisecond))
+	defer sock.Close()
+	if err := sock.Dial(ep.Replay); err != nil {
+		s.log.Warn("kvevents: replay", "worker", worker, "err", err)
+		return nil
+	}
+	// The empty frame is the delimiter a REQ socket would add: vLLM's ROUTER
+	// wants exactly [id, "", start_seq].
+	if err := sock.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, from))); err != nil {
+		s.log.Warn("kvevents: replay request", "worker", worker, "err", err)
+		return nil
+	}
+	var out []Message
+	for {
+		msg, err := sock.Recv()
+		if err != nil {
+			s.log.Warn("kvevents: replay", "worker", worker, "err", err)
+			return out
+		}
+		seq, payload, ok := replayFrames(msg.Frames)
+		if !ok {
+			s.decodeErrors.Add(1)
+			s.log.Warn("kvevents: malformed replay answer", "worker", worker, "frames", len(msg.Frames))
+			return out
+		}
+		if seq == ^uint64(0) || seq >= to {
+			return out // the end marker, or caught up with the live stream
+		}
+		if seq < from || (len(out) > 0 && seq != out[len(out)-1].Seq+1) {
+			if len(out) > 0 {
+				return out // a hole: what follows cannot be applied in order
+			}
+			continue
+		}
+		b, err := DecodeBatch(payload)
+		if err != nil {
+			s.decodeErrors.Add(1)
+			s.log.Warn("kvevents: malformed replayed message", "worker", worker, "seq", seq, "err", err)
+			return out
+		}
+		out = append(out, Message{Topic: topic, Seq: seq, Batch: b})
+	}
+}
+
+// replayFrames finds seq and payload in a replay answer as a DEALER gets
+// it: ["", seq, payload] from vLLM, or ["", topic, seq, payload] from
+// publishers that add the topic; the delimiter may be missing.
+func replayFrames(fr [][]byte) (seq uint64, payload []byte, ok bool) {
+	if len(fr) > 0 && len(fr[0]) == 0 {
+		fr = fr[1:]
+	}
+	switch {
+	case len(fr) == 2 && len(fr[0]) == 8:
+		return binary.BigEndian.Uint64(fr[0]), fr[1], true
+	case len(fr) == 3 && len(fr[1]) == 8:
+		return binary.BigEndian.Uint64(fr[1]), fr[2], true
+	case len(fr) == 1 && len(fr[0]) == 8:
+		return binary.BigEndian.Uint64(fr[0]), nil, true // an end marker without its empty payload
+	}
+	return 0, nil, false
+}
+
+func (s *Subscriber) deliver(u Update) {
+	s.messages.Add(1)
+	s.skipped.Add(uint64(u.Batch.Skipped))
+	for _, ev := range u.Batch.Events {
+		switch ev.(type) {
+		case *BlockStored:
+			s.stored.Add(1)
+		case *BlockRemoved:
+			s.removed.Add(1)
+		case *AllBlocksCleared:
+			s.cleared.Add(1)
+		}
+	}
+	s.handleMu.Lock()
+	defer s.handleMu.Unlock()
+	s.handle(u)
+}
+
+// Stats returns the subscriber's counters.
+func (s *Subscriber) Stats() SubscriberStats {
+	return SubscriberStats{
+		Messages: s.messages.Load(), Stored: s.stored.Load(), Removed: s.removed.Load(), Cleared: s.cleared.Load(),
+		SkippedEvents: s.skipped.Load(), DecodeErrors: s.decodeErrors.Load(), Gaps: s.gaps.Load(),
+		MissedMessages: s.missed.Load(), Resets: s.resets.Load(), Replayed: s.replayed.Load(), PeersLeft: s.peersLeft.Load(),
+		ReplayRequests: s.replayRequests.Load(), Reconnects: s.reconnects.Load(),
+	}
+}
+
+// Close stops reading and closes the sockets; it waits for a handle call in
+// progress. It is safe to call more than once.
+func (s *Subscriber) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+	})
+	return nil
+}

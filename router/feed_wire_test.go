@@ -1,0 +1,318 @@
+package router
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvlens/kvlens/kvevents"
+	"github.com/kvlens/kvlens/sim"
+)
+
+// stream returns worker name's event stream state, or fails.
+func stream(t *testing.T, r *Router, name string) *StreamState {
+	t.Helper()
+	for _, w := range r.Workers() {
+		if w.Name == name {
+			if w.EventStream == nil {
+				t.Fatalf("%s has no event stream", name)
+			}
+			return w.EventStream
+		}
+	}
+	t.Fatalf("no worker %s", name)
+	return nil
+}
+
+// Real ZMQ, four simulated workers, each publishing as a different vLLM
+// deployment would: w0 binds its PUB socket and kvlens dials it; w1 dials
+// a port kvlens binds (events=tcp://*:P); w2 binds, serves a replay socket,
+// and was already warm when kvlens joined; w3 was warm too, with no replay.
+func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
+	listen := freePort(t, "127.0.0.1")
+	f, err := sim.StartFleet(sim.FleetConfig{
+		Count: 4, EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0",
+		EventsFor: func(i int, pc kvevents.PublisherConfig) kvevents.PublisherConfig {
+			switch i {
+			case 1:
+				return kvevents.PublisherConfig{Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", listen), Connect: true}
+			case 2:
+				return pc
+			}
+			pc.ReplayEndpoint = ""
+			return pc
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(context.Background()) })
+	specs := []string{
+		fmt.Sprintf("w0=%s,events=%s", f.URLs[0], f.EventEndpoints[0]),
+		fmt.Sprintf("w1=%s,events=tcp://*:%d", f.URLs[1], listen),
+		fmt.Sprintf("w2=%s,events=%s,replay=%s", f.URLs[2], f.EventEndpoints[2], f.ReplayEndpoints[2]),
+		fmt.Sprintf("w3=%s,events=%s", f.URLs[3], f.EventEndpoints[3]),
+	}
+	ws, err := ParseWorkers(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ws[1].EventsBind || ws[0].EventsBind {
+		t.Fatalf("w1 should bind and w0 dial: %+v %+v", ws[0].EventsBind, ws[1].EventsBind)
+	}
+	reg := prometheus.NewRegistry()
+	r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: sim.MustProfile(sim.DefaultProfile).BlockSize, Registerer: reg})
+
+	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	// Both prompts share a long system prompt, so the second one's blocks
+	// hang off blocks stored before kvlens joined.
+	system := strings.Repeat("You are a careful assistant who explains systems plainly. ", 30)
+	before := system + "Before the router joined: explain how paged attention lays out the KV cache in blocks. " + strings.Repeat("Be thorough. ", 20)
+	after := system + "After the router joined: explain how prefix caching shares blocks between requests. " + strings.Repeat("Be precise. ", 20)
+	// w2 and w3 are warm before kvlens reads a single event.
+	chat(t, host(f.URLs[2]), before)
+	chat(t, host(f.URLs[3]), before)
+	// Sent before kvlens subscribes, or they could arrive live.
+	eventually(t, "w2 and w3 published", func() bool {
+		return f.Publishers[2].Stats().Published > 0 && f.Publishers[3].Stats().Published > 0
+	})
+
+	feed := NewFeed(r, t.Logf)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	feed.Sync(ctx)
+	t.Cleanup(func() {
+		cancel()
+		for _, s := range feed.subs {
+			s.close()
+		}
+	})
+	for _, name := range []string{"w0", "w1", "w2", "w3"} {
+		eventually(t, name+"'s publisher is connected", func() bool { return stream(t, r, name).State == "connected" })
+	}
+	if s := stream(t, r, "w1"); s.Socket != "bind" {
+		t.Fatalf("w1's socket = %q, want bind", s.Socket)
+	}
+	// w2 is idle, but its history is caught up as soon as it is connected.
+	eventually(t, "w2's blocks from before kvlens joined are indexed", func() bool { return r.Index().Blocks("w2") > 0 })
+	if r.Index().Blocks("w3") != 0 {
+		t.Fatal("w3 has no replay, yet blocks from before kvlens joined are indexed")
+	}
+	time.Sleep(300 * time.Millisecond) // a new SUB subscription takes a moment to reach the publisher
+
+	for i := range 4 {
+		chat(t, host(f.URLs[i]), after)
+	}
+	for _, name := range []string{"w0", "w1", "w2"} {
+		eventually(t, name+"'s blocks are indexed", func() bool { return r.Index().Blocks(name) > 0 })
+	}
+	eventually(t, "w3 has heard its first event", func() bool { return stream(t, r, "w3").Messages > 0 })
+
+	w2, w3 := stream(t, r, "w2"), stream(t, r, "w3")
+	if w2.Warming || w2.Replayed == 0 || w2.Replays == 0 || w2.DroppedBlocks[OutcomeUnknownParent] != 0 {
+		t.Errorf("w2 joined warm with replay: %+v; want its history replayed, not warming, no unknown parent", w2)
+	}
+	if !w3.Warming {
+		t.Errorf("w3 joined warm without replay but is not warming: %+v", w3)
+	}
+	if b2, b3 := r.Index().Blocks("w2"), r.Index().Blocks("w3"); b2 <= b3 {
+		t.Errorf("w2 (caught up) holds %d blocks, w3 (not) %d: want w2 ahead", b2, b3)
+	}
+	for _, name := range []string{"w0", "w1"} {
+		// Not checked: warming, which depends on whether seq 0 beat the
+		// subscription (a SUB socket misses what comes before it settles).
+		if s := stream(t, r, name); s.AppliedBlocks == 0 || s.LastEventAgeSeconds < 0 {
+			t.Errorf("%s: %+v; want blocks applied and a last event", name, s)
+		}
+	}
+	// The same state is on /metrics.
+	if n, err := testutil.GatherAndCount(reg, "kvlens_router_kv_event_stream_warming", "kvlens_router_kv_event_stream_connected"); err != nil || n != 8 {
+		t.Errorf("stream gauges on /metrics: %d series, %v; want 8", n, err)
+	}
+}
+
+// A malformed message is counted against its worker as a decode error and
+// the stream goes on: the next good message is applied.
+func TestFeedCountsDecodeErrorsAndKeepsGoing(t *testing.T) {
+	port := freePort(t, "127.0.0.1")
+	ep := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pub := zmq4.NewPub(ctx)
+	defer pub.Close()
+	if err := pub.Listen(ep); err != nil {
+		t.Fatal(err)
+	}
+	ws, _ := ParseWorkers([]string{"w=http://127.0.0.1:1,events=" + ep + ",parent0=none"})
+	r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: 2})
+	feed := NewFeed(r, t.Logf)
+	feed.Sync(ctx)
+	defer func() {
+		for _, s := range feed.subs {
+			s.close()
+		}
+	}()
+	eventually(t, "connected", func() bool { return stream(t, r, "w").State == "connected" })
+
+	good, err := kvevents.EncodeBatch(kvevents.Batch{Events: []kvevents.Event{
+		// parent 0 with parent0=none: a root block.
+		&kvevents.BlockStored{BlockHashes: []uint64{9}, HasParent: true, Parent: 0, TokenIDs: []uint32{1, 2}, BlockSize: 2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	send := func(payload []byte) {
+		if err := pub.Send(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, seq), payload)); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	// Until the subscription is through, messages are lost; send good ones
+	// until one lands, then a bad one, then a good one.
+	eventually(t, "a first message is applied", func() bool {
+		send(good)
+		return r.Index().Blocks("w") > 0
+	})
+	send([]byte{0xc1}) // 0xc1 is never used in msgpack
+	r.Index().ClearWorker("w")
+	send(good)
+	eventually(t, "the message after the bad one is applied", func() bool { return r.Index().Blocks("w") > 0 })
+	if s := stream(t, r, "w"); s.DecodeErrors != 1 || s.Parent0 != Parent0None {
+		t.Fatalf("stream = %+v, want 1 decode error and parent0 none", s)
+	}
+}
+
+// A worker that passes its health check after failing has its index
+// cleared at once, and is warming: it may have restarted, or lost events.
+func TestFeedClearsAWorkerReadmittedAfterFailingHealth(t *testing.T) {
+	healthy := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healthy {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	ws, _ := ParseWorkers([]string{"w=" + srv.URL + ",events=tcp://127.0.0.1:1"}) // nothing publishes there
+	pool := NewPool(ws)
+	r := NewRouter(pool, &RoundRobin{}, Config{BlockSize: testB})
+	feed := NewFeed(r, t.Logf)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	feed.Sync(ctx)
+	defer func() {
+		for _, s := range feed.subs {
+			s.close()
+		}
+	}()
+	if err := r.Index().Apply("w", stored(0, ids(1, 2), toks(100, 2))); err != nil {
+		t.Fatal(err)
+	}
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	if r.Index().Blocks("w") != 2 {
+		t.Fatal("a healthy worker that stays healthy lost its index")
+	}
+	healthy = false
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	if r.Index().Blocks("w") != 2 {
+		t.Fatal("the index was cleared when the worker failed, before it came back")
+	}
+	healthy = true
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	if n := r.Index().Blocks("w"); n != 0 {
+		t.Fatalf("re-admitted worker still has %d blocks indexed", n)
+	}
+	if s := stream(t, r, "w"); !s.Warming || s.Clears != 1 {
+		t.Fatalf("stream = %+v, want warming after one clear", s)
+	}
+
+	// Down again, but this time the publisher reconnects before the worker
+	// passes its health check: the reconnection cleared the index, and
+	// what it learnt since is the new life's, so re-admission keeps it.
+	healthy = false
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	es := ws[0].stream.Load()
+	feed.connected("w", es, true) // the first connection
+	feed.connected("w", es, true) // a reconnection
+	if err := r.Index().Apply("w", stored(0, ids(1, 2), toks(100, 2))); err != nil {
+		t.Fatal(err)
+	}
+	healthy = true
+	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	if n := r.Index().Blocks("w"); n != 2 {
+		t.Fatalf("re-admitted worker whose publisher already came back has %d blocks indexed, want 2", n)
+	}
+}
+
+// A publisher that restarts has its worker's index cleared the moment it
+// is connected again, before it publishes anything, whichever side binds.
+func TestFeedClearsAWorkerWhosePublisherReconnects(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		bind bool // kvlens binds and the publisher connects
+	}{
+		{"kvlens dials the publisher", false},
+		{"the publisher dials kvlens", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t, "127.0.0.1"))
+			spec := "w=http://127.0.0.1:1,events=" + ep
+			if tt.bind {
+				spec = "w=http://127.0.0.1:1,bind=" + ep
+			}
+			ws, err := ParseWorkers(SplitWorkerList(spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: 2})
+			feed := NewFeed(r, t.Logf)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			feed.Sync(ctx)
+			defer func() {
+				for _, s := range feed.subs {
+					s.close()
+				}
+			}()
+			start := func() *kvevents.Publisher {
+				p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep, Connect: tt.bind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			p := start()
+			batch := kvevents.Batch{Events: []kvevents.Event{
+				&kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: []uint32{5, 6}, BlockSize: 2},
+			}}
+			eventually(t, "the first publisher's block is indexed", func() bool {
+				p.Publish(batch)
+				return r.Index().Blocks("w") > 0
+			})
+			// Let the batches still on their way land before the restart:
+			// one arriving after the reconnection would refill the index.
+			time.Sleep(200 * time.Millisecond)
+			p.Close()
+			p = start()
+			defer p.Close()
+			eventually(t, "the index is cleared on reconnection", func() bool { return r.Index().Blocks("w") == 0 })
+			if s := stream(t, r, "w"); s.Clears == 0 || !s.Warming {
+				t.Fatalf("stream = %+v, want a clear and warming until the publisher speaks", s)
+			}
+			// The restarted publisher starts from seq 0: its history is whole.
+			eventually(t, "the new publisher's block is indexed", func() bool {
+				p.Publish(batch)
+				return r.Index().Blocks("w") > 0
+			})
+		})
+	}
+}
