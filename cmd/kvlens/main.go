@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/kvlens/kvlens/loadgen"
 )
@@ -19,10 +20,16 @@ func main() {
 // failure, 2 on a usage error.
 func run(args []string) int {
 	cmd, rest := "serve", args
-	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+	if len(args) > 0 && args[0] != "" && (args[0][0] != '-' || topLevel[args[0]]) {
 		cmd, rest = args[0], args[1:]
 	}
 	switch cmd {
+	case "-h", "-help", "--help":
+		fmt.Fprint(os.Stdout, usage)
+		return 0
+	case "-version", "--version", "version":
+		fmt.Println("kvlens " + version())
+		return 0
 	case "serve":
 		return serve(rest)
 	case "sim":
@@ -43,6 +50,38 @@ func run(args []string) int {
 	return 2
 }
 
+// topLevel are the flags kvlens answers itself; any other flag first means
+// serve's, since serve is the default command.
+var topLevel = map[string]bool{"-h": true, "-help": true, "--help": true, "-version": true, "--version": true}
+
+// version names the build: the module version and, for a build from a git
+// checkout, the commit (with "+dirty" for uncommitted changes).
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown build)"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " (" + rev + dirty + ")"
+	}
+	return v + " " + bi.GoVersion
+}
+
 const usage = `Usage: kvlens [command] [flags]
 
 Commands:
@@ -53,6 +92,8 @@ Commands:
   recordings  list, export (CSV or JSON) or delete recorded live sessions
   plan        plan capacity in virtual time: concurrency per policy and worker count within SLOs
   help        show this text
+  version     show the version (also --version)
 
-Run 'kvlens serve -h' for the flags of serve.
+With no command, kvlens serves: 'kvlens --addr :9090' is 'kvlens serve --addr :9090'.
+Run 'kvlens COMMAND -h' for a command's flags.
 `

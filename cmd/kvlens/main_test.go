@@ -36,6 +36,35 @@ func kvlens(args ...string) *exec.Cmd {
 	return cmd
 }
 
+func TestHelpListsCommandsAndVersionNamesTheBuild(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // each must appear in the output
+	}{
+		// --help is kvlens's, not serve's: it lists the subcommands.
+		{"--help lists every command", []string{"--help"}, []string{"serve ", "sim ", "sweep ", "baselines ", "recordings ", "plan ", "kvlens COMMAND -h"}},
+		{"-h lists every command", []string{"-h"}, []string{"sweep ", "plan "}},
+		{"help lists every command", []string{"help"}, []string{"recordings "}},
+		// A test binary's build info carries the Go version at least.
+		{"--version names the Go toolchain", []string{"--version"}, []string{"kvlens ", "go1."}},
+		{"version is --version", []string{"version"}, []string{"kvlens ", "go1."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := kvlens(tt.args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("exit = %v, want 0; output:\n%s", err, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
 func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 	tests := []struct {
 		name    string
