@@ -205,7 +205,7 @@ func sweepCmd(args []string) int {
 			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: %v\n", err)
 			return 1
 		}
-		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done, with its stored settings; %s\n", run.ID, run.Done, run.Total, took)
+		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done, with its stored settings (%s)\n", run.ID, run.Done, run.Total, took)
 	} else if _, err := db.Set(ctx, o.sweep.Name); err == nil {
 		return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
 	}
@@ -319,8 +319,22 @@ func resumed(run store.Run, cur sweepOptions, given map[string]bool) (sweepOptio
 	if given["out"] {
 		o.out = cur.out
 	}
-	took := fmt.Sprintf("--addr %s (%s), --out %s (%s)", o.serve.Addr, from("addr"), o.out, from("out"))
+	took := fmt.Sprintf("stored command line: kvlens sweep %s; --addr %s (%s), --out %s (%s)",
+		shellWords(rec.Args), o.serve.Addr, from("addr"), o.out, from("out"))
 	return o, took, nil
+}
+
+// shellWords joins args as a shell would need them typed, quoting those
+// with spaces or quotes in them.
+func shellWords(args []string) string {
+	words := make([]string, len(args))
+	for i, a := range args {
+		words[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>(){}*?#~") {
+			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // configure builds the sweep's settings from the flags.

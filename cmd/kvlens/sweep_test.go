@@ -100,6 +100,9 @@ func TestResumeTakesTheStoredSettings(t *testing.T) {
 		{"stored workers in serve's named form are taken",
 			storedRun(t, 5, "--levels", "2", "--modes", "rr", "--workers", "a=http://127.0.0.1:1,events=tcp://127.0.0.1:2"), nil,
 			"127.0.0.1:0", ".", "(stored)", ""},
+		{"the stored command line is shown as it would be typed",
+			storedRun(t, 9, "--levels", "2", "--modes", "rr", "--name", "booth's sweep"), nil,
+			"127.0.0.1:0", ".", `stored command line: kvlens sweep --levels 2 --modes rr --name 'booth'\''s sweep';`, ""},
 
 		// Sad path.
 		{"stored settings that fail today's checks are refused, naming the run",
