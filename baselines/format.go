@@ -665,3 +665,16 @@ func ParseFormat(name string) (Format, error) {
 	}
 	return "", fmt.Errorf("unknown format %q (formats: kvlens, dual, single)", name)
 }
+
+// CheckModes refuses a set with a mode that is not in known, naming the
+// level and listing the known modes, so that a typo such as "kv-aware" or a
+// mode kvlens cannot route by is caught when a file is imported, not when a
+// chart shows no curve for it.
+func (s *Set) CheckModes(known []string) error {
+	for i, l := range s.Levels {
+		if !slices.Contains(known, l.Mode) {
+			return fieldError(fmt.Sprintf("levels[%d].mode", i), fmt.Sprintf("%q is not a known routing mode (known: %s)", l.Mode, strings.Join(known, ", ")))
+		}
+	}
+	return nil
+}

@@ -40,6 +40,9 @@ type Config struct {
 	SimWorkers int
 	// SimProfile is the simulated workers' engine profile.
 	SimProfile sim.Profile
+	// SimPorts pins the simulated workers' HTTP and KV-event ports; the
+	// zero value lets the system pick free ones.
+	SimPorts sim.PortPlan
 	// Workers are real workers' base URLs; empty means run the simulated fleet.
 	Workers []string
 	// Target is the load generator's OpenAI base URL; empty means this
@@ -165,14 +168,23 @@ func Start(cfg Config) (*Demo, error) {
 		// as a vLLM fleet would, so the router has one path for both.
 		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
 		// so a real-time and a virtual run with one seed start alike.
-		// Each worker also serves vLLM's replay socket, so the router
-		// catches up on events published before its subscription landed.
-		// The dashboard injects faults in process; over HTTP the workers
-		// take the operator's token, as a standalone sim does.
-		d.fleet, err = sim.StartFleet(sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile,
+		// Each worker also serves vLLM's replay socket (on a free loopback
+		// port), so the router catches up on events published before its
+		// subscription landed. The dashboard injects faults in process;
+		// over HTTP the workers take the operator's token, as a standalone
+		// sim does.
+		fc := sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile,
 			EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed,
-			Access: access.Rule{Token: cfg.Dashboard.Access.Token}})
+			Access: access.Rule{Token: cfg.Dashboard.Access.Token}}
+		if cfg.SimPorts.HTTP > 0 {
+			fc.BasePort = cfg.SimPorts.HTTP
+			fc.EventsBind = fmt.Sprintf("tcp://127.0.0.1:%d", cfg.SimPorts.EventsFrom(cfg.SimWorkers))
+		}
+		d.fleet, err = sim.StartFleet(fc)
 		if err != nil {
+			if cfg.SimPorts.HTTP > 0 {
+				err = fmt.Errorf("--sim-ports %s: %w; choose other ports", cfg.SimPorts, err)
+			}
 			return fail(err)
 		}
 		for i, u := range d.fleet.URLs {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Starter is a long text that opens a conversation.
@@ -69,10 +70,27 @@ func loadStarterFS(fsys fs.FS, dir, display string) ([]Starter, error) {
 	return ss, nil
 }
 
+// checkText refuses what is not text: bytes that are not UTF-8, or a NUL,
+// which no text file holds and most binary files do.
+func checkText(s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return fmt.Errorf("not text: a NUL byte at offset %d (a binary file?)", i)
+	}
+	for i, r := range s {
+		if r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
+			return fmt.Errorf("not text: invalid UTF-8 at offset %d (a binary file, or another encoding?)", i)
+		}
+	}
+	return nil
+}
+
 // parseStarter reads an optional front-matter block (title:, topic:) and the
-// body that follows it.
+// body that follows it; raw must be UTF-8 text.
 func parseStarter(id, raw string) (Starter, error) {
 	s := Starter{ID: id, Title: id, Topic: strings.ReplaceAll(id, "-", " ")}
+	if err := checkText(raw); err != nil {
+		return s, err
+	}
 	body := raw
 	if rest, ok := strings.CutPrefix(raw, "---\n"); ok {
 		head, after, ok := strings.Cut(rest, "\n---\n")
@@ -138,6 +156,9 @@ func parseStarterJSONL(r io.Reader, name string) ([]Starter, error) {
 		if len(raw) == 0 {
 			continue
 		}
+		if err := checkText(string(raw)); err != nil {
+			return nil, fmt.Errorf("starters: %s line %d: %w", name, line, err)
+		}
 		var s Starter
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -156,6 +177,8 @@ func parseStarterJSONL(r io.Reader, name string) ([]Starter, error) {
 			return nil, fmt.Errorf("starters: %s line %d: missing topic", name, line)
 		case s.Text == "":
 			return nil, fmt.Errorf("starters: %s line %d: missing text", name, line)
+		case strings.ContainsRune(s.ID+s.Topic+s.Title+s.Text, 0):
+			return nil, fmt.Errorf("starters: %s line %d: not text: a NUL character (\\u0000)", name, line)
 		}
 		if prev, dup := seen[s.ID]; dup {
 			return nil, fmt.Errorf("starters: %s line %d: id %q already used on line %d", name, line, s.ID, prev)

@@ -23,12 +23,22 @@ type Faults struct {
 	// through the answer.
 	StreamCut float64 `json:"stream_cut"`
 	// Slowdown multiplies every step's duration; 1 (or 0, unset) is the
-	// profile's speed.
+	// profile's speed. It lies from MinSlowdown to MaxSlowdown; reading
+	// faults gives the factor in force, 1 when unset.
 	Slowdown float64 `json:"slowdown"`
 	// Stall pauses the engine for this long from when it is set: steps in
 	// flight finish, the next one waits. Reading faults gives what is left.
+	// Setting faults again replaces the stall, so a stall of 0 ends one.
 	Stall Duration `json:"stall"`
 }
+
+// The bounds of Faults.Slowdown. Beyond them a step's duration no longer
+// fits a time.Duration, or rounds to nothing, and the worker would run
+// infinitely fast; 1000 already makes a 30 ms step take 30 s.
+const (
+	MinSlowdown = 0.01
+	MaxSlowdown = 1000
+)
 
 // Duration is a time.Duration written in JSON as a Go duration string, such as "1.5s".
 type Duration time.Duration
@@ -70,8 +80,8 @@ func (f Faults) validate() error {
 	if sum > 1+1e-9 {
 		return fmt.Errorf("sim: fault rates add up to %v, more than 1", sum)
 	}
-	if f.Slowdown < 0 || math.IsNaN(f.Slowdown) || math.IsInf(f.Slowdown, 0) {
-		return fmt.Errorf("sim: slowdown must be a finite number >= 0, got %v", f.Slowdown)
+	if f.Slowdown != 0 && !(f.Slowdown >= MinSlowdown && f.Slowdown <= MaxSlowdown) {
+		return fmt.Errorf("sim: slowdown must be 0 (the profile's speed) or from %v to %v, got %v", MinSlowdown, MaxSlowdown, f.Slowdown)
 	}
 	if f.Stall < 0 {
 		return fmt.Errorf("sim: stall must not be negative, got %v", time.Duration(f.Stall))
@@ -128,28 +138,32 @@ func (fs *faultState) intN(n int) int {
 	return fs.rng.IntN(n)
 }
 
-// applyFaults makes f the worker's faults, starting any stall now.
+// applyFaults makes f the worker's faults, starting its stall now and
+// ending any earlier one.
 func (s *Server) applyFaults(f Faults) {
 	s.faults.mu.Lock()
 	s.faults.f = f
 	s.faults.f.Stall = 0
 	s.faults.mu.Unlock()
 	s.runner.SetSlowdown(f.Slowdown)
-	if f.Stall > 0 {
-		s.runner.Stall(time.Duration(f.Stall))
-	}
+	s.runner.Stall(time.Duration(f.Stall))
 }
 
-// Faults returns the faults in force, with the stall time left.
+// Faults returns the faults in force: the slowdown factor applied (1 when
+// unset) and the stall time left.
 func (s *Server) Faults() Faults {
 	s.faults.mu.Lock()
 	f := s.faults.f
 	s.faults.mu.Unlock()
+	if f.Slowdown == 0 {
+		f.Slowdown = 1
+	}
 	f.Stall = Duration(s.runner.stalled())
 	return f
 }
 
-// SetFaults replaces the faults in force; a Stall starts now.
+// SetFaults replaces the faults in force; a Stall starts now, and one
+// already running ends unless f has its own.
 func (s *Server) SetFaults(f Faults) error {
 	if err := f.validate(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kvlens/kvlens/access"
@@ -117,6 +118,10 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 			pub, err := newPublisher(cfg, i, opts.Name)
 			if err != nil {
 				f.Close(context.Background())
+				if ep, _ := offsetPort(cfg.EventsBind, i); cfg.EventsConnect == "" && inUse(err) {
+					_, port, _ := net.SplitHostPort(strings.TrimPrefix(ep, "tcp://"))
+					return nil, fmt.Errorf("sim: event port %s for worker %d is already in use: another program (or another kvlens) is listening there", port, i)
+				}
 				return nil, fmt.Errorf("sim: worker %d: %w", i, err)
 			}
 			f.publishers = append(f.publishers, pub)
@@ -134,6 +139,9 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		if err != nil {
 			w.Close()
 			f.Close(context.Background())
+			if inUse(err) {
+				return nil, fmt.Errorf("sim: port %d for worker %d is already in use: another program (or another kvlens) is listening there", port, i)
+			}
 			return nil, fmt.Errorf("sim: listen for worker %d: %w", i, err)
 		}
 		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
@@ -147,6 +155,12 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		}()
 	}
 	return f, nil
+}
+
+// inUse says whether err is a bind to an address another socket holds. The
+// ZMQ library keeps the system's error only as text.
+func inUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // closeGrace bounds how long Close lets open requests finish. net/http's
@@ -233,4 +247,76 @@ func offsetPort(endpoint string, i int) (string, error) {
 		n += i
 	}
 	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(n)), nil
+}
+
+// PortPlan pins a fleet's ports: worker i serves HTTP on HTTP+i and
+// publishes KV events on Events+i. The zero value leaves both to the
+// system, which picks free ports.
+type PortPlan struct {
+	// HTTP is worker 0's HTTP port; 0 means any free ports.
+	HTTP int
+	// Events is worker 0's KV-event port; 0 means the port after the last
+	// worker's HTTP port.
+	Events int
+}
+
+// ParsePortPlan reads "P" (HTTP ports from P, then the event ports) or
+// "P,E" (HTTP ports from P, event ports from E), as --sim-ports takes them.
+// Whether the ranges fit a fleet is Check's to say.
+func ParsePortPlan(s string) (PortPlan, error) {
+	first, second, two := strings.Cut(s, ",")
+	var p PortPlan
+	var err error
+	if p.HTTP, err = parsePort(first); err != nil {
+		return PortPlan{}, err
+	}
+	if two {
+		if p.Events, err = parsePort(second); err != nil {
+			return PortPlan{}, err
+		}
+	}
+	return p, nil
+}
+
+func parsePort(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("sim: port %q is not a number from 1 to 65535 (want PORT, or HTTP_PORT,EVENTS_PORT)", s)
+	}
+	return n, nil
+}
+
+// EventsFrom is worker 0's event port in a fleet of count workers.
+func (p PortPlan) EventsFrom(count int) int {
+	if p.Events == 0 && p.HTTP > 0 {
+		return p.HTTP + count
+	}
+	return p.Events
+}
+
+// Check refuses a plan whose ports run past 65535 or overlap, for a fleet
+// of count workers.
+func (p PortPlan) Check(count int) error {
+	if p.HTTP == 0 {
+		return nil
+	}
+	ev := p.EventsFrom(count)
+	switch {
+	case p.HTTP+count-1 > 65535:
+		return fmt.Errorf("sim: %d workers' HTTP ports from %d run past 65535", count, p.HTTP)
+	case ev+count-1 > 65535:
+		return fmt.Errorf("sim: %d workers' event ports from %d run past 65535", count, ev)
+	case ev <= p.HTTP+count-1 && p.HTTP <= ev+count-1:
+		return fmt.Errorf("sim: HTTP ports %d-%d and event ports %d-%d overlap", p.HTTP, p.HTTP+count-1, ev, ev+count-1)
+	}
+	return nil
+}
+
+// String writes the plan as ParsePortPlan reads it.
+func (p PortPlan) String() string {
+	if p.Events == 0 {
+		return strconv.Itoa(p.HTTP)
+	}
+	return fmt.Sprintf("%d,%d", p.HTTP, p.Events)
 }

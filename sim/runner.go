@@ -32,9 +32,16 @@ type Runner struct {
 	// time is up; nil when the engine is idle.
 	inStep *StepResult
 	// due is when the step in flight ends on the modelled GPU.
-	due    time.Time
-	timer  clock.Timer
-	closed bool
+	due time.Time
+	// begin is when the step in flight starts on the modelled GPU, later
+	// than it was run when a stall holds it; unstalled is when it would
+	// have started without the stall, and length is its slowed duration.
+	// A stall that is changed or cancelled while it holds the step
+	// re-times the step from these.
+	begin, unstalled time.Time
+	length           time.Duration
+	timer            clock.Timer
+	closed           bool
 	// slowdown multiplies step durations; 1 is the profile's speed.
 	slowdown   float64
 	stallUntil time.Time
@@ -166,11 +173,30 @@ func (r *Runner) SetSlowdown(f float64) {
 }
 
 // Stall pauses the engine for d from now: the step after the one in flight
-// starts no sooner than that.
+// starts no sooner than that. It replaces any earlier stall, so d = 0
+// cancels one: a step held by the old stall then starts at once (or when
+// the new, shorter stall ends).
 func (r *Runner) Stall(d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stallUntil = r.clk.Now().Add(d)
+	now := r.clk.Now()
+	r.stallUntil = now.Add(max(d, 0))
+	if r.inStep == nil || r.timer == nil || !r.begin.After(now) {
+		return // no step is waiting: the next one reads stallUntil
+	}
+	begin := r.unstalled
+	if r.stallUntil.After(begin) {
+		begin = r.stallUntil
+	}
+	if now.After(begin) {
+		begin = now
+	}
+	if begin.Equal(r.begin) || !r.timer.Stop() {
+		return // unchanged, or the step's end is already being delivered
+	}
+	r.begin = begin
+	r.due = begin.Add(r.length)
+	r.timer = r.clk.AfterFunc(r.due.Sub(now), r.endStep)
 }
 
 // stalled returns how much longer the stall lasts.
@@ -218,11 +244,14 @@ func (r *Runner) step() {
 	if r.inStep == nil || now.Sub(begin) > maxLag {
 		begin = now // from idle, or after the host stopped
 	}
+	r.unstalled = begin
 	if r.stallUntil.After(begin) {
 		begin = r.stallUntil
 	}
 	r.inStep = res
-	r.due = begin.Add(time.Duration(float64(res.Duration) * r.slowdown))
+	r.begin = begin
+	r.length = time.Duration(float64(res.Duration) * r.slowdown)
+	r.due = begin.Add(r.length)
 	r.timer = r.clk.AfterFunc(r.due.Sub(now), r.endStep)
 }
 

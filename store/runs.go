@@ -149,3 +149,24 @@ func (db *DB) FinishRun(ctx context.Context, id int64, status, reason string, se
 	}
 	return nil
 }
+
+// UnfinishedRuns returns every run that is not done, newest first.
+func (db *DB) UnfinishedRuns(ctx context.Context) ([]Run, error) {
+	rows, err := db.db.QueryContext(ctx, "SELECT "+runColumns+" FROM sweep_runs r WHERE r.status != ? ORDER BY r.id DESC", RunDone)
+	if err != nil {
+		return nil, fmt.Errorf("store: read sweep runs: %w", err)
+	}
+	defer rows.Close()
+	var runs []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: read sweep runs: %w", err)
+		}
+		runs = append(runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read sweep runs: %w", err)
+	}
+	return runs, nil
+}

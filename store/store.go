@@ -81,6 +81,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db := &DB{db: sdb, path: path}
+	if err := db.quickCheck(ctx); err != nil {
+		sdb.Close()
+		return nil, err
+	}
 	if err := db.migrate(ctx); err != nil {
 		sdb.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -104,6 +108,30 @@ func (db *DB) Check(ctx context.Context) (string, error) {
 	var verdict string
 	err := db.db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&verdict)
 	return verdict, err
+}
+
+// quickCheck refuses a damaged file at open, so that a page broken in the
+// middle of the file is reported once, with advice, rather than as a failed
+// query whenever a sweep or a replay happens to read it. SQLite's
+// quick_check reads every page but skips the index-to-table cross-checks of
+// integrity_check. It costs 0.5 ms on a store of baselines and sweeps,
+// 0.7 ms with an hour of recordings (1 MB) and 18 ms with ten (9.4 MB), on
+// a 2-core host (BenchmarkOpen); recordings older than a week are pruned.
+func (db *DB) quickCheck(ctx context.Context) error {
+	var verdict string
+	err := db.db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&verdict)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "not a database"):
+		return fmt.Errorf("store: open %s: %w", db.path, err)
+	case err != nil && strings.Contains(err.Error(), "SQLITE_BUSY"):
+		return fmt.Errorf("store: open %s: %w", db.path, friendly(err))
+	case err != nil:
+		verdict = err.Error()
+	case verdict == "ok":
+		return nil
+	}
+	verdict = strings.Join(strings.Fields(verdict), " ") // one line
+	return fmt.Errorf("store: %s is damaged (SQLite quick_check: %s): move it aside and kvlens starts a new store there; `sqlite3 OLD.db .recover` may save what it held", db.path, verdict)
 }
 
 // tx runs f in one write transaction, committed if f returns nil.

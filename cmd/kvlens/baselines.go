@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/store"
 )
 
@@ -225,6 +226,7 @@ func baselinesImport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	name := fs.String("name", "", "name of the stored set (default: the file's own name, or its base name)")
 	deployment := fs.String("deployment", "", "description of the measured deployment (default: the file's own, or unknown)")
 	replace := fs.Bool("replace", false, "replace a stored set of the same name")
+	anyMode := fs.Bool("any-mode", false, "keep modes kvlens cannot route by, such as an external router's (measured with sweep --target)")
 	pos, err := parse(fs, args, 1, "the FILE to import")
 	if err != nil {
 		return err
@@ -236,6 +238,11 @@ func baselinesImport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	s, format, err := baselines.Decode(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	if !*anyMode {
+		if err := s.CheckModes(router.Policies); err != nil {
+			return fmt.Errorf("%s: %w; pass --any-mode to keep it", pos[0], err)
+		}
 	}
 	base := strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
 	if *name != "" {

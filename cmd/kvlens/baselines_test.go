@@ -35,6 +35,8 @@ func TestBaselinesCommands(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(good, []byte(dualJSON), 0o644)
 	os.WriteFile(bad, []byte(strings.Replace(dualJSON, `"ttft_p95_ms":370.9`, `"ttft_p95_ms":-1`, 1)), 0o644)
+	unknownMode := filepath.Join(dir, "unknown-mode.json")
+	os.WriteFile(unknownMode, []byte(strings.Replace(dualJSON, `"kv_aware"`, `"kv_awear"`, 1)), 0o644)
 
 	steps := []struct {
 		name     string
@@ -47,6 +49,9 @@ func TestBaselinesCommands(t *testing.T) {
 		{"import refuses a name already taken", []string{"import", good, "--name", "lab"}, 1, "--replace"},
 		{"import of a bad file names the field", []string{"import", bad, "--name", "broken"}, 1, "levels[0].kv_aware.ttft_p95_ms: must be a non-negative number"},
 		{"the bad file left nothing behind", []string{"show", "broken"}, 1, `baseline set "broken": not found`},
+		{"import refuses an unknown mode and lists the known ones", []string{"import", unknownMode, "--name", "typo"}, 1, `"kv_awear" is not a known routing mode (known: round_robin, random,`},
+		{"the refused file left nothing behind", []string{"show", "typo"}, 1, `baseline set "typo": not found`},
+		{"import keeps an external router's modes with --any-mode", []string{"import", unknownMode, "--name", "external", "--any-mode"}, 0, `2 levels of round_robin and kv_awear`},
 		{"show prints each mode's curve", []string{"show", "lab"}, 0, "KV cache-aware (kv): within the SLO up to 40"},
 		{"export writes the dual format", []string{"export", "lab", "--format", "dual"}, 0, `"kv_aware": {`},
 		{"export refuses the single format for two modes", []string{"export", "lab", "--format", "single"}, 1, "holds one mode"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +33,11 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.Func("sim-profile", "simulated workers' engine profile: a built-in name or a JSON file (default "+sim.DefaultProfile+")", func(s string) error {
 		p, err := sim.LoadProfile(s)
 		cfg.SimProfile = p
+		return err
+	})
+	fs.Func("sim-ports", "pin the simulated workers' ports: PORT serves worker i's HTTP on PORT+i and its KV events on PORT+N+i (N workers); HTTP_PORT,EVENTS_PORT sets both ranges (default: any free ports)", func(s string) error {
+		p, err := sim.ParsePortPlan(s)
+		cfg.SimPorts = p
 		return err
 	})
 	fs.Func("workers", "comma-separated real OpenAI-compatible workers, each a base URL, name=URL[,events=tcp://host:port|tcp://*:port][,bind=tcp://host:port][,replay=tcp://host:port][,parent0=auto|none|hash][,capacity=N], or dns://service:port[?events=PORT&replay=PORT]; events=tcp://*:P or bind= makes kvlens listen for a publisher that connects (default: run the simulated fleet)", func(s string) error {
@@ -268,6 +274,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--block-size must be at least 1, got %d", cfg.Router.BlockSize)
 	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0:
 		return fmt.Errorf("--sim-workers must be at least 1, got %d", cfg.SimWorkers)
+	case cfg.SimPorts.HTTP > 0 && len(cfg.Workers) > 0:
+		return errors.New("--sim-ports sets the simulated fleet's ports, which --workers replaces: drop one of them")
 	case cfg.Dashboard.SliderStep < 1:
 		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
 	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
@@ -276,6 +284,9 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--tokenizer %q: want embedded or worker", cfg.Tokenizer)
 	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
 		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
+	}
+	if err := cfg.SimPorts.Check(cfg.SimWorkers); err != nil {
+		return fmt.Errorf("--sim-ports: %w", err)
 	}
 	return nil
 }

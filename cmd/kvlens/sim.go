@@ -168,7 +168,7 @@ func faultFlags(fs *flag.FlagSet, f *sim.Faults) {
 	fs.Float64Var(&f.Error429, "fault-429", 0, "fraction of requests answered 429")
 	fs.Float64Var(&f.Error500, "fault-500", 0, "fraction of requests answered 500")
 	fs.Float64Var(&f.StreamCut, "fault-cut", 0, "fraction of streams cut mid-answer")
-	fs.Float64Var(&f.Slowdown, "slowdown", 1, "multiply every engine step's duration by this factor")
+	fs.Float64Var(&f.Slowdown, "slowdown", 1, "multiply every engine step's duration by this factor, from 0.01 to 1000")
 	fs.Func("stall", "pause every engine for this long at start, such as 10s", func(s string) error {
 		d, err := time.ParseDuration(s)
 		f.Stall = sim.Duration(d)

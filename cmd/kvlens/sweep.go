@@ -120,13 +120,8 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.note, "deployment-note", "", "extra line for the report's deployment table")
 	fs.StringVar(&o.serve.Addr, "addr", "127.0.0.1:0", "listen address of the dashboard and router proxy during the sweep")
 	fs.IntVar(&o.serve.SimWorkers, "sim-workers", o.serve.SimWorkers, "number of simulated workers to run when --workers is not set")
-	fs.Func("workers", "comma-separated base URLs of real OpenAI-compatible workers (default: run the simulated fleet)", func(s string) error {
-		o.serve.Workers = nil
-		for _, u := range strings.Split(s, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				o.serve.Workers = append(o.serve.Workers, u)
-			}
-		}
+	fs.Func("workers", "comma-separated real OpenAI-compatible workers, as serve takes them: each a base URL, name=URL[,events=tcp://host:port][,capacity=N], or dns://service:port[?events=PORT] (default: run the simulated fleet)", func(s string) error {
+		o.serve.Workers = router.SplitWorkerList(s)
 		return nil
 	})
 	fs.StringVar(&o.serve.Target, "target", "", "OpenAI base URL to load, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
@@ -177,6 +172,22 @@ func sweepCmd(args []string) int {
 	if o.db == "" {
 		return usage(errors.New("no default location for the database: give --db PATH"))
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if o.resume {
+		if err := checkResumeFlags(given); err != nil {
+			return usage(err)
+		}
+	} else {
+		if o.run != 0 {
+			return usage(errors.New("--run goes with --resume"))
+		}
+		// Every check comes before the store is touched, so a sweep
+		// refused here leaves no run behind for --resume to pick.
+		if err := o.configure(); err != nil {
+			return usage(err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	db, err := store.Open(ctx, o.db)
@@ -188,44 +199,26 @@ func sweepCmd(args []string) int {
 
 	var run store.Run
 	if o.resume {
-		if o.run > 0 {
-			run, err = db.Run(ctx, o.run)
-		} else {
-			run, err = db.LastUnfinishedRun(ctx)
-		}
+		var took string
+		run, o, took, err = pickRun(ctx, db, o, given, os.Stdout)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: %v\n", err)
 			return 1
 		}
-		if run.Status == store.RunDone {
-			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: run %d is already done\n", run.ID)
-			return 1
-		}
-		var rec runRecord
-		if err := json.Unmarshal(run.Config, &rec); err != nil {
-			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: run %d's settings: %v\n", run.ID, err)
-			return 1
-		}
-		// The stored command line decides the target; only --db, --out and
-		// --addr may differ now.
-		dbPath, out, addr := o.db, o.out, o.serve.Addr
-		o = sweepOptions{serve: demo.DefaultConfig()}
-		if err := sweepFlags(&o, io.Discard).Parse(rec.Args); err != nil {
-			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: run %d's command line: %v\n", run.ID, err)
-			return 1
-		}
-		o.db, o.out, o.serve.Addr, o.sweep = dbPath, out, addr, rec.Sweep
-		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done\n", run.ID, run.Done, run.Total)
-	} else {
-		if o.run != 0 {
-			return usage(errors.New("--run goes with --resume"))
-		}
-		if err := o.configure(); err != nil {
-			return usage(err)
-		}
-		if _, err := db.Set(ctx, o.sweep.Name); err == nil {
-			return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
-		}
+		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done, with its stored settings (%s)\n", run.ID, run.Done, run.Total, took)
+	} else if _, err := db.Set(ctx, o.sweep.Name); err == nil {
+		return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
+	}
+
+	// The target starts before a new run is stored: an address in use or
+	// an unreachable worker leaves no run behind either.
+	target, clk, about, closeTarget, err := o.start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
+		return 1
+	}
+	defer closeTarget()
+	if !o.resume {
 		rec, _ := json.Marshal(runRecord{Args: args, Sweep: o.sweep})
 		id, err := db.CreateRun(ctx, rec, len(o.sweep.Plan()))
 		if err != nil {
@@ -234,11 +227,114 @@ func sweepCmd(args []string) int {
 		}
 		run = store.Run{ID: id, Total: len(o.sweep.Plan())}
 	}
-	if err := o.execute(ctx, db, run); err != nil {
+	fmt.Printf("kvlens sweep: run %d, %s\n", run.ID, about)
+	if err := o.execute(ctx, db, run, target, clk); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// resumeOwnFlags are the flags --resume takes from its own command line:
+// which run, in which store, and the two settings that may differ between
+// an interrupted process and the one that continues it.
+var resumeOwnFlags = []string{"resume", "run", "db", "addr", "out"}
+
+// checkResumeFlags refuses flags that --resume would ignore, since the
+// stored run's settings decide what is measured.
+func checkResumeFlags(given map[string]bool) error {
+	var extra []string
+	for name := range given {
+		if !slices.Contains(resumeOwnFlags, name) {
+			extra = append(extra, "--"+name)
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		return fmt.Errorf("--resume continues a run with its stored settings: drop %s (only --run, --db, --addr and --out go with it)", strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+// pickRun finds the run --resume continues: --run's, or else the newest
+// unfinished run whose stored settings still pass the checks; it names each
+// run it skips on w. It returns the run, the options to continue it with
+// (its stored ones, with --addr and --out as given now), and which address
+// and report directory those are and where they came from.
+func pickRun(ctx context.Context, db *store.DB, cur sweepOptions, given map[string]bool, w io.Writer) (store.Run, sweepOptions, string, error) {
+	if cur.run > 0 {
+		run, err := db.Run(ctx, cur.run)
+		if err != nil {
+			return run, cur, "", err
+		}
+		if run.Status == store.RunDone {
+			return run, cur, "", fmt.Errorf("run %d is already done", run.ID)
+		}
+		o, took, err := resumed(run, cur, given)
+		return run, o, took, err
+	}
+	runs, err := db.UnfinishedRuns(ctx)
+	if err != nil {
+		return store.Run{}, cur, "", err
+	}
+	for _, run := range runs {
+		o, took, err := resumed(run, cur, given)
+		if err != nil {
+			fmt.Fprintf(w, "kvlens sweep: --resume: skipping %v\n", err)
+			continue
+		}
+		return run, o, took, nil
+	}
+	if len(runs) > 0 {
+		return store.Run{}, cur, "", fmt.Errorf("no unfinished sweep run can be continued (%d skipped)", len(runs))
+	}
+	return store.Run{}, cur, "", errors.New("no unfinished sweep run")
+}
+
+// resumed rebuilds a stored run's options from its command line and checks
+// them as a new sweep's are. --db is the store the run was found in; --addr
+// and --out are the stored ones unless given now. took says which were used.
+func resumed(run store.Run, cur sweepOptions, given map[string]bool) (sweepOptions, string, error) {
+	var rec runRecord
+	if err := json.Unmarshal(run.Config, &rec); err != nil {
+		return cur, "", fmt.Errorf("run %d: its stored settings are unreadable: %v", run.ID, err)
+	}
+	o := sweepOptions{serve: demo.DefaultConfig()}
+	if err := sweepFlags(&o, io.Discard).Parse(rec.Args); err != nil {
+		return cur, "", fmt.Errorf("run %d: its stored command line %q: %v", run.ID, strings.Join(rec.Args, " "), err)
+	}
+	if err := o.configure(); err != nil {
+		return cur, "", fmt.Errorf("run %d (started %s, %d of %d levels done): its stored settings fail the checks: %v", run.ID, run.StartedAt, run.Done, run.Total, err)
+	}
+	o.db, o.resume, o.run, o.sweep = cur.db, true, run.ID, rec.Sweep
+	from := func(flag string) string {
+		if given[flag] {
+			return "given now"
+		}
+		return "stored"
+	}
+	if given["addr"] {
+		o.serve.Addr = cur.serve.Addr
+	}
+	if given["out"] {
+		o.out = cur.out
+	}
+	took := fmt.Sprintf("stored command line: kvlens sweep %s; --addr %s (%s), --out %s (%s)",
+		shellWords(rec.Args), o.serve.Addr, from("addr"), o.out, from("out"))
+	return o, took, nil
+}
+
+// shellWords joins args as a shell would need them typed, quoting those
+// with spaces or quotes in them.
+func shellWords(args []string) string {
+	words := make([]string, len(args))
+	for i, a := range args {
+		words[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>(){}*?#~") {
+			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // configure builds the sweep's settings from the flags.
@@ -266,6 +362,11 @@ func (o *sweepOptions) configure() error {
 	}
 	if o.serve.SimWorkers < 1 && len(o.serve.Workers) == 0 {
 		return fmt.Errorf("--sim-workers must be at least 1, got %d", o.serve.SimWorkers)
+	}
+	if len(o.serve.Workers) > 0 {
+		if _, err := router.ParseFleet(o.serve.Workers); err != nil {
+			return fmt.Errorf("--workers: %w", err)
+		}
 	}
 	c := &o.sweep
 	c.Levels, c.Modes = levels, modes
@@ -297,7 +398,7 @@ func (o *sweepOptions) deployment() []baselines.Param {
 			add("Mode switch", "`"+o.switchCmd+"`")
 		}
 	case len(o.serve.Workers) > 0:
-		add("Workers", fmt.Sprintf("%d real workers: %s", len(o.serve.Workers), strings.Join(o.serve.Workers, ", ")))
+		add("Workers", "real workers: "+strings.Join(o.serve.Workers, "; "))
 		add("Frontend", "kvlens router proxy")
 	default:
 		prof := o.serve.SimProfile
@@ -342,36 +443,34 @@ func (t *sweepTarget) SetMode(ctx context.Context, mode string) error {
 	return nil
 }
 
-// execute runs (or resumes) the sweep, stores its set and writes its reports.
-func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run) error {
+// start brings up what the sweep drives: the pipeline in virtual time, or
+// the demo (fleet, router, dashboard) in real time. It returns the target,
+// its clock (nil for the wall clock), a description of the sweep for its
+// first line of output, and a function that stops it all.
+func (o *sweepOptions) start() (baselines.Target, clock.Clock, string, func(), error) {
 	c := &o.sweep
-	done, err := db.RunLevels(ctx, run.ID)
-	if err != nil {
-		return err
-	}
-	var (
-		target baselines.Target
-		clk    clock.Clock
-	)
 	if o.virtual {
 		cfg := o.simConfig()
 		cfg.Policy = c.Modes[0]
 		cfg.Load.Concurrency = c.Levels[0]
 		p, err := simulate.New(cfg)
 		if err != nil {
-			return err
+			return nil, nil, "", nil, err
 		}
-		defer p.Close()
-		target, clk = p.Target(), p.Loop
-		fmt.Printf("kvlens sweep: run %d, %s × %v, %s warmup + %s measure per level, simulated in virtual time (%d × %s, seed %d)\n",
-			run.ID, strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, cfg.Workers, cfg.Profile.Name, cfg.Seed)
-	} else {
-		t, closeDemo, err := o.startDemo(run)
-		if err != nil {
-			return err
-		}
-		defer closeDemo()
-		target = t
+		about := fmt.Sprintf("%s × %v, %s warmup + %s measure per level, simulated in virtual time (%d × %s, seed %d)",
+			strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, cfg.Workers, cfg.Profile.Name, cfg.Seed)
+		return p.Target(), p.Loop, about, func() { p.Close() }, nil
+	}
+	return o.startDemo()
+}
+
+// execute runs (or resumes) the sweep on target, stores its set and writes
+// its reports.
+func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run, target baselines.Target, clk clock.Clock) error {
+	c := &o.sweep
+	done, err := db.RunLevels(ctx, run.ID)
+	if err != nil {
+		return err
 	}
 	progress, finish := progressReporter(os.Stderr)
 	if o.virtual {
@@ -420,7 +519,7 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run)
 
 // startDemo starts the demo (fleet, router, dashboard) that a real-time
 // sweep drives, and returns it as the sweep's target.
-func (o *sweepOptions) startDemo(run store.Run) (baselines.Target, func(), error) {
+func (o *sweepOptions) startDemo() (baselines.Target, clock.Clock, string, func(), error) {
 	c := &o.sweep
 	serve := o.serve
 	serve.NoStart = true
@@ -429,24 +528,24 @@ func (o *sweepOptions) startDemo(run store.Run) (baselines.Target, func(), error
 	serve.Dashboard.SLOTTFT, serve.Dashboard.SLOTPOT = c.SLO.TTFT, c.SLO.TPOT
 	var err error
 	if serve.Policy, err = o.firstPolicy(); err != nil {
-		return nil, nil, err
+		return nil, nil, "", nil, err
 	}
 	d, err := demo.Start(serve)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", nil, err
 	}
 	closeDemo := func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 		defer cancel()
 		d.Close(shutdown)
 	}
-	fmt.Printf("kvlens sweep: run %d, %s × %v, %s warmup + %s measure per level; dashboard on %s\n",
-		run.ID, strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, d.URL)
+	about := fmt.Sprintf("%s × %v, %s warmup + %s measure per level; dashboard on %s",
+		strings.Join(c.Modes, ","), c.Levels, c.Warmup, c.Measure, d.URL)
 	target := &sweepTarget{Generator: d.Gen, proxy: d.Proxy, switchCmd: o.switchCmd, readyTimeout: o.readyTimeout, log: os.Stderr}
 	if o.serve.Target != "" {
 		target.readyURL = o.serve.Target
 	}
-	return target, closeDemo, nil
+	return target, nil, about, closeDemo, nil
 }
 
 // simConfig is the simulated deployment of a --virtual sweep.

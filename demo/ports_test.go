@@ -1,0 +1,83 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kvlens/kvlens/sim"
+)
+
+// freeRange finds n consecutive ports that are free at the moment.
+func freeRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		var held []net.Listener
+		for p := base; p < base+n && p <= 65535; p++ {
+			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				held = append(held, l)
+			}
+		}
+		for _, l := range held {
+			l.Close()
+		}
+		if len(held) == n {
+			return base
+		}
+	}
+	t.Skip("found no free range of ports")
+	return 0
+}
+
+func TestSimPortsPinTheFleet(t *testing.T) {
+	base := freeRange(t, 4)
+	start := func() (*Demo, error) {
+		cfg := DefaultConfig()
+		cfg.Addr, cfg.NoStart, cfg.SimWorkers = "127.0.0.1:0", true, 2
+		cfg.SimPorts = sim.PortPlan{HTTP: base}
+		return Start(cfg)
+	}
+	d, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"worker 0 serves on the first port and publishes after the last worker's", strings.HasSuffix(d.WorkerURLs[0], fmt.Sprintf("=http://127.0.0.1:%d,events=tcp://127.0.0.1:%d", base, base+2))},
+		{"worker 1 takes the next port of each range", strings.HasSuffix(d.WorkerURLs[1], fmt.Sprintf("=http://127.0.0.1:%d,events=tcp://127.0.0.1:%d", base+1, base+3))},
+	}
+	for _, tt := range tests {
+		if !tt.ok {
+			t.Errorf("not so that %s: %v", tt.name, d.WorkerURLs)
+		}
+	}
+
+	// Sad path: a second demo on the same ports is refused with the port
+	// and the flag named, and the first keeps serving.
+	if d2, err := start(); err == nil {
+		d2.Close(context.Background())
+		t.Fatal("a second fleet started on ports in use")
+	} else if want := fmt.Sprintf("--sim-ports %d: sim: event port %d for worker 0 is already in use", base, base+2); !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/models", base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first fleet's worker 0 answers %d after the refused start", resp.StatusCode)
+	}
+}
