@@ -15,11 +15,12 @@ import (
 // chooseBaseline returns the set the dashboard compares with: name from the
 // store at dbPath, or from the built-in sets when dbPath is empty or the
 // store fails to open (with a one-line warning). An empty name is the
-// seeds' 6-sweep average, the first built-in set.
-func chooseBaseline(dbPath, name string) (*baselines.Set, error) {
+// seeds' 6-sweep average, the first built-in set. imported names the
+// built-in sets that opening the store added to it.
+func chooseBaseline(dbPath, name string) (set *baselines.Set, imported []string, err error) {
 	builtin, err := baselines.Builtin()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if name == "" && len(builtin) > 0 {
 		name = builtin[0].Name
@@ -30,13 +31,14 @@ func chooseBaseline(dbPath, name string) (*baselines.Set, error) {
 		db, err := store.Open(ctx, dbPath)
 		if err == nil {
 			defer db.Close()
+			imported = db.Imported()
 			set, err := db.Set(ctx, name)
 			if errors.Is(err, store.ErrNotFound) {
-				return nil, fmt.Errorf("--baseline %q: no such set in %s (list them with kvlens baselines list)", name, dbPath)
+				return nil, nil, fmt.Errorf("--baseline %q: no such set in %s (list them with kvlens baselines list)", name, dbPath)
 			}
 			if err == nil {
 				set.Sort()
-				return &set, nil
+				return &set, imported, nil
 			}
 		}
 		fmt.Fprintf(os.Stderr, "kvlens: warning: %v; using the built-in baselines\n", err)
@@ -44,10 +46,10 @@ func chooseBaseline(dbPath, name string) (*baselines.Set, error) {
 	for i := range builtin {
 		if builtin[i].Name == name {
 			builtin[i].Sort()
-			return &builtin[i], nil
+			return &builtin[i], imported, nil
 		}
 	}
-	return nil, fmt.Errorf("--baseline %q: no such built-in set", name)
+	return nil, nil, fmt.Errorf("--baseline %q: no such built-in set", name)
 }
 
 // gauges reads each simulated worker's queue and KV-cache usage from its

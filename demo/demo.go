@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvlens/kvlens/access"
+	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
@@ -124,6 +125,13 @@ type Demo struct {
 	// Recording is the id of this session's recording in the store; 0 when
 	// the session is not recorded.
 	Recording int64
+	// PublicURL is the address visitors' phones open, shown as the QR code;
+	// "" when none is known.
+	PublicURL string
+	// Store says, in one phrase for the startup lines, which store holds the
+	// baselines and recordings, what its first start imported, and which
+	// set the dashboard compares with.
+	Store string
 
 	db  *store.DB // open while recording
 	rec *recording.Recorder
@@ -256,13 +264,19 @@ func Start(cfg Config) (*Demo, error) {
 	} else {
 		opts.RecordingsOff = "this session was started with --record=false"
 	}
+	var imported []string
+	if d.db != nil {
+		imported = d.db.Imported()
+	}
 	if opts.Baseline == nil {
-		set, err := chooseBaseline(cfg.DB, cfg.Baseline)
+		set, more, err := chooseBaseline(cfg.DB, cfg.Baseline)
 		if err != nil {
 			return fail(err)
 		}
 		opts.Baseline = set
+		imported = append(imported, more...)
 	}
+	d.Store = storeNote(cfg, d.Recording, imported, opts.Baseline)
 	opts.Model = cfg.Model
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
@@ -271,6 +285,7 @@ func Start(cfg Config) (*Demo, error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = lanURL(ln.Addr())
 	}
+	d.PublicURL = opts.PublicURL
 	if opts.Hosts == nil {
 		hosts, err := access.MachineHosts(append(slices.Clone(cfg.AllowHosts), opts.PublicURL)...)
 		if err != nil {
@@ -410,6 +425,30 @@ func (d *Demo) startRecording(cfg Config) *recording.Recorder {
 	}
 	d.db, d.rec, d.Recording = db, rec, rec.ID()
 	return rec
+}
+
+// storeNote is the startup line's account of the store: where it is, what
+// this start imported into it, whether the session is recorded, and the
+// set the dashboard compares with.
+func storeNote(cfg Config, recording int64, imported []string, base *baselines.Set) string {
+	var b strings.Builder
+	switch {
+	case cfg.DB == "":
+		b.WriteString("no store (--db is empty): built-in baselines, nothing recorded")
+	case recording != 0:
+		fmt.Fprintf(&b, "store %s, recording this session as #%d", cfg.DB, recording)
+	case !cfg.Record:
+		fmt.Fprintf(&b, "store %s, not recording (--record=false)", cfg.DB)
+	default:
+		fmt.Fprintf(&b, "store %s could not be used for recording (see the warning above)", cfg.DB)
+	}
+	if n := len(imported); n > 0 {
+		fmt.Fprintf(&b, "; first start: imported %d built-in baseline sets", n)
+	}
+	if base != nil {
+		fmt.Fprintf(&b, "; comparing with %q", base.Name)
+	}
+	return b.String()
 }
 
 // FlushRecording writes the frames the recorder holds now, rather than at

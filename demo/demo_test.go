@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/web"
 )
 
@@ -85,7 +86,7 @@ func TestChooseBaseline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := chooseBaseline(tt.db, tt.set)
+			set, _, err := chooseBaseline(tt.db, tt.set)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -97,6 +98,40 @@ func TestChooseBaseline(t *testing.T) {
 			}
 			if !strings.Contains(set.Name, tt.wantName) || len(set.Curve("kv")) == 0 || len(set.Curve("round_robin")) == 0 {
 				t.Fatalf("set %q with %d levels", set.Name, len(set.Levels))
+			}
+		})
+	}
+}
+
+func TestStoreNoteSaysWhereFiguresLiveAndWhatWasImported(t *testing.T) {
+	base := &baselines.Set{Name: "lab"}
+	tests := []struct {
+		name      string
+		cfg       Config
+		recording int64
+		imported  []string
+		want      string
+	}{
+		{"a first start names the file, the recording, the import and the set",
+			Config{DB: "/d/k.db", Record: true}, 7, []string{"a", "b", "c"},
+			`store /d/k.db, recording this session as #7; first start: imported 3 built-in baseline sets; comparing with "lab"`},
+		{"a later start imports nothing and says nothing of it",
+			Config{DB: "/d/k.db", Record: true}, 8, nil,
+			`store /d/k.db, recording this session as #8; comparing with "lab"`},
+		{"--record=false is named",
+			Config{DB: "/d/k.db"}, 0, nil,
+			`store /d/k.db, not recording (--record=false); comparing with "lab"`},
+		{"a store that failed points at the warning",
+			Config{DB: "/d/k.db", Record: true}, 0, nil,
+			`store /d/k.db could not be used for recording (see the warning above); comparing with "lab"`},
+		{"no store at all says so",
+			Config{Record: true}, 0, nil,
+			`no store (--db is empty): built-in baselines, nothing recorded; comparing with "lab"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := storeNote(tt.cfg, tt.recording, tt.imported, base); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})
 	}

@@ -34,6 +34,8 @@ var ErrNotFound = errors.New("not found")
 type DB struct {
 	db   *sql.DB
 	path string
+	// imported names the built-in sets this Open added to the file.
+	imported []string
 }
 
 // DefaultPath is where kvlens keeps its database when --db is not given:
@@ -95,6 +97,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	return db, nil
 }
+
+// Imported names the built-in baseline sets that opening this store added
+// to it: all of them the first time, none after.
+func (db *DB) Imported() []string { return db.imported }
 
 // Path is the database file's path.
 func (db *DB) Path() string { return db.path }
@@ -200,7 +206,9 @@ func (db *DB) importBuiltins(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return db.tx(ctx, func(tx *sql.Tx) error {
+	var imported []string
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		imported = imported[:0]
 		// Another process may have imported them while we looked.
 		var got string
 		err := tx.QueryRowContext(ctx, "SELECT value FROM settings WHERE key = ?", builtinSetting).Scan(&got)
@@ -216,9 +224,14 @@ func (db *DB) importBuiltins(ctx context.Context) error {
 				if _, err := insertSet(ctx, tx, &sets[i], true); err != nil {
 					return fmt.Errorf("import built-in set %q: %w", sets[i].Name, err)
 				}
+				imported = append(imported, sets[i].Name)
 			}
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", builtinSetting, want)
 		return err
 	})
+	if err == nil {
+		db.imported = imported
+	}
+	return err
 }

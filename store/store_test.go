@@ -102,6 +102,13 @@ func TestOpenImportsTheBuiltinSetsOnce(t *testing.T) {
 	if got := sets[0].Modes; !reflect.DeepEqual(got, []string{"round_robin", "kv"}) {
 		t.Errorf("modes = %v, want round_robin then kv", got)
 	}
+	var names []string
+	for _, b := range builtin {
+		names = append(names, b.Name)
+	}
+	if got := db.Imported(); !reflect.DeepEqual(got, names) {
+		t.Errorf("first open says it imported %q, want every built-in set %q", got, names)
+	}
 
 	// A deleted built-in set stays deleted, and nothing is imported twice.
 	if err := db.DeleteSet(ctx, builtin[0].Name); err != nil {
@@ -113,6 +120,9 @@ func TestOpenImportsTheBuiltinSetsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db2.Close()
+	if got := db2.Imported(); len(got) != 0 {
+		t.Errorf("reopening says it imported %q, want nothing", got)
+	}
 	sets, _ = db2.Sets(ctx)
 	if len(sets) != len(builtin)-1 {
 		t.Fatalf("%d sets after reopening, want %d", len(sets), len(builtin)-1)

@@ -146,6 +146,10 @@ func serve(args []string) int {
 		return 1
 	}
 	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
+	if d.PublicURL != "" {
+		fmt.Printf("kvlens: phones open %s (the QR code in the header)\n", d.PublicURL)
+	}
+	fmt.Println("kvlens: " + d.Store)
 	fmt.Printf("kvlens: routing %s over %d workers: %s\n", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " "))
 	for _, l := range serveAccessLines(d.Web.Rule(), source) {
 		fmt.Println("kvlens: " + l)
