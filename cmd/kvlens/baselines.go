@@ -112,7 +112,7 @@ func reportExit(cmd string, fs *flag.FlagSet, err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp), errors.Is(err, errChecked):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(os.Stderr, "kvlens %s: %v\n", cmd, err)
@@ -143,6 +143,9 @@ func parse(fs *flag.FlagSet, args []string, want int, what string) ([]string, er
 	}
 	if len(pos) > want {
 		return nil, usagef("unexpected argument %q", pos[want])
+	}
+	if checkOnly {
+		return nil, errChecked
 	}
 	return pos, nil
 }

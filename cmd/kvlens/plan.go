@@ -61,11 +61,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	usage := func(err error) int {
 		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)

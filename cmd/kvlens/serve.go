@@ -105,16 +105,8 @@ func serve(args []string) int {
 	cfg.DB, _ = store.DefaultPath()
 	var acc accessFlags
 	fs := serveFlags(&cfg, &acc, os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2 // flag has printed the error and the usage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "kvlens serve: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if err := checkServe(cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)

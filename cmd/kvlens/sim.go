@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,11 +44,8 @@ func simCmd(args []string) int {
 	var acc accessFlags
 	fs := simFlags(&cfg, &profile, &acc)
 	maxModelLen := fs.Int("max-model-len", 0, "longest prompt plus output a request may ask for, in tokens; longer prompts are refused with 400 and request bodies are capped from it (default: the profile's)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	rule, source, err := acc.simRule(os.Getenv)
 	if err != nil {
@@ -57,10 +53,6 @@ func simCmd(args []string) int {
 		return 2
 	}
 	cfg.Access = rule
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "kvlens sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
 	if cfg.EventsBind != "" && cfg.EventsConnect != "" {
 		fmt.Fprintln(os.Stderr, "kvlens sim: give --events-bind or --events-connect, not both")
 		return 2
@@ -202,19 +194,7 @@ func simBench(args []string) int {
 	return 2
 }
 
-func parseBench(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "kvlens sim bench: unexpected argument %q\n", fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
-}
+func parseBench(fs *flag.FlagSet, args []string) (int, bool) { return parseFlags(fs, args) }
 
 // nvidiaH200 are NVIDIA's published TensorRT-LLM offline figures for H200
 // TP1, Llama 3.1 70B FP8 (perf-model.md), output tokens/s.

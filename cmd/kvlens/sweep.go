@@ -155,19 +155,13 @@ type runRecord struct {
 func sweepCmd(args []string) int {
 	o := sweepOptions{serve: demo.DefaultConfig()}
 	fs := sweepFlags(&o, os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	usage := func(err error) int {
 		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
 		fs.Usage()
 		return 2
-	}
-	if fs.NArg() > 0 {
-		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
 	if o.db == "" {
 		return usage(errors.New("no default location for the database: give --db PATH"))
