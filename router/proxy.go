@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/kvlens/kvlens/apierror"
 	"github.com/kvlens/kvlens/blockhash"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -463,7 +464,5 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 // writeError answers in the OpenAI error shape, which every OpenAI client
 // turns into a readable message.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": http.StatusText(status), "code": status}})
+	apierror.Write(w, status, msg)
 }
