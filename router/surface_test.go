@@ -229,3 +229,24 @@ func TestTextPartsAreTokenizedAsTheirText(t *testing.T) {
 		t.Fatalf("an image part gave %d tokens", len(ids))
 	}
 }
+
+// FuzzEventsEnd checks the proxy passes on whole events only: what it
+// keeps back holds no event end, and what it passes on ends at one.
+func FuzzEventsEnd(f *testing.F) {
+	for _, s := range []string{"", "data: {}\n\n", "data: {}\n\ndata: {\"x", "data: a\r\n\r\ndata: b\n\n", "\n\n\n", "\r\n\r\n\r"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		end := eventsEnd(p)
+		if end < 0 || end > len(p) {
+			t.Fatalf("end %d out of [0, %d]", end, len(p))
+		}
+		head, rest := string(p[:end]), string(p[end:])
+		if end > 0 && !strings.HasSuffix(head, "\n\n") && !strings.HasSuffix(head, "\r\n\r\n") {
+			t.Fatalf("passes on %q, which does not end an event", head)
+		}
+		if strings.Contains(rest, "\n\n") || strings.Contains(rest, "\r\n\r\n") {
+			t.Fatalf("keeps back %q, which holds a whole event", rest)
+		}
+	})
+}
