@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,11 +14,12 @@ import (
 // is an error: kvlens's workers read text only.
 func (m *Message) UnmarshalJSON(b []byte) error {
 	// plain has Message's fields but not this method; the outer Content,
-	// being shallower, takes the "content" key from it.
+	// being shallower, takes the "content" key from it. Decoding it as any
+	// reads a long string content once, not twice.
 	type plain Message
 	var v struct {
 		plain
-		Content json.RawMessage `json:"content"`
+		Content any `json:"content"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
@@ -33,37 +33,29 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// contentPart is one element of an array content.
-type contentPart struct {
-	Type string  `json:"type"`
-	Text *string `json:"text"`
-}
-
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+func contentText(c any) (string, error) {
+	switch c := c.(type) {
+	case nil:
 		return "", nil
-	}
-	if raw[0] != '[' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fmt.Errorf("content must be a string or an array of text parts: %w", err)
+	case string:
+		return c, nil
+	case []any:
+		texts := make([]string, len(c))
+		for i, p := range c {
+			part, ok := p.(map[string]any)
+			if !ok {
+				return "", fmt.Errorf("content[%d] must be an object, as {\"type\":\"text\",\"text\":\"…\"}", i)
+			}
+			if typ, _ := part["type"].(string); typ != "text" {
+				return "", fmt.Errorf("content[%d] has type %q; only text parts are supported", i, fmt.Sprint(part["type"]))
+			}
+			text, ok := part["text"].(string)
+			if !ok {
+				return "", fmt.Errorf("content[%d] is a text part with no text", i)
+			}
+			texts[i] = text
 		}
-		return s, nil
+		return strings.Join(texts, "\n"), nil
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("content must be a string or an array of text parts: %w", err)
-	}
-	texts := make([]string, len(parts))
-	for i, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("content[%d] has type %q; only text parts are supported", i, p.Type)
-		}
-		if p.Text == nil {
-			return "", fmt.Errorf("content[%d] is a text part with no text", i)
-		}
-		texts[i] = *p.Text
-	}
-	return strings.Join(texts, "\n"), nil
+	return "", fmt.Errorf("content must be a string or an array of text parts, not %T", c)
 }

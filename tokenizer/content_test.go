@@ -66,7 +66,7 @@ func TestMessageUnmarshalSadPath(t *testing.T) {
 		{"an image part is refused by name", `{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}`, `content[0] has type "image_url"`},
 		{"a text part without text is refused", `{"role":"user","content":[{"type":"text"}]}`, "content[0] is a text part with no text"},
 		{"a number content is refused", `{"role":"user","content":3}`, "content must be a string or an array of text parts"},
-		{"an array of strings is refused", `{"role":"user","content":["a"]}`, "content must be a string or an array of text parts"},
+		{"an array of strings is refused", `{"role":"user","content":["a"]}`, "content[0] must be an object"},
 		{"a role of the wrong type is refused", `{"role":1,"content":"a"}`, "cannot unmarshal"},
 	}
 	for _, tt := range tests {
