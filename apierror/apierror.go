@@ -66,8 +66,13 @@ func Type(status int) string {
 	return "BadRequestError"
 }
 
-// Write answers status with msg in the error shape.
+// Write answers status with msg in the error shape. A 429 or 503 also
+// says when to retry (Retry-After: 1, in seconds, unless the caller set
+// one), which the openai SDKs honour before their own backoff.
 func Write(w http.ResponseWriter, status int, msg string) {
+	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(New(status, msg))

@@ -80,6 +80,34 @@ func TestWriteReadByGoOpenAI(t *testing.T) {
 	}
 }
 
+func TestWriteSaysWhenToRetry(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		preset string
+		want   string
+	}{
+		{"an overloaded server asks for a retry after a second", http.StatusServiceUnavailable, "", "1"},
+		{"a rate limit asks for a retry after a second", http.StatusTooManyRequests, "", "1"},
+		{"a caller's own Retry-After is kept", http.StatusServiceUnavailable, "7", "7"},
+		// Sad path: a refusal that retrying cannot fix says nothing of it.
+		{"a bad request does not invite a retry", http.StatusBadRequest, "", ""},
+		{"a server error does not promise one", http.StatusInternalServerError, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			if tt.preset != "" {
+				rec.Header().Set("Retry-After", tt.preset)
+			}
+			Write(rec, tt.status, "m")
+			if got := rec.Header().Get("Retry-After"); got != tt.want {
+				t.Fatalf("Retry-After = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestEvent(t *testing.T) {
 	got := string(Event(http.StatusBadGateway, "worker w: stream cut"))
 	want := `data: {"error":{"message":"worker w: stream cut","type":"ServiceUnavailableError","param":null,"code":502}}` + "\n\n"

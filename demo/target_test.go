@@ -89,8 +89,8 @@ func TestTargetRunsNoWorkersAndSaysWhereTheLoadGoes(t *testing.T) {
 }
 
 // TestTheRouterWithNoWorkersRefusesClearly proves that kvlens's own router,
-// idle under --target, answers whoever calls it with a typed 503 and keeps
-// serving.
+// idle under --target, answers whoever calls it with a typed 503 that says when
+// to retry, and keeps serving.
 func TestTheRouterWithNoWorkersRefusesClearly(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
@@ -108,8 +108,8 @@ func TestTheRouterWithNoWorkersRefusesClearly(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"type":"ServiceUnavailableError"`) {
-			t.Fatalf("got %d %s", resp.StatusCode, body)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"type":"ServiceUnavailableError"`) || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("got %d %s (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
 		}
 	}
 }

@@ -728,8 +728,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers in the OpenAI error shape, which every OpenAI client
 // turns into a readable message.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
 	apierror.Write(w, status, msg)
 }
