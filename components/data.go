@@ -150,6 +150,8 @@ type WorkerRow struct {
 	HitRate float64
 	// Share is its fraction of the window's requests; -1 when there were none.
 	Share float64
+	// Events is its KV event stream; nil when it publishes none.
+	Events *EventsData
 }
 
 // ConversationsData is the list of live and recent conversations.

@@ -47,7 +47,8 @@ type Config struct {
 	// Workers are real workers' base URLs; empty means run the simulated fleet.
 	Workers []string
 	// Target is the load generator's OpenAI base URL; empty means this
-	// process's own router proxy.
+	// process's own router proxy. With a target and no Workers, kvlens runs
+	// no workers of its own: it measures the target.
 	Target string
 	// Tokenizer is "embedded" (kvlens's own, which the simulated workers
 	// share) or "worker" (each request tokenized by a worker's /tokenize,
@@ -118,6 +119,9 @@ type Demo struct {
 	Proxy *router.Proxy
 	// WorkerURLs are the workers' base URLs.
 	WorkerURLs []string
+	// Target is where the load goes: the --target base URL, or empty for
+	// this process's own router.
+	Target string
 	// Web is the dashboard.
 	Web *web.Server
 	// Metrics is the registry /metrics serves.
@@ -170,8 +174,9 @@ func Start(cfg Config) (*Demo, error) {
 	}
 
 	d.WorkerURLs = cfg.Workers
+	d.Target = cfg.Target
 	kind := "real"
-	if len(cfg.Workers) == 0 {
+	if len(cfg.Workers) == 0 && cfg.Target == "" {
 		// The embedded workers publish KV events over loopback ZMQ, exactly
 		// as a vLLM fleet would, so the router has one path for both.
 		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
@@ -200,9 +205,14 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		kind = "simulated H200"
 	}
-	fleet, err := router.ParseFleet(d.WorkerURLs)
-	if err != nil {
-		return fail(fmt.Errorf("--workers: %w", err))
+	var fleet router.Fleet
+	if len(d.WorkerURLs) > 0 {
+		// With only a target, the router has no workers: it stays idle
+		// and answers 503 to whoever calls it.
+		fleet, err = router.ParseFleet(d.WorkerURLs)
+		if err != nil {
+			return fail(fmt.Errorf("--workers: %w", err))
+		}
 	}
 	workers := fleet.Static
 	pool := router.NewPool(workers)
@@ -240,12 +250,21 @@ func Start(cfg Config) (*Demo, error) {
 
 	opts := cfg.Dashboard
 	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
+	switch {
+	case cfg.Target != "" && len(cfg.Workers) == 0:
+		opts.Workers = "load sent to " + cfg.Target
+	case cfg.Target != "":
+		opts.Workers = fmt.Sprintf("load sent to %s; %d real workers watched", cfg.Target, len(workers))
+	}
 	if d.fleet != nil {
 		opts.Profile = cfg.SimProfile.Name
 		opts.Gauges = d.gauges
 		opts.GaugeSource = "each simulated worker's engine"
 	} else {
 		opts.Profile = strings.Join(cfg.Workers, ", ")
+		if len(cfg.Workers) == 0 {
+			opts.Profile = "kvlens runs no workers and its router is not in the path"
+		}
 		d.scraper = &scraper{}
 		opts.Gauges = d.scraper.gauges
 		opts.GaugeSource = "each worker's /metrics (vLLM gauges, every 2 s)"
@@ -294,7 +313,7 @@ func Start(cfg Config) (*Demo, error) {
 		opts.Hosts = hosts
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if len(cfg.Workers) == 0 {
+	if d.fleet != nil {
 		sim, err := newSimulator(ctx, cfg, d.db)
 		if err != nil {
 			cancel()
@@ -342,6 +361,26 @@ func Start(cfg Config) (*Demo, error) {
 		d.Gen.Start()
 	}
 	return d, nil
+}
+
+// Lines are the lines serve prints at start to say where the load goes and
+// what kvlens routes, without the "kvlens: " prefix.
+func (d *Demo) Lines() []string {
+	var lines []string
+	if d.PublicURL != "" {
+		lines = append(lines, fmt.Sprintf("phones open %s (the QR code in the header)", d.PublicURL))
+	}
+	lines = append(lines, d.Store)
+	if d.Target != "" {
+		lines = append(lines, fmt.Sprintf("sending the load to %s; kvlens's own router is not in its path", d.Target))
+	}
+	switch {
+	case len(d.WorkerURLs) > 0:
+		lines = append(lines, fmt.Sprintf("routing %s over %d workers: %s", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " ")))
+	case d.Target != "":
+		lines = append(lines, "running no workers: --target given without --workers")
+	}
+	return lines
 }
 
 // Close stops the load (cancelling streams in flight), disconnects browsers,

@@ -80,7 +80,7 @@ func TestInjectedFaultReachesClients(t *testing.T) {
 	}
 	defer d.Close(context.Background())
 	ask := func() int {
-		body := `{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`
+		body := `{"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`
 		resp, err := http.Post(d.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)

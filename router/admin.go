@@ -17,7 +17,7 @@ const AdminPrefix = "/admin/router"
 //	GET  /admin/router/policy    the policy and its knobs
 //	PUT  /admin/router/policy    change any of them: {"policy":"kv","weight":1,"temperature":0,"admission":"shed","busy_threshold":0.9}
 //	GET  /admin/router/workers   per-worker state and the router's totals
-//	POST /admin/router/reset     reset every worker's prefix cache and clear the indexes
+//	POST /admin/router/reset     reset every worker's prefix cache, and the index entries of those that did
 func (px *Proxy) Admin() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+AdminPrefix+"/policy", px.getPolicy)
@@ -59,14 +59,17 @@ func (px *Proxy) getWorkers(w http.ResponseWriter, r *http.Request) {
 	}{px.rt.Workers(), px.rt.Counts()})
 }
 
-// reset asks every worker to drop its prefix cache and clears both indexes.
+// reset asks every worker to drop its prefix cache and clears the index
+// entries of those that did.
 func (px *Proxy) reset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"workers": px.Reset(r.Context())})
 }
 
 // Reset asks every worker to drop its prefix cache (vLLM's POST
-// /reset_prefix_cache) and clears both indexes, whatever the workers answer.
-// It returns each worker's answer: "ok" or why it failed.
+// /reset_prefix_cache) and clears a worker's part of both indexes only when
+// it said it did: a worker that has no such endpoint, or failed, still
+// holds its cache, and the index keeps saying so. It returns each worker's
+// answer: "ok", or what went wrong and that its entries were kept.
 func (px *Proxy) Reset(ctx context.Context) map[string]string {
 	ws := px.Workers()
 	results := make(map[string]string, len(ws))
@@ -76,7 +79,10 @@ func (px *Proxy) Reset(ctx context.Context) map[string]string {
 		wg.Go(func() {
 			msg := "ok"
 			if err := px.resetWorker(ctx, wk); err != nil {
-				msg = err.Error()
+				msg = err.Error() + "; its cache and index entries are kept"
+			} else {
+				px.rt.index.ClearWorker(wk.Name)
+				px.rt.approx.RemoveWorker(wk.Name)
 			}
 			mu.Lock()
 			results[wk.Name] = msg
@@ -84,8 +90,6 @@ func (px *Proxy) Reset(ctx context.Context) map[string]string {
 		})
 	}
 	wg.Wait()
-	px.rt.index.Clear()
-	px.rt.approx.Clear()
 	return results
 }
 
@@ -101,7 +105,12 @@ func (px *Proxy) resetWorker(ctx context.Context, wk *Worker) error {
 		return fmt.Errorf("reset %s: %w", wk.Name, err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+		// vLLM registers the endpoint only in development mode
+		// (VLLM_SERVER_DEV_MODE=1); SGLang and TensorRT-LLM have others.
+		return fmt.Errorf("reset %s: the worker has no POST /reset_prefix_cache (%s)", wk.Name, resp.Status)
+	case resp.StatusCode/100 != 2:
 		return fmt.Errorf("reset %s: %s", wk.Name, resp.Status)
 	}
 	return nil

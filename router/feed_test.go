@@ -74,7 +74,7 @@ func pod(t *testing.T, host string, httpPort, eventsPort int) {
 
 func chat(t *testing.T, worker, text string) {
 	t.Helper()
-	body := fmt.Sprintf(`{"model":"m","max_tokens":2,"messages":[{"role":"user","content":%q}]}`, text)
+	body := fmt.Sprintf(`{"max_tokens":2,"messages":[{"role":"user","content":%q}]}`, text)
 	resp, err := http.Post("http://"+worker+"/v1/chat/completions", "application/json", bytes.NewReader([]byte(body)))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/kvlens/kvlens/apierror"
 	"github.com/kvlens/kvlens/blockhash"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -417,31 +418,49 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 		sc.onContent = func() { b.FirstToken(); complete() }
 		w.Header().Set(HeaderOverlap, strconv.Itoa(b.Overlap))
 	}
-	for _, h := range []string{"Content-Type", "Cache-Control"} {
-		if v := resp.Header.Get(h); v != "" {
-			w.Header().Set(h, v)
-		}
-	}
+	copyHeader(w.Header(), resp.Header)
 	w.Header().Set(HeaderWorker, wk.Name)
 	w.WriteHeader(resp.StatusCode)
 	if resp.StatusCode >= 500 {
 		wk.errors.Add(1)
 		px.rt.metrics.UpstreamErrors.WithLabelValues(wk.Name).Inc()
 	}
+	// An SSE answer is passed on whole events at a time, so that a stream
+	// cut mid-event can still end with an error event a client parses.
+	// Workers flush whole events, so this holds nothing back in practice.
+	sse := resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	var pending []byte
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
+			out := buf[:n]
+			if sse {
+				pending = append(pending, out...)
+				cut := eventsEnd(pending)
+				if len(pending)-cut > maxSSELine {
+					cut = len(pending) // not SSE as we know it; pass it on
+				}
+				out = pending[:cut]
 			}
-			if flusher != nil {
-				flusher.Flush()
+			if len(out) > 0 {
+				if _, werr := w.Write(out); werr != nil {
+					return
+				}
+				if flusher != nil {
+					flusher.Flush()
+				}
+			}
+			if sse {
+				pending = append(pending[:0], pending[len(out):]...)
 			}
 			sc.Write(buf[:n])
 		}
 		if err == io.EOF {
+			if len(pending) > 0 {
+				w.Write(pending)
+			}
 			sc.Close()
 			wk.actualHit.Add(int64(sc.cached))
 			return
@@ -450,20 +469,70 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			return
 		}
 		if err != nil {
-			// The worker's stream broke after bytes reached the client, so
-			// it is never retried. Abort ours too, so the client sees a cut
-			// stream instead of a clean but truncated answer.
+			// The worker's stream broke after its headers reached the
+			// client, so it is never retried.
 			wk.errors.Add(1)
 			px.rt.metrics.UpstreamErrors.WithLabelValues(wk.Name).Inc()
-			panic(http.ErrAbortHandler)
+			if !sse {
+				// Abort ours too, so the client sees a cut body instead
+				// of a clean but truncated answer.
+				panic(http.ErrAbortHandler)
+			}
+			// An SSE client reads an error event and stops, as OpenAI's
+			// SDKs do on a data line holding "error"; a bare end of
+			// stream would read as a short but complete answer. The
+			// event that was cut midway is dropped.
+			w.Write(apierror.Event(http.StatusBadGateway, fmt.Sprintf("router: worker %s's stream broke mid-answer: %s", wk.Name, oneLine(err))))
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return
 		}
+	}
+}
+
+// eventsEnd is the length of the leading whole SSE events of p: up to and
+// including the last blank line.
+func eventsEnd(p []byte) int {
+	end := 0
+	if i := bytes.LastIndex(p, []byte("\n\n")); i >= 0 {
+		end = i + 2
+	}
+	if i := bytes.LastIndex(p, []byte("\r\n\r\n")); i >= 0 {
+		end = max(end, i+4)
+	}
+	return end
+}
+
+// hopByHop are the headers that describe one connection, not the answer
+// (RFC 9110, section 7.6.1), and Content-Length, which the proxy's own
+// framing sets: none of them is passed on to the client.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true,
+}
+
+// copyHeader passes a worker's answer headers on to the client, Retry-After
+// and request ids among them, except the hop-by-hop ones and those the
+// worker's Connection header names.
+func copyHeader(dst, src http.Header) {
+	named := map[string]bool{}
+	for _, v := range src.Values("Connection") {
+		for f := range strings.SplitSeq(v, ",") {
+			named[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
+		}
+	}
+	for k, vs := range src {
+		if hopByHop[k] || named[k] {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
 	}
 }
 
 // writeError answers in the OpenAI error shape, which every OpenAI client
 // turns into a readable message.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": http.StatusText(status), "code": status}})
+	apierror.Write(w, status, msg)
 }

@@ -85,24 +85,3 @@ func TestProxyErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestProxyPassesACutStreamOnAsACutStream(t *testing.T) {
-	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: {}\n\n")
-		w.(http.Flusher).Flush()
-		panic(http.ErrAbortHandler)
-	}))
-	defer cut.Close()
-	ws, _ := ParseWorkers([]string{cut.URL})
-	px := httptest.NewServer(New(ws, &RoundRobin{}))
-	defer px.Close()
-	resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.ReadAll(resp.Body); err == nil {
-		t.Fatal("the client read a clean end of stream; a cut upstream must reach it as a cut")
-	}
-}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/kvlens/kvlens/access"
+	"github.com/kvlens/kvlens/apierror"
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -295,7 +296,7 @@ type chatRequest struct {
 func parseChatRequest(body io.Reader) (*chatRequest, error) {
 	var req chatRequest
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		return nil, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+		return nil, decodeError(err)
 	}
 	if len(req.Messages) == 0 {
 		return nil, errors.New("messages must hold at least one message")
@@ -360,6 +361,16 @@ func promptText(raw json.RawMessage) (string, error) {
 		return many[0], nil
 	}
 	return "", errors.New("prompt must be a non-empty string (or an array of one)")
+}
+
+// decodeError says what was wrong with a request body: its JSON, or a
+// field that does not hold what it must.
+func decodeError(err error) error {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+	}
+	return fmt.Errorf("request body is not a valid request: %s", oneLine(err))
 }
 
 func checkMaxTokens(n *int) error {
@@ -435,6 +446,9 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if err := tokenizer.CheckBytes(tokenizer.ChatBytes(req.Messages), limit); err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
+		if err := s.checkModel(req.Model); err != nil {
+			return genRequest{}, http.StatusNotFound, err
+		}
 		prompt = tokenizer.RenderChat(req.Messages)
 		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
@@ -443,6 +457,9 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		req, err := parseCompletionRequest(bytes.NewReader(body))
 		if err != nil {
 			return genRequest{}, http.StatusBadRequest, err
+		}
+		if err := s.checkModel(req.Model); err != nil {
+			return genRequest{}, http.StatusNotFound, err
 		}
 		prompt = req.text
 		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
@@ -454,6 +471,16 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		return genRequest{}, http.StatusBadRequest, err
 	}
 	return g, 0, nil
+}
+
+// checkModel refuses a request for a model the worker does not serve, as
+// vLLM does (404, "The model `x` does not exist."). A request that names
+// no model gets the served one, as vLLM's does.
+func (s *Server) checkModel(name string) error {
+	if name == "" || name == s.model {
+		return nil
+	}
+	return fmt.Errorf("The model `%s` does not exist.", name)
 }
 
 // serveStream waits for the engine's tokens and writes them out, as SSE
@@ -701,10 +728,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError answers in the OpenAI error shape, which every OpenAI client
 // turns into a readable message.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{
-		"message": msg, "type": http.StatusText(status), "code": status,
-	}})
+	apierror.Write(w, status, msg)
 }

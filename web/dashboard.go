@@ -220,6 +220,10 @@ func (s *Server) workers(snap loadgen.Snapshot) components.WorkersData {
 		if g, ok := gauges[ws.Name]; ok {
 			r.Queued, r.KVUsage = g.Queued, g.KVUsage
 		}
+		if es := ws.EventStream; es != nil {
+			r.Events = &components.EventsData{State: es.State, Warming: es.Warming,
+				LastEventAge: es.LastEventAgeSeconds, Dropped: es.DroppedBlocks, Endpoint: es.Endpoint}
+		}
 		if st, ok := snap.Workers[ws.Name]; ok {
 			if st.Completed > 0 {
 				r.HitRate = st.KVHitRate

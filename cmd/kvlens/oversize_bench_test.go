@@ -46,7 +46,7 @@ func BenchmarkOversizedRequests(b *testing.B) {
 	// chat is a chat request body of one user message, padded with spaces
 	// after the message (JSON allows them) to exactly size bytes if size > 0.
 	chat := func(content string, size int64) []byte {
-		body, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 1, "messages": []tokenizer.Message{{Role: "user", Content: content}}})
+		body, _ := json.Marshal(map[string]any{"model": sim.DefaultModel, "max_tokens": 1, "messages": []tokenizer.Message{{Role: "user", Content: content}}})
 		if size > int64(len(body)) {
 			body = append(body[:len(body)-1], append(bytes.Repeat([]byte(" "), int(size)-len(body)), '}')...)
 		}

@@ -138,11 +138,9 @@ func serve(args []string) int {
 		return 1
 	}
 	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
-	if d.PublicURL != "" {
-		fmt.Printf("kvlens: phones open %s (the QR code in the header)\n", d.PublicURL)
+	for _, l := range d.Lines() {
+		fmt.Println("kvlens: " + l)
 	}
-	fmt.Println("kvlens: " + d.Store)
-	fmt.Printf("kvlens: routing %s over %d workers: %s\n", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " "))
 	for _, l := range serveAccessLines(d.Web.Rule(), source) {
 		fmt.Println("kvlens: " + l)
 	}
@@ -177,7 +175,7 @@ func traceLimit(cfg demo.Config) int {
 	switch {
 	case cfg.Router.MaxModelLen > 0:
 		return cfg.Router.MaxModelLen
-	case len(cfg.Workers) == 0 && cfg.SimProfile.MaxModelLen > 0:
+	case len(cfg.Workers) == 0 && cfg.Target == "" && cfg.SimProfile.MaxModelLen > 0:
 		return cfg.SimProfile.MaxModelLen
 	}
 	return router.DefaultMaxModelLen
@@ -268,7 +266,7 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--max-model-len must be 0 (what the workers report) or more, got %d", cfg.Router.MaxModelLen)
 	case cfg.Router.BlockSize < 1:
 		return fmt.Errorf("--block-size must be at least 1, got %d", cfg.Router.BlockSize)
-	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0:
+	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0 && cfg.Target == "":
 		return fmt.Errorf("--sim-workers must be at least 1, got %d", cfg.SimWorkers)
 	case cfg.SimPorts.HTTP > 0 && len(cfg.Workers) > 0:
 		return errors.New("--sim-ports sets the simulated fleet's ports, which --workers replaces: drop one of them")
