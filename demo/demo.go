@@ -363,8 +363,9 @@ func Start(cfg Config) (*Demo, error) {
 	return d, nil
 }
 
-// Lines are the lines serve prints at start to say where the load goes and
-// what kvlens routes, without the "kvlens: " prefix.
+// Lines are the lines serve prints at start to say where phones connect,
+// which store is used, where the load goes and what kvlens routes, without
+// the "kvlens: " prefix.
 func (d *Demo) Lines() []string {
 	var lines []string
 	if d.PublicURL != "" {
