@@ -363,15 +363,10 @@ func Start(cfg Config) (*Demo, error) {
 	return d, nil
 }
 
-// Lines are the lines serve prints at start to say where phones connect,
-// which store is used, where the load goes and what kvlens routes, without
-// the "kvlens: " prefix.
+// Lines are the lines serve prints at start to say where the load goes and
+// what kvlens routes, without the "kvlens: " prefix.
 func (d *Demo) Lines() []string {
 	var lines []string
-	if d.PublicURL != "" {
-		lines = append(lines, fmt.Sprintf("phones open %s (the QR code in the header)", d.PublicURL))
-	}
-	lines = append(lines, d.Store)
 	if d.Target != "" {
 		lines = append(lines, fmt.Sprintf("sending the load to %s; kvlens's own router is not in its path", d.Target))
 	}

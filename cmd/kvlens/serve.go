@@ -138,6 +138,10 @@ func serve(args []string) int {
 		return 1
 	}
 	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
+	if d.PublicURL != "" {
+		fmt.Printf("kvlens: phones open %s (the QR code in the header)\n", d.PublicURL)
+	}
+	fmt.Println("kvlens: " + d.Store)
 	for _, l := range d.Lines() {
 		fmt.Println("kvlens: " + l)
 	}
