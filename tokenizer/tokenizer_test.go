@@ -196,6 +196,12 @@ func FuzzEncodeMatchesOneCall(f *testing.F) {
 			t.Fatalf("%d pieces gave %d tokens, one call %d", n, len(ids), len(want))
 		}
 		limit := len(ids)
+		if CheckBytes(len(text), limit) != nil {
+			// The byte bound assumes every byte is encoded, but the embedded
+			// cl100k drops DEL (0x7f): "\x7f" is no token at all. Such a
+			// text is refused by its bytes, which is the safe side.
+			return
+		}
 		if got, err := EncodeLimit(text, limit); err != nil || !slices.Equal(got, ids) {
 			t.Fatalf("EncodeLimit at its own length: %v", err)
 		}
