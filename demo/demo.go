@@ -95,6 +95,7 @@ func DefaultConfig() Config {
 		Dashboard: web.Options{
 			SliderMin: 60, SliderMax: 180, SliderStep: 20,
 			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
+			Viewers: web.HubLimits{MaxViewers: web.DefaultMaxViewers},
 		},
 	}
 }
@@ -243,6 +244,7 @@ func Start(cfg Config) (*Demo, error) {
 	opts.Model = cfg.Model
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
+	opts.Registerer = reg
 	opts.API = d.Proxy
 	opts.Describe = router.Describe
 	if opts.PublicURL == "" {
