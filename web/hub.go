@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -21,6 +22,14 @@ const (
 	tickEvery = time.Second
 	// closeWait bounds the close frame sent to every browser at shutdown.
 	closeWait = time.Second
+	// releaseAfter is how many viewers must have left, the last of them
+	// more than a tick ago, before the hub hands freed memory back to the
+	// kernel: kvlens runs with GOGC=400 (loadgen.TuneGC), so after a crowd
+	// the heap would otherwise keep its peak for minutes.
+	releaseAfter = 200
+	// releaseEvery is the least time between two such returns, each a full
+	// garbage collection.
+	releaseEvery = 30 * time.Second
 	// readLimit is the largest message a browser may send, in bytes; the
 	// dashboard expects none.
 	readLimit = 4096
@@ -115,7 +124,11 @@ type Hub struct {
 	upgrader websocket.Upgrader
 	mu       sync.Mutex
 	clients  map[*client]struct{}
-	pending  int // upgrades under way, counted against MaxViewers
+	pending  int      // upgrades under way, counted against MaxViewers
+	greeting [][]byte // hello's frames since the last tick; nil: not built
+	left     int      // viewers gone since memory was last handed back
+	leftNow  bool     // a viewer went during this tick
+	released time.Time
 	closed   bool
 }
 
@@ -185,6 +198,9 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			h.broadcast(h.tick())
+			if h.crowdGone() {
+				go debug.FreeOSMemory()
+			}
 		}
 	}
 }
@@ -200,6 +216,20 @@ func (h *Hub) broadcast(frames [][]byte) {
 			h.removeLocked(c, dropBacklog)
 		}
 	}
+	h.greeting = nil // the history has moved on
+}
+
+// crowdGone reports, once per crowd, that at least releaseAfter viewers
+// have left and none during the last tick.
+func (h *Hub) crowdGone() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	gone := h.left >= releaseAfter && !h.leftNow && time.Since(h.released) > releaseEvery
+	if gone {
+		h.left, h.released = 0, time.Now()
+	}
+	h.leftNow = false
+	return gone
 }
 
 func (h *Hub) closeAll() {
@@ -246,8 +276,6 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered the client
 	}
 	c := &client{conn: conn, wake: make(chan struct{}, 1), gone: make(chan struct{})}
-	// The hello frames (the chart's history) are queued whatever their size.
-	c.push(time.Now(), h.hello(), HubLimits{MaxBacklog: time.Hour, MaxQueueBytes: math.MaxInt})
 	h.mu.Lock()
 	h.pending--
 	if h.closed {
@@ -255,6 +283,13 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 		return
 	}
+	// Built once per tick and shared, so a crowd arriving together costs
+	// one rendering; under h.mu, so no tick falls between the hello and
+	// the registration. Queued whatever its size (the chart's history).
+	if h.greeting == nil {
+		h.greeting = h.hello()
+	}
+	c.push(time.Now(), h.greeting, HubLimits{MaxBacklog: time.Hour, MaxQueueBytes: math.MaxInt})
 	h.clients[c] = struct{}{}
 	h.metrics.viewers.Set(float64(len(h.clients)))
 	h.mu.Unlock()
@@ -314,6 +349,8 @@ func (h *Hub) removeLocked(c *client, reason string) {
 	}
 	delete(h.clients, c)
 	h.metrics.viewers.Set(float64(len(h.clients)))
+	h.left++
+	h.leftNow = true
 	c.mu.Lock()
 	c.stopped = true
 	c.queue, c.bytes = nil, 0
