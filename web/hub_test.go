@@ -261,3 +261,34 @@ func TestHubMetricsAreRegistered(t *testing.T) {
 		t.Fatalf("%d series, want 5", n)
 	}
 }
+
+func TestHubHandsMemoryBackOncePerCrowd(t *testing.T) {
+	tests := []struct {
+		name     string
+		left     int           // viewers gone since the last return
+		leftNow  bool          // one of them during this tick
+		released time.Duration // since the last return
+		want     bool
+	}{
+		// 200 viewers gone, the last a tick ago, long after the last return.
+		{"a crowd that has finished leaving is handed back", releaseAfter, false, time.Hour, true},
+		{"fewer viewers than releaseAfter are not worth a collection", releaseAfter - 1, false, time.Hour, false},
+		{"a crowd still leaving this tick is waited for", releaseAfter, true, time.Hour, false},
+		{"a second crowd within releaseEvery of the first waits", releaseAfter, false, releaseEvery / 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHub(nil, nil, HubLimits{}, nil)
+			h.left, h.leftNow, h.released = tt.left, tt.leftNow, time.Now().Add(-tt.released)
+			if got := h.crowdGone(); got != tt.want {
+				t.Fatalf("crowdGone = %v, want %v", got, tt.want)
+			}
+			if tt.want && (h.left != 0 || h.crowdGone()) {
+				t.Fatal("the same crowd was handed back twice")
+			}
+			if h.leftNow {
+				t.Fatal("a tick's departures carried over to the next tick")
+			}
+		})
+	}
+}

@@ -49,6 +49,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be at least 1"},
 		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
 		{"an unknown tokenizer", []string{"--tokenizer", "sentencepiece"}, `--tokenizer "sentencepiece": want embedded or worker`},
+		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
