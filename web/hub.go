@@ -29,7 +29,7 @@ const (
 	releaseAfter = 200
 	// releaseEvery is the least time between two such returns, each a full
 	// garbage collection.
-	releaseEvery = 30 * time.Second
+	releaseEvery = 10 * time.Second
 	// readLimit is the largest message a browser may send, in bytes; the
 	// dashboard expects none.
 	readLimit = 4096
