@@ -105,6 +105,7 @@ func DefaultConfig() Config {
 		Dashboard: web.Options{
 			SliderMin: 60, SliderMax: 180, SliderStep: 20,
 			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
+			Viewers: web.HubLimits{MaxViewers: web.DefaultMaxViewers},
 		},
 	}
 }
@@ -299,6 +300,7 @@ func Start(cfg Config) (*Demo, error) {
 	opts.Model = cfg.Model
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
+	opts.Registerer = reg
 	opts.API = d.Proxy
 	opts.Describe = router.Describe
 	if opts.PublicURL == "" {

@@ -2,49 +2,171 @@ package web
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
-	// clientQueue is how many frames may wait for one slow browser before
-	// it is dropped; it then reconnects. The hub itself never waits.
-	clientQueue = 16
-	// writeTimeout bounds one websocket write.
-	writeTimeout = 5 * time.Second
 	// tickEvery is the push rate: 1 Hz, like the original demo.
 	tickEvery = time.Second
+	// closeWait bounds the close frame sent to every browser at shutdown.
+	closeWait = time.Second
+	// releaseAfter is how many viewers must have left, the last of them
+	// more than a tick ago, before the hub hands freed memory back to the
+	// kernel: kvlens runs with GOGC=400 (loadgen.TuneGC), so after a crowd
+	// the heap would otherwise keep its peak for minutes.
+	releaseAfter = 200
+	// releaseEvery is the least time between two such returns, each a full
+	// garbage collection.
+	releaseEvery = 10 * time.Second
+	// readLimit is the largest message a browser may send, in bytes; the
+	// dashboard expects none.
+	readLimit = 4096
 )
+
+// DefaultMaxViewers is how many browsers may watch at once unless told
+// otherwise: a conference hall of phones. Each costs two goroutines, about
+// 5 KB/s of frames with 3 workers (BenchmarkHub100Browsers) and about 50 KB
+// of RSS at kvlens's GOGC=400 (BenchmarkNonReadingViewers), so 500 is
+// 20 Mbit/s, more than booth Wi-Fi carries, and 25 MB.
+const DefaultMaxViewers = 500
+
+// Reasons a viewer is dropped or refused, as the
+// kvlens_web_viewer_drops_total metric labels them.
+const (
+	dropCap     = "cap"         // refused: MaxViewers were already watching
+	dropIdle    = "idle"        // sent nothing, not even a pong, for IdleTimeout
+	dropBacklog = "backlog"     // its oldest unsent frame waited past MaxBacklog, or its queue outgrew MaxQueueBytes
+	dropWrite   = "write_error" // a write or ping failed
+)
+
+// HubLimits bounds what the dashboard's viewers may cost, so that no visitor,
+// slow or hostile, can exhaust the server. A zero field takes its default.
+type HubLimits struct {
+	// MaxViewers is how many websockets may be open at once; past it a new
+	// one is refused with 503 before the upgrade. Default DefaultMaxViewers.
+	MaxViewers int
+	// PingEvery is how often each viewer is pinged. Default 10 s.
+	PingEvery time.Duration
+	// IdleTimeout closes a viewer that has sent nothing, not even the pong
+	// its browser answers every ping with, for this long. Default 25 s, so
+	// a client that never reads is gone within 30 s.
+	IdleTimeout time.Duration
+	// MaxBacklog drops a viewer whose oldest unsent frame has waited longer
+	// than this. Default 5 s: five ticks.
+	MaxBacklog time.Duration
+	// MaxQueueBytes drops a viewer whose unsent frames hold more than this
+	// many bytes. Default 4 MiB.
+	MaxQueueBytes int
+	// WriteTimeout bounds one websocket write. Default 5 s.
+	WriteTimeout time.Duration
+}
+
+func (l HubLimits) withDefaults() HubLimits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if l.MaxViewers <= 0 {
+		l.MaxViewers = DefaultMaxViewers
+	}
+	if l.MaxQueueBytes <= 0 {
+		l.MaxQueueBytes = 4 << 20
+	}
+	def(&l.PingEvery, 10*time.Second)
+	def(&l.IdleTimeout, 25*time.Second)
+	def(&l.MaxBacklog, 5*time.Second)
+	def(&l.WriteTimeout, 5*time.Second)
+	return l
+}
+
+// hubMetrics are the hub's Prometheus series.
+type hubMetrics struct {
+	viewers prometheus.Gauge
+	drops   *prometheus.CounterVec
+}
+
+func newHubMetrics(reg prometheus.Registerer) *hubMetrics {
+	m := &hubMetrics{
+		viewers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvlens_web_viewers", Help: "Browsers connected to the dashboard's websocket.",
+		}),
+		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_web_viewer_drops_total", Help: "Websockets refused (cap) or closed by the server (idle, backlog, write_error), by reason.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{dropCap, dropIdle, dropBacklog, dropWrite} {
+		m.drops.WithLabelValues(r) // every reason is exported from the start, at 0
+	}
+	if reg != nil {
+		reg.MustRegister(m.viewers, m.drops)
+	}
+	return m
+}
 
 // Hub pushes frames to every connected browser at 1 Hz.
 type Hub struct {
 	tick  func() [][]byte // frames for everyone, built once per tick
 	hello func() [][]byte // frames for a browser that just connected
 
+	lim      HubLimits
+	metrics  *hubMetrics
 	upgrader websocket.Upgrader
 	mu       sync.Mutex
 	clients  map[*client]struct{}
+	pending  int      // upgrades under way, counted against MaxViewers
+	greeting [][]byte // hello's frames since the last tick; nil: not built
+	left     int      // viewers gone since memory was last handed back
+	leftNow  bool     // a viewer went during this tick
+	released time.Time
 	closed   bool
 }
 
+// client is one browser. The hub appends frames to its queue; its writer
+// goroutine sends them, oldest first, and pings; its reader goroutine
+// notices pongs and departures.
 type client struct {
 	conn *websocket.Conn
-	send chan []byte
-	once sync.Once
+	wake chan struct{} // capacity 1: the queue has grown
+	gone chan struct{} // closed once the hub has let the client go
+
+	mu    sync.Mutex
+	queue []queued // unsent frames, oldest first
+	bytes int      // bytes in queue
+	// shutdown is set when the hub itself ends: the writer says goodbye
+	// with a close frame that tells the browser to come back.
+	shutdown bool
+	stopped  bool
 }
 
-func (c *client) close() { c.once.Do(func() { c.conn.Close() }) }
+// queued is a frame and when the hub queued it, to measure backlog in time.
+type queued struct {
+	at   time.Time
+	data []byte
+}
 
 // NewHub returns a hub that sends tick's frames every second, and hello's to
-// each new browser.
-func NewHub(tick, hello func() [][]byte) *Hub {
+// each new browser, within lim; reg, when not nil, receives its metrics.
+func NewHub(tick, hello func() [][]byte, lim HubLimits, reg prometheus.Registerer) *Hub {
 	h := &Hub{tick: tick, hello: hello, clients: map[*client]struct{}{}}
+	h.lim = lim.withDefaults()
+	h.metrics = newHubMetrics(reg)
 	h.upgrader = websocket.Upgrader{CheckOrigin: sameOrigin}
+	// A write buffer is borrowed only while a frame is written, so a viewer
+	// that waits costs none; reads reuse the HTTP server's 4 KB buffer.
+	h.upgrader.WriteBufferPool = &sync.Pool{}
 	return h
 }
 
@@ -78,23 +200,38 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			h.broadcast(h.tick())
+			if h.crowdGone() {
+				go debug.FreeOSMemory()
+			}
 		}
 	}
 }
 
+// broadcast queues frames for every browser, and drops those too far
+// behind rather than stall everyone else or hold their backlog.
 func (h *Hub) broadcast(frames [][]byte) {
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.clients {
-		for _, f := range frames {
-			if !trySend(c, f) {
-				// Too slow: drop it rather than stall everyone else.
-				delete(h.clients, c)
-				close(c.send)
-				break
-			}
+		if !c.push(now, frames, h.lim) {
+			h.removeLocked(c, dropBacklog)
 		}
 	}
+	h.greeting = nil // the history has moved on
+}
+
+// crowdGone reports, once per crowd, that at least releaseAfter viewers
+// have left and none during the last tick.
+func (h *Hub) crowdGone() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	gone := h.left >= releaseAfter && !h.leftNow && time.Since(h.released) > releaseEvery
+	if gone {
+		h.left, h.released = 0, time.Now()
+	}
+	h.leftNow = false
+	return gone
 }
 
 func (h *Hub) closeAll() {
@@ -102,78 +239,210 @@ func (h *Hub) closeAll() {
 	defer h.mu.Unlock()
 	h.closed = true
 	for c := range h.clients {
-		delete(h.clients, c)
-		close(c.send)
+		c.mu.Lock()
+		c.shutdown = true
+		c.mu.Unlock()
+		h.removeLocked(c, "")
 	}
 }
 
-// ServeWS upgrades a browser's request and registers it.
+// ServeWS upgrades a browser's request and registers it, unless MaxViewers
+// are already watching.
 func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	// Checked before the cap, so that a foreign page cannot use up places.
+	if !h.upgrader.CheckOrigin(r) {
 		http.Error(w, "websocket refused: origin "+r.Header.Get("Origin")+" is not this dashboard", http.StatusForbidden)
 		return
-	}
-	conn, err := h.upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader has answered the client
-	}
-	c := &client{conn: conn, send: make(chan []byte, clientQueue)}
-	for _, f := range h.hello() {
-		c.send <- f
 	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		c.close()
+		http.Error(w, "websocket refused: the dashboard is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if len(h.clients)+h.pending >= h.lim.MaxViewers {
+		h.mu.Unlock()
+		h.metrics.drops.WithLabelValues(dropCap).Inc()
+		// The browser retries with backoff; a viewer leaving makes room.
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("websocket refused: the dashboard already has its limit of %d viewers (--max-viewers); try again later", h.lim.MaxViewers), http.StatusServiceUnavailable)
+		return
+	}
+	h.pending++
+	h.mu.Unlock()
+
+	conn, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		h.mu.Lock()
+		h.pending--
+		h.mu.Unlock()
+		return // the upgrader has answered the client
+	}
+	c := &client{conn: conn, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	h.mu.Lock()
+	h.pending--
+	if h.closed {
+		h.mu.Unlock()
+		conn.Close()
+		return
+	}
+	// Built once per tick and shared, so a crowd arriving together costs
+	// one rendering; under h.mu, so no tick falls between the hello and
+	// the registration. Queued whatever its size (the chart's history).
+	if h.greeting == nil {
+		h.greeting = h.hello()
+	}
+	c.push(time.Now(), h.greeting, HubLimits{MaxBacklog: time.Hour, MaxQueueBytes: math.MaxInt})
 	h.clients[c] = struct{}{}
+	h.metrics.viewers.Set(float64(len(h.clients)))
 	h.mu.Unlock()
 	go h.write(c)
 	go h.read(c)
 }
 
-// write sends queued frames until the queue is closed or a write fails.
-func (h *Hub) write(c *client) {
-	defer c.close()
-	for f := range c.send {
-		c.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if err := c.conn.WriteMessage(websocket.TextMessage, f); err != nil {
-			slog.Debug("websocket write failed", "err", err)
-			h.drop(c)
-			return
-		}
+// push queues frames queued at now; false means the client is too far
+// behind: its oldest unsent frame is older than lim.MaxBacklog, or its
+// queue would hold more than lim.MaxQueueBytes.
+func (c *client) push(now time.Time, frames [][]byte, lim HubLimits) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) > 0 && now.Sub(c.queue[0].at) > lim.MaxBacklog {
+		return false
 	}
-	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""))
+	for _, f := range frames {
+		c.queue = append(c.queue, queued{at: now, data: f})
+		c.bytes += len(f)
+	}
+	if c.bytes > lim.MaxQueueBytes {
+		return false
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default: // already woken
+	}
+	return true
 }
 
-// read discards what the browser sends and notices when it leaves.
-func (h *Hub) read(c *client) {
-	c.conn.SetReadLimit(4096)
-	for {
-		if _, _, err := c.conn.ReadMessage(); err != nil {
-			h.drop(c)
-			c.close()
-			return
-		}
+// next returns the oldest unsent frame, which stays queued (and counts
+// toward the backlog) until done is called.
+func (c *client) next() ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 || c.stopped {
+		return nil, false
+	}
+	return c.queue[0].data, true
+}
+
+func (c *client) done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) > 0 {
+		c.bytes -= len(c.queue[0].data)
+		c.queue[0] = queued{}
+		c.queue = c.queue[1:]
 	}
 }
 
-func (h *Hub) drop(c *client) {
+// removeLocked lets c go; reason, when not empty, counts it as dropped and
+// hangs up at once. The first removal wins. h.mu must be held.
+func (h *Hub) removeLocked(c *client, reason string) {
+	if _, ok := h.clients[c]; !ok {
+		return
+	}
+	delete(h.clients, c)
+	h.metrics.viewers.Set(float64(len(h.clients)))
+	h.left++
+	h.leftNow = true
+	c.mu.Lock()
+	c.stopped = true
+	c.queue, c.bytes = nil, 0
+	shutdown := c.shutdown
+	c.mu.Unlock()
+	close(c.gone)
+	if reason == "" {
+		if !shutdown {
+			c.conn.Close() // the browser left
+		}
+		return // at shutdown the writer says goodbye
+	}
+	h.metrics.drops.WithLabelValues(reason).Inc()
+	slog.Debug("websocket viewer dropped", "reason", reason, "remote", c.conn.RemoteAddr())
+	hangUp(c.conn)
+}
+
+func (h *Hub) remove(c *client, reason string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.clients[c]; ok {
-		delete(h.clients, c)
-		close(c.send)
+	h.removeLocked(c, reason)
+}
+
+// hangUp closes a connection that is not keeping up. It resets rather than
+// lingers: unsent bytes would otherwise keep the socket in the kernel for
+// minutes. The browser sees code 1006 and reconnects.
+func hangUp(conn *websocket.Conn) {
+	if tcp, ok := conn.NetConn().(*net.TCPConn); ok {
+		tcp.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// write sends queued frames and pings until the client is let go.
+func (h *Hub) write(c *client) {
+	ping := time.NewTicker(h.lim.PingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.gone:
+			c.mu.Lock()
+			shutdown := c.shutdown
+			c.mu.Unlock()
+			if shutdown {
+				// 1012 (service restart) makes htmx's ws extension reconnect
+				// once kvlens is back.
+				msg := websocket.FormatCloseMessage(websocket.CloseServiceRestart, "kvlens is stopping")
+				c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeWait))
+				c.conn.Close()
+			}
+			return
+		case <-ping.C:
+			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(h.lim.WriteTimeout)); err != nil {
+				h.remove(c, dropWrite)
+			}
+		case <-c.wake:
+			for {
+				f, ok := c.next()
+				if !ok {
+					break
+				}
+				c.conn.SetWriteDeadline(time.Now().Add(h.lim.WriteTimeout))
+				if err := c.conn.WriteMessage(websocket.TextMessage, f); err != nil {
+					h.remove(c, dropWrite)
+					break
+				}
+				c.done()
+			}
+		}
 	}
 }
 
-func trySend(c *client, f []byte) bool {
-	select {
-	case c.send <- f:
-		return true
-	default:
-		return false
+// read discards what the browser sends, and notices pongs, silence and
+// departures.
+func (h *Hub) read(c *client) {
+	c.conn.SetReadLimit(readLimit)
+	alive := func() { c.conn.SetReadDeadline(time.Now().Add(h.lim.IdleTimeout)) }
+	alive()
+	c.conn.SetPongHandler(func(string) error { alive(); return nil })
+	for {
+		if _, _, err := c.conn.ReadMessage(); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				h.remove(c, dropIdle)
+			} else {
+				h.remove(c, "")
+			}
+			return
+		}
+		alive()
 	}
 }

@@ -100,6 +100,12 @@ type Options struct {
 	// CurrentRecording is this session's recording id (0 for none): it is
 	// shown as recording now and cannot be deleted.
 	CurrentRecording int64
+	// Viewers bounds the dashboard's websocket viewers: how many, how idle
+	// and how far behind; zero fields take their defaults.
+	Viewers HubLimits
+	// Registerer, when not nil, receives the dashboard's own metrics (the
+	// websocket viewers).
+	Registerer prometheus.Registerer
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error
@@ -142,7 +148,7 @@ func New(gen Loadgen, rt Router, opts Options) *Server {
 		s.rule.Hosts = opts.Hosts
 	}
 	s.baseline.Store(opts.Baseline)
-	s.hub = NewHub(s.frames, s.hello)
+	s.hub = NewHub(s.frames, s.hello, opts.Viewers, opts.Registerer)
 	s.hub.upgrader.CheckOrigin = s.wsOrigin
 	return s
 }

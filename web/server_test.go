@@ -332,24 +332,6 @@ func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
 	}
 }
 
-func TestSlowClientIsDroppedWithoutStallingTheHub(t *testing.T) {
-	h := NewHub(func() [][]byte { return nil }, func() [][]byte { return nil })
-	slow := &client{send: make(chan []byte, clientQueue)}
-	fast := &client{send: make(chan []byte, clientQueue*4)}
-	h.clients[slow] = struct{}{}
-	h.clients[fast] = struct{}{}
-	frame := [][]byte{[]byte("x")}
-	for range clientQueue + 1 { // nobody drains slow
-		h.broadcast(frame)
-	}
-	if _, ok := h.clients[slow]; ok {
-		t.Fatal("a client whose queue is full is still registered")
-	}
-	if _, ok := h.clients[fast]; !ok || len(fast.send) != clientQueue+1 {
-		t.Fatalf("the other client missed frames: %d queued", len(fast.send))
-	}
-}
-
 func TestProbes(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	opts := testOptions()

@@ -79,6 +79,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
 		{"an unknown tokenizer", []string{"--tokenizer", "sentencepiece"}, `--tokenizer "sentencepiece": want embedded or worker`},
 		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more"},
+		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,6 +71,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used (default "+defaultDBText()+")")
 	fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "name of the baseline set the dashboard compares with (default: the seeds' 6-sweep average)")
 	fs.BoolVar(&acc.loopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
+	fs.IntVar(&cfg.Dashboard.Viewers.MaxViewers, "max-viewers", cfg.Dashboard.Viewers.MaxViewers, "most dashboard browsers at once; past it a new one gets 503 and retries, and those watching are unaffected. Each costs about 5 KB/s and 50 KB, so 500 is more than booth Wi-Fi carries; a browser that stops reading is dropped within 30 s either way")
 	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address); the dashboard answers to its host")
 	fs.Func("starters", "directory of .md/.txt conversation starters, or a JSONL file with id, topic, text (default: the 10 built-in ones)", func(p string) error {
 		ss, err := loadgen.LoadStarters(p)
@@ -282,6 +283,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--tokenizer %q: want embedded or worker", cfg.Tokenizer)
 	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
 		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
+	case cfg.Dashboard.Viewers.MaxViewers < 1:
+		return fmt.Errorf("--max-viewers must be at least 1, got %d", cfg.Dashboard.Viewers.MaxViewers)
 	}
 	if err := cfg.SimPorts.Check(cfg.SimWorkers); err != nil {
 		return fmt.Errorf("--sim-ports: %w", err)
