@@ -17,10 +17,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/kvlens/kvlens/apierror"
 	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/reqbody"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -42,15 +41,10 @@ const maxAnswerBytes = 8 << 20
 // cap of a 16k-token model (2 MiB each) would otherwise hold 200 MiB at
 // once, and the garbage collector lets the heap grow to twice what it holds.
 
-// smallBody is the largest body, in bytes, read without taking the budget:
-// ordinary prompts, tens of KiB, never wait for each other.
-const smallBody = 256 << 10
-
-// largeBodyBytes is the budget of large bodies being read, parsed and
-// tokenized at once in this process, in bytes.
-const largeBodyBytes = 16 << 20
-
-var largeBodies = semaphore.NewWeighted(largeBodyBytes)
+// largeBodies is the budget of large request bodies the router reads,
+// parses and tokenizes at once: 16 MiB, eight bodies at the cap of a
+// 16k-token model (see package reqbody).
+var largeBodies = reqbody.NewBudget(16 << 20)
 
 // Proxy routes OpenAI requests to workers.
 type Proxy struct {
@@ -271,45 +265,22 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 	return req, nil, nil
 }
 
-// readBody reads a request body of at most limit bytes. A large one (over
-// smallBody, or of unknown length) first takes its size of largeBodies,
-// which release gives back once the caller is done parsing it. Its error
-// is one line, fit to show a client, and comes with the status to answer:
-// 413 for a body over limit, 400 for one that could not be read. A client
-// that left while it waited gets no answer: status 0.
+// readBody reads a request body of at most limit bytes within largeBodies.
+// Its error is one line, fit to show a client, and comes with the status to
+// answer: 413 for a body over limit, 400 for one that could not be read. A
+// client that left while it waited gets no answer: status 0.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, maxTokens int) (body []byte, release func(), status int, err error) {
-	tooBig := func() ([]byte, func(), int, error) {
-		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("router: the request body is larger than %d bytes, the most a prompt within the maximum context length of %d tokens can need", limit, maxTokens)
-	}
-	if r.ContentLength > limit {
-		return tooBig()
-	}
-	release = func() {}
-	if r.ContentLength < 0 || r.ContentLength > smallBody {
-		n := r.ContentLength
-		if n < 0 {
-			n = limit
-		}
-		weight := min(n, largeBodyBytes)
-		if err := largeBodies.Acquire(r.Context(), weight); err != nil {
-			return nil, nil, 0, err
-		}
-		release = func() { largeBodies.Release(weight) }
-	}
-	// A known Content-Length sizes the buffer, so the body is read without
-	// growing copies of it.
-	buf := bytes.NewBuffer(make([]byte, 0, max(min(r.ContentLength, limit), 512)+1))
-	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	var mbe *http.MaxBytesError
+	body, release, err = largeBodies.Read(w, r, limit)
+	var tooLarge *reqbody.TooLargeError
 	switch {
-	case errors.As(err, &mbe):
-		release()
-		return tooBig()
+	case errors.As(err, &tooLarge):
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("router: the request body is larger than %d bytes, the most a prompt within the maximum context length of %d tokens can need", limit, maxTokens)
+	case errors.Is(err, reqbody.ErrGone):
+		return nil, nil, 0, err
 	case err != nil:
-		release()
 		return nil, nil, http.StatusBadRequest, fmt.Errorf("router: read the request body: %s", oneLine(err))
 	}
-	return buf.Bytes(), release, 0, nil
+	return body, release, 0, nil
 }
 
 func (px *Proxy) route(w http.ResponseWriter, r *http.Request) {

@@ -18,90 +18,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	openai "github.com/sashabaranov/go-openai"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/apierror"
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/reqbody"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // DefaultModel is the model name simulated workers report.
 const DefaultModel = "meta-llama/Llama-3.1-70B-Instruct-FP8"
 
-// Large request bodies are read, parsed and tokenized a few at a time.
-// While it is parsed, a body costs about three times its size (the body, the
-// decoded messages, the rendered prompt), so a burst of 32 bodies at the cap
-// of a 16k-token model (2 MiB each) would otherwise hold 200 MiB at once,
-// and the garbage collector lets the heap grow to twice what it holds.
+// largeBodies is the budget of large request bodies this process reads,
+// parses and tokenizes at once: 8 MiB, four bodies at the cap of a 16k-token
+// model (see package reqbody).
+var largeBodies = reqbody.NewBudget(8 << 20)
 
-// smallBody is the largest body, in bytes, read without taking the budget:
-// ordinary prompts, tens of KiB, never wait for each other.
-const smallBody = 256 << 10
-
-// largeBodyBytes is the budget of large bodies being read, parsed and
-// tokenized at once in this process, in bytes.
-const largeBodyBytes = 8 << 20
-
-var largeBodies = semaphore.NewWeighted(largeBodyBytes)
-
-// readBody reads a request body of at most limit bytes. A large one (over
-// smallBody, or of unknown length) first takes its size of largeBodies,
-// which release gives back once the caller is done parsing it. Its error
-// is one line, fit to show a client, and comes with the status to answer:
-// 413 for a body over limit, 400 for one that could not be read, 503 for a
-// client that left while it waited.
+// readBody reads a request body of at most limit bytes within largeBodies,
+// with the status to answer when it fails: 413 for a body over limit, 400
+// for one that could not be read, 503 for a client that left while it
+// waited. Its error is one line, fit to show a client.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, release func(), status int, err error) {
-	tooBig := func() ([]byte, func(), int, error) {
-		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes, the most a prompt within this model's maximum context length can need", limit)
-	}
-	if r.ContentLength > limit {
-		return tooBig()
-	}
-	release = func() {}
-	if r.ContentLength < 0 || r.ContentLength > smallBody {
-		n := r.ContentLength
-		if n < 0 {
-			n = limit
-		}
-		weight := min(n, largeBodyBytes)
-		if largeBodies.Acquire(r.Context(), weight) != nil {
-			return nil, nil, http.StatusServiceUnavailable, errors.New("the client went away while its request waited to be read")
-		}
-		release = func() { largeBodies.Release(weight) }
-	}
-	// A known Content-Length sizes the buffer, so the body is read without
-	// growing copies of it.
-	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
-	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), buf)
-	var mbe *http.MaxBytesError
+	body, release, err = largeBodies.Read(w, r, limit)
+	var tooLarge *reqbody.TooLargeError
 	switch {
-	case errors.As(err, &mbe):
-		release()
-		return tooBig()
+	case errors.As(err, &tooLarge):
+		return nil, nil, http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes, the most a prompt within this model's maximum context length can need", limit)
+	case errors.Is(err, reqbody.ErrGone):
+		return nil, nil, http.StatusServiceUnavailable, errors.New("the client went away while its request waited to be read")
 	case err != nil:
-		release()
 		return nil, nil, http.StatusBadRequest, fmt.Errorf("read the request body: %s", oneLine(err))
 	}
 	return body, release, 0, nil
-}
-
-// readAll is io.ReadAll into buf, which a known Content-Length sizes so the
-// body is read without growing a copy of it.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // bodyLimit is the largest request body the worker reads, in bytes.

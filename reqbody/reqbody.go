@@ -1,0 +1,105 @@
+// Package reqbody reads HTTP request bodies under a size cap and a byte
+// budget shared by the large ones, for the router and the simulated worker
+// alike.
+//
+// While it is parsed, a chat body costs about three times its size (the
+// body, the decoded messages, the rendered segments), so a burst of 32
+// bodies at the cap of a 16k-token model (2 MiB each) would otherwise hold
+// 200 MiB at once, and the garbage collector lets the heap grow to twice
+// what it holds. With a budget, such a burst waits its turn instead.
+package reqbody
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Small is the largest body, in bytes, read without taking from the budget:
+// ordinary prompts, tens of KiB, never wait for each other.
+const Small = 256 << 10
+
+// ErrGone is Read's error when the client left while its body waited for
+// the budget; there is nobody to answer.
+var ErrGone = errors.New("reqbody: the client went away while its request waited to be read")
+
+// TooLargeError is Read's error for a body over the limit.
+type TooLargeError struct {
+	// Limit is the cap the body passed, in bytes.
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("reqbody: the request body is larger than %d bytes", e.Limit)
+}
+
+// Budget is the bytes of large bodies that may be read and parsed at once
+// in a process.
+type Budget struct {
+	size int64
+	sem  *semaphore.Weighted
+}
+
+// NewBudget returns a budget of size bytes.
+func NewBudget(size int64) *Budget {
+	return &Budget{size: size, sem: semaphore.NewWeighted(size)}
+}
+
+// Read reads r's body, of at most limit bytes. A large one (over Small, or
+// of unknown length) first takes its size from b, up to all of it, and
+// release gives that back once the caller is done parsing the body; release
+// is never nil when err is nil. A body over limit is a *TooLargeError, read
+// no further than the limit (not at all when its Content-Length says so); a
+// client that left while waiting is ErrGone; anything else is the read's
+// error.
+func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, release func(), err error) {
+	if r.ContentLength > limit {
+		return nil, nil, &TooLargeError{Limit: limit}
+	}
+	release = func() {}
+	if r.ContentLength < 0 || r.ContentLength > Small {
+		n := r.ContentLength
+		if n < 0 {
+			n = limit
+		}
+		weight := min(n, b.size)
+		if b.sem.Acquire(r.Context(), weight) != nil {
+			return nil, nil, ErrGone
+		}
+		release = func() { b.sem.Release(weight) }
+	}
+	// A known Content-Length sizes the buffer, so the body is read without
+	// growing copies of it.
+	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
+	body, err = readAll(http.MaxBytesReader(w, r.Body, limit), buf)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		release()
+		return nil, nil, &TooLargeError{Limit: limit}
+	case err != nil:
+		release()
+		return nil, nil, err
+	}
+	return body, release, nil
+}
+
+// readAll is io.ReadAll into buf, growing it only when the body outruns it.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}

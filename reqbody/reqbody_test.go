@@ -1,0 +1,101 @@
+package reqbody
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chunked hides a reader's length, as a chunked upload does.
+type chunked struct{ io.Reader }
+
+func TestRead(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		length  int64 // Content-Length; -1 for unknown
+		limit   int64
+		wantErr error // nil, or the kind of error
+	}{
+		// A body within the limit is read whole, known length or not.
+		{"a small body of known length is read", "hello", 5, 10, nil},
+		{"a body of unknown length within the limit is read", "hello", -1, 10, nil},
+		{"a body exactly at the limit is read", strings.Repeat("x", 10), 10, 10, nil},
+		// Sad path: over the limit, by its header or by what it sends.
+		{"a declared length over the limit is refused unread", strings.Repeat("x", 11), 11, 10, &TooLargeError{}},
+		{"a chunked body that passes the limit is refused", strings.Repeat("x", 11), -1, 10, &TooLargeError{}},
+	}
+	b := NewBudget(1 << 20)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/", nil)
+			r.Body = io.NopCloser(chunked{strings.NewReader(tt.body)})
+			r.ContentLength = tt.length
+			body, release, err := b.Read(httptest.NewRecorder(), r, tt.limit)
+			if tt.wantErr != nil {
+				var tl *TooLargeError
+				if !errors.As(err, &tl) || tl.Limit != tt.limit {
+					t.Fatalf("err = %v, want a TooLargeError at %d", err, tt.limit)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			if string(body) != tt.body {
+				t.Errorf("body = %q, want %q", body, tt.body)
+			}
+		})
+	}
+}
+
+func TestLargeBodiesWaitForTheBudget(t *testing.T) {
+	b := NewBudget(Small + 1)
+	large := func(ctx context.Context) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("x", Small+1))).WithContext(ctx)
+		return r
+	}
+	_, release, err := b.Read(httptest.NewRecorder(), large(context.Background()), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A small body never waits, even with the budget spent.
+	small := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("hi"))
+	if _, rel, err := b.Read(httptest.NewRecorder(), small, 1<<20); err != nil {
+		t.Fatalf("small body: %v", err)
+	} else {
+		rel()
+	}
+
+	// A second large body waits; its client leaving ends the wait with ErrGone.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := b.Read(httptest.NewRecorder(), large(ctx), 1<<20)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a second large body was read while the budget was spent: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrGone) {
+		t.Fatalf("err = %v, want ErrGone", err)
+	}
+
+	// Once the first is released, the next is read.
+	release()
+	_, rel, err := b.Read(httptest.NewRecorder(), large(context.Background()), 1<<20)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	rel()
+}
