@@ -21,10 +21,16 @@ const DefaultBlockSize = 32
 const (
 	// AdmitQueue never sheds: every request goes to a worker.
 	AdmitQueue = "queue"
-	// AdmitShed refuses a request with 503 when every worker is busy, as
-	// Dynamo's busy monitor does.
+	// AdmitShed refuses a request with 503 when every worker is busy: see
+	// ShedRule.
 	AdmitShed = "shed"
 )
+
+// ShedRule says, for help texts and reports, which shedding rule
+// AdmitShed follows and whose it is.
+const ShedRule = "shed refuses a request (503) only when every worker is busy, a worker being busy when its in-flight requests reach the busy threshold (serve's --busy-threshold, default 1) × its batch capacity. " +
+	"Refusing only when all are busy is newer Dynamo's rule (PR #7615, March 2026); its busy test differs (pending prefill tokens or active KV blocks over thresholds, off by default from about v1.3). " +
+	"Dynamo 0.9 with default flags never sheds in KV mode"
 
 // Config configures a Router. The zero value takes every default.
 type Config struct {
