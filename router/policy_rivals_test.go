@@ -86,8 +86,8 @@ func TestDynamoLatestCost(t *testing.T) {
 		{"defaults give Dynamo 0.9's cost", DynamoLatest{Credit: 1, PrefillScale: 1}, Candidate{Overlap: 4}, 16},
 		// Credit 1/(1+1·(20/10)) = 1/3 of 6 cached blocks = 2: 20+10−2 = 28, plus 10.
 		{"decay shrinks the credit with the queued prefill", DynamoLatest{Credit: 1, CreditDecay: 1, PrefillScale: 1}, Candidate{Overlap: 6, PrefillTokens: 640}, 38},
-		// 10 prefill + 10 decode + 2·16.
-		{"each active request costs the decode weight", DynamoLatest{Credit: 1, PrefillScale: 1, RequestWeight: 16}, Candidate{InFlight: 2}, 52},
+		// 10 prefill + 10 decode + 2·64.
+		{"each active request costs the decode weight", DynamoLatest{Credit: 1, PrefillScale: 1, RequestWeight: 64}, Candidate{InFlight: 2}, 148},
 		// (10−20) clamps to 0 prefill.
 		{"a credit above the prefill load never goes negative", DynamoLatest{Credit: 2, PrefillScale: 1}, Candidate{Overlap: 10}, 10},
 	}
