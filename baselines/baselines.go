@@ -36,6 +36,10 @@ type Metrics struct {
 	// Shed is requests refused by load shedding during the measurement, a
 	// count (an average when levels are averaged); nil if not measured.
 	Shed *float64 `json:"shed,omitempty"`
+	// OracleHitRate is the best achievable KVHitRate over the same
+	// requests (every block any worker ever stored, never evicted), in
+	// percent; nil when the router reported no oracle.
+	OracleHitRate *float64 `json:"oracle_hit_rate_pct,omitempty"`
 }
 
 // Level is one concurrency level of one routing mode.
@@ -189,6 +193,7 @@ var Fields = []Field{
 	{Key: "actual_rps", Optional: true, getOpt: func(m *Metrics) **float64 { return &m.ActualRPS }},
 	{Key: "goodput", Optional: true, getOpt: func(m *Metrics) **float64 { return &m.Goodput }},
 	{Key: "shed", Optional: true, getOpt: func(m *Metrics) **float64 { return &m.Shed }},
+	{Key: "oracle_hit_rate_pct", Optional: true, Percent: true, getOpt: func(m *Metrics) **float64 { return &m.OracleHitRate }},
 }
 
 // FieldByKey returns the field with JSON key k.

@@ -19,11 +19,19 @@ func Label(mode string) (short, long string) {
 	case "kv_approx":
 		return "KV~", "KV cache-aware (approximate)"
 	case "dynamo":
-		return "Dynamo", "KV cache-aware (Dynamo cost)"
+		return "Dynamo", "KV cache-aware (Dynamo 0.9 cost)"
 	case "least_loaded":
 		return "LL", "Least-loaded"
 	case "random":
 		return "Random", "Random"
+	case "dynamo_latest":
+		return "DynamoLatest", "KV cache-aware (Dynamo latest defaults)"
+	case "dynamo_tuned":
+		return "DynamoTuned", "KV cache-aware (Dynamo latest, tuned)"
+	case "sglang":
+		return "SGLang", "Cache-aware (SGLang / vLLM router)"
+	case "llmd":
+		return "llm-d", "Scorers (llm-d default profile)"
 	}
 	return mode, mode
 }
@@ -62,12 +70,34 @@ func WriteMarkdown(w io.Writer, r Report) error {
 		err = writeSingle(&b, r, modes[0])
 	default:
 		err = writeDual(&b, r, modes[0], modes[1])
+		if err == nil && len(modes) > 2 {
+			everyMode(&b, r.Set, modes)
+		}
 	}
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(b.Bytes())
 	return err
+}
+
+// everyMode writes one table of every mode at every level, for sets that
+// compare more than the two modes the rest of the report is about: TTFT and
+// TPOT p95, hit rate and the oracle's best achievable hit rate beside it.
+func everyMode(b *bytes.Buffer, s *Set, modes []string) {
+	fmt.Fprintf(b, "## Every Mode\n\n")
+	var rows [][]string
+	for _, c := range s.Concurrencies() {
+		for _, m := range modes {
+			l, ok := s.Level(m, c)
+			if !ok {
+				continue
+			}
+			short, _ := Label(m)
+			rows = append(rows, []string{strconv.Itoa(c), short, ms(l.TTFTP95), ms(l.TPOTP95), pct(l.KVHitRate), optPct(l.OracleHitRate), optPct(l.ErrorPct)})
+		}
+	}
+	mdTable(b, false, []string{"Concurrency", "Mode", "TTFT p95", "TPOT p95", "Hit Rate", "Oracle", "Error %"}, rows)
 }
 
 // mdTable writes a Markdown table: the first column is left-aligned when left
@@ -192,11 +222,23 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 	}
 
 	fmt.Fprintf(b, "## Results\n\n")
-	mdTable(b, false, []string{"Concurrency", bs + " TTFT p50", cs + " TTFT p50", "p50 Improvement", bs + " TTFT p95", cs + " TTFT p95", "p95 Improvement", bs + " Hit Rate", cs + " Hit Rate"},
+	header := []string{"Concurrency", bs + " TTFT p50", cs + " TTFT p50", "p50 Improvement", bs + " TTFT p95", cs + " TTFT p95", "p95 Improvement", bs + " Hit Rate", cs + " Hit Rate"}
+	oracle := false
+	for _, p := range pairs {
+		oracle = oracle || p.a.OracleHitRate != nil || p.b.OracleHitRate != nil
+	}
+	if oracle {
+		header = append(header, bs+" Oracle", cs+" Oracle")
+	}
+	mdTable(b, false, header,
 		rows(func(p pair) []string {
-			return []string{ms(p.a.TTFTP50), ms(p.b.TTFTP50), pct(improvement(p.a.TTFTP50, p.b.TTFTP50)),
+			row := []string{ms(p.a.TTFTP50), ms(p.b.TTFTP50), pct(improvement(p.a.TTFTP50, p.b.TTFTP50)),
 				ms(p.a.TTFTP95), ms(p.b.TTFTP95), pct(improvement(p.a.TTFTP95, p.b.TTFTP95)),
 				pct(p.a.KVHitRate), pct(p.b.KVHitRate)}
+			if oracle {
+				row = append(row, optPct(p.a.OracleHitRate), optPct(p.b.OracleHitRate))
+			}
+			return row
 		}))
 	fmt.Fprintf(b, "### Error Rates\n\n")
 	mdTable(b, false, []string{"Concurrency", bs + " Error %", cs + " Error %"},

@@ -349,6 +349,7 @@ func LevelFromStats(mode string, concurrency int, snaps []loadgen.Stats) Level {
 	l.TPOTP50, l.TPOTP95 = quantile(tpot, p50), quantile(tpot, p95)
 	l.LatencyP50, l.LatencyP95 = quantile(e2e, p50), quantile(e2e, p95)
 	l.KVHitRate = mean(func(s loadgen.Stats) float64 { return 100 * s.KVHitRate }, 1)
+	l.OracleHitRate = oracleMean(snaps)
 	l.TOPS = mean(func(s loadgen.Stats) float64 { return s.OutputTokensPerSec }, 6)
 	errPct := mean(func(s loadgen.Stats) float64 { return 100 * s.ErrorRate }, 1)
 	rps := mean(func(s loadgen.Stats) float64 { return s.RequestsPerSec }, 6)
@@ -457,4 +458,22 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
 	return strconv.FormatFloat(round(d.Seconds(), 1), 'f', -1, 64) + "s"
+}
+
+// oracleMean averages the snapshots' oracle hit rates, in percent, over
+// those that have one; nil when none has.
+func oracleMean(snaps []loadgen.Stats) *float64 {
+	var sum float64
+	n := 0
+	for _, s := range snaps {
+		if s.OracleHitRate != nil {
+			sum += 100 * *s.OracleHitRate
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	v := round(sum/float64(n), 1)
+	return &v
 }

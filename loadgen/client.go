@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 // WorkerHeader is the response header from which the load generator learns
 // which worker served a request (set by kvlens's router).
 const WorkerHeader = "X-Kvlens-Worker"
+
+// OracleHeader is the response header in which kvlens's router gives a
+// request's best achievable cached prefix, in tokens.
+const OracleHeader = "X-Kvlens-Oracle-Tokens"
 
 // OpenAIClient is the Transport that streams chat completions from any
 // OpenAI-compatible endpoint.
@@ -112,6 +117,9 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	}
 	defer resp.Body.Close()
 	r.Worker = resp.Header.Get(WorkerHeader)
+	if v, err := strconv.Atoi(resp.Header.Get(OracleHeader)); err == nil && v >= 0 {
+		r.OracleTokens, r.HasOracle = v, true
+	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		r.Err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.Join(strings.Fields(string(msg)), " "))

@@ -50,6 +50,11 @@ type Result struct {
 	ISL int
 	// CachedTokens is usage.prompt_tokens_details.cached_tokens.
 	CachedTokens int
+	// OracleTokens is the prompt's best achievable cached prefix when it
+	// was routed, in tokens, as kvlens's router reports it; HasOracle says
+	// it was reported (a foreign frontend reports none).
+	OracleTokens int
+	HasOracle    bool
 	// ChunkGaps are the gaps between consecutive content chunks, the raw
 	// inter-chunk latency: not ITL, since a chunk may carry several tokens.
 	ChunkGaps []time.Duration

@@ -144,17 +144,24 @@ type Stats struct {
 	OutputTokensPerSec float64 `json:"output_tokens_per_sec"`
 	// KVHitRate is Σ cached prompt tokens / Σ prompt tokens, from 0 to 1.
 	KVHitRate float64 `json:"kv_hit_rate"`
+	// OracleHitRate is the best achievable KVHitRate over the same
+	// requests: Σ oracle tokens / Σ prompt tokens of those whose router
+	// reported an oracle, from 0 to 1; absent when none did. A request's
+	// oracle tokens are the larger of the router's oracle at routing time
+	// and the tokens it got from cache.
+	OracleHitRate *float64 `json:"oracle_hit_rate,omitempty"`
 }
 
 // tally is one sub-window's figures for all workers or one.
 type tally struct {
-	ttft, tpot, e2e, gaps, isl, osl *ddsketch.DDSketchWithExactSummaryStatistics
-	completed, errors, good         int
-	errorsBeforeFirst               int // failures that never had a first token
-	byClass                         map[ErrorClass]int
-	outputTokens                    int
-	promptTokens                    int
-	cachedPromptTokens              int
+	ttft, tpot, e2e, gaps, isl, osl  *ddsketch.DDSketchWithExactSummaryStatistics
+	completed, errors, good          int
+	errorsBeforeFirst                int // failures that never had a first token
+	byClass                          map[ErrorClass]int
+	outputTokens                     int
+	promptTokens                     int
+	cachedPromptTokens               int
+	oraclePromptTokens, oracleTokens int // of results with an oracle
 }
 
 func newSketch() *ddsketch.DDSketchWithExactSummaryStatistics {
@@ -186,6 +193,8 @@ func (t *tally) merge(o *tally) {
 	t.outputTokens += o.outputTokens
 	t.promptTokens += o.promptTokens
 	t.cachedPromptTokens += o.cachedPromptTokens
+	t.oraclePromptTokens += o.oraclePromptTokens
+	t.oracleTokens += o.oracleTokens
 }
 
 func (t *tally) done(r Result, slo SLO) {
@@ -207,6 +216,13 @@ func (t *tally) done(r Result, slo SLO) {
 	t.outputTokens += r.OSL
 	t.promptTokens += r.ISL
 	t.cachedPromptTokens += r.CachedTokens
+	if r.HasOracle {
+		t.oraclePromptTokens += r.ISL
+		// What a request got is achievable by definition; it can exceed
+		// the oracle at routing time when another request's prefill stored
+		// a shared prefix before this one was admitted.
+		t.oracleTokens += max(min(r.OracleTokens, r.ISL), r.CachedTokens)
+	}
 	t.e2e.Add(ms(r.E2E))
 	t.isl.Add(float64(r.ISL))
 	t.osl.Add(float64(r.OSL))
@@ -398,6 +414,10 @@ func (t *tally) stats(covered time.Duration) Stats {
 	}
 	if t.promptTokens > 0 {
 		s.KVHitRate = float64(t.cachedPromptTokens) / float64(t.promptTokens)
+	}
+	if t.oraclePromptTokens > 0 {
+		v := float64(t.oracleTokens) / float64(t.oraclePromptTokens)
+		s.OracleHitRate = &v
 	}
 	return s
 }

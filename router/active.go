@@ -75,6 +75,18 @@ type Booking struct {
 	at        time.Time
 	prefilled bool
 	done      bool
+	// oracle is the best achievable cached prefix at decision time, in
+	// tokens (see Oracle).
+	oracle int
+}
+
+// OracleTokens is the request's best achievable cached prefix when it was
+// routed, in tokens: the longest prefix of its prompt any worker had ever
+// stored, capped as the engine caps a prompt.
+func (b *Booking) OracleTokens() int {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	return b.oracle
 }
 
 // FirstToken marks the request's prefill complete: its tokens stop counting
@@ -87,6 +99,7 @@ func (b *Booking) FirstToken() {
 	}
 	b.prefilled = true
 	b.Worker.load.prefillDone(b)
+	b.r.oracle.Record(b.isl, b.oracle)
 }
 
 // Release frees the booking, at stream end, error or client disconnect.

@@ -158,6 +158,16 @@ type Index struct {
 	// naming one as its model is matched against that adapter's blocks.
 	adapters map[string]struct{}
 	salts    []uint64 // the adapters' salts
+	// oracle, if set, learns every block stored, before any limit of the
+	// index's own applies.
+	oracle *Oracle
+}
+
+// SetOracle makes the index tell o of every block a worker stores.
+func (x *Index) SetOracle(o *Oracle) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.oracle = o
 }
 
 // NewIndex returns an empty index for blocks of blockSize tokens that holds
@@ -332,6 +342,9 @@ func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (A
 		for i := range chain {
 			chain[i] ^= salt
 		}
+	}
+	if x.oracle != nil {
+		x.oracle.Store(chain[base:])
 	}
 	if x.pairs+n > x.maxPairs {
 		x.pruneLocked()

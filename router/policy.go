@@ -89,7 +89,7 @@ type Knobs struct {
 func DefaultKnobs() Knobs { return Knobs{Weight: 1, Temperature: 0} }
 
 // Policies lists the policy names in the order people meet them.
-var Policies = []string{"round_robin", "random", "least_loaded", "dynamo", "kv", "kv_approx"}
+var Policies = []string{"round_robin", "random", "least_loaded", "dynamo", "dynamo_latest", "dynamo_tuned", "sglang", "llmd", "kv", "kv_approx"}
 
 // Describe gives a policy's name in plain words, for people.
 func Describe(name string) string {
@@ -101,7 +101,15 @@ func Describe(name string) string {
 	case "least_loaded":
 		return "Least-loaded"
 	case "dynamo":
-		return "KV-aware (Dynamo cost)"
+		return "KV-aware (Dynamo 0.9 cost)"
+	case "dynamo_latest":
+		return "KV-aware (Dynamo latest defaults)"
+	case "dynamo_tuned":
+		return "KV-aware (Dynamo latest, tuned)"
+	case "sglang":
+		return "Cache-aware (SGLang / vLLM router)"
+	case "llmd":
+		return "Scorers (llm-d default profile)"
 	case "kv":
 		return "KV-aware"
 	case "kv_approx":
@@ -128,6 +136,16 @@ func NewPolicyWith(name string, k Knobs) (Policy, error) {
 		return &LeastLoaded{}, nil
 	case "dynamo":
 		return &Dynamo{Weight: k.Weight, Temperature: k.Temperature, rng: rng}, nil
+	case "dynamo_latest":
+		return &DynamoLatest{Credit: k.Weight, PrefillScale: 1, Temperature: k.Temperature, rng: rng}, nil
+	case "dynamo_tuned":
+		p := DynamoTuned(rng)
+		p.Credit, p.Temperature = k.Weight, k.Temperature
+		return p, nil
+	case "sglang":
+		return NewSGLang(DefaultBlockSize), nil
+	case "llmd":
+		return &LLMD{PrefixWeight: llmdPrefixWeight, QueueWeight: llmdQueueWeight, KVWeight: llmdKVWeight, rng: rng}, nil
 	case "kv":
 		return &KV{Weight: k.Weight}, nil
 	case "kv_approx":

@@ -6,8 +6,16 @@ import (
 )
 
 // Dynamo sends each request to the worker with the lowest DynamoCost, ties
-// broken by the smallest index then at random, or samples by cost when
-// Temperature > 0, exactly as NVIDIA Dynamo's KV router does.
+// broken by the smallest index tree among workers that overlap the prompt
+// (a worker with no overlap counts 0) then at random, or samples by cost
+// when Temperature > 0, as NVIDIA Dynamo 0.9's KV router does.
+//
+// Source: ai-dynamo/dynamo v0.9, lib/llm/src/kv_router/scheduler.rs
+// (select_worker, the logit and its tie-break) and
+// shared/reference/dynamo-router.md. Defaults: overlap_score_weight 1,
+// router_temperature 0. Dynamo 0.9 with default flags never sheds in KV mode
+// (no busy monitor without a threshold), so kvlens's --admission shed is not
+// part of this policy.
 type Dynamo struct {
 	// Weight is W in DynamoCost (Dynamo's overlap_score_weight, default 1).
 	Weight float64
@@ -38,7 +46,8 @@ func (p *Dynamo) Pick(r *Request, cands []Candidate) int {
 	if p.Temperature > 0 {
 		return sampleSoftmax(costs, lo, hi, p.Temperature, p.rng)
 	}
-	// Argmin; among equal costs the smallest index, then uniformly at random.
+	// Argmin; among equal costs the smallest tree, where only a worker that
+	// overlaps the prompt has one, then uniformly at random.
 	var tieBuf [64]int
 	ties := tieBuf[:0]
 	smallest := math.MaxInt
@@ -46,7 +55,11 @@ func (p *Dynamo) Pick(r *Request, cands []Candidate) int {
 		if v != lo {
 			continue
 		}
-		switch n := cands[i].IndexBlocks; {
+		n := 0
+		if cands[i].Overlap > 0 {
+			n = cands[i].IndexBlocks
+		}
+		switch {
 		case n < smallest:
 			smallest, ties = n, append(ties[:0], i)
 		case n == smallest:

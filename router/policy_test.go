@@ -136,9 +136,22 @@ func TestDynamoPolicy(t *testing.T) {
 		all     bool  // every allowed pick must occur
 	}{
 		{"temperature 0 takes the cheapest worker", func(cs []Candidate) { cs[1].Overlap = 5 }, 0, []int{1}, true},
-		{"equal costs go to the smallest index first", func(cs []Candidate) {
+		{"equal costs go to the smallest index among overlapping workers", func(cs []Candidate) {
+			for i := range cs {
+				cs[i].Overlap = 3
+			}
 			cs[0].IndexBlocks, cs[1].IndexBlocks, cs[2].IndexBlocks = 50, 10, 30
 		}, 0, []int{1}, true},
+		{"a tied worker with no overlap counts its index as 0 and wins", func(cs []Candidate) {
+			// a: 5 blocks cached, 5 to prefill, 10 to decode = 15.
+			// b: nothing cached, 10 to prefill, 5 of its 10 blocks already active = 15.
+			cs[0].Overlap, cs[0].IndexBlocks = 5, 40
+			cs[1].ActiveDepth, cs[1].IndexBlocks = 5, 900
+			cs[2].ActiveBlocks = 100
+		}, 0, []int{1}, true},
+		{"index sizes of workers without overlap never break a tie", func(cs []Candidate) {
+			cs[0].IndexBlocks, cs[1].IndexBlocks, cs[2].IndexBlocks = 50, 10, 30
+		}, 0, []int{0, 1, 2}, true},
 		{"equal costs and index sizes are broken at random", func(cs []Candidate) {}, 0, []int{0, 1, 2}, true},
 		{"a loaded worker loses to an idle one despite a cache hit", func(cs []Candidate) {
 			cs[0].Overlap, cs[0].ActiveBlocks = 10, 500

@@ -30,6 +30,9 @@ const (
 	// HeaderOverlap carries how many leading prompt blocks the index said the
 	// worker held when the request was routed.
 	HeaderOverlap = "X-Kvlens-Overlap-Blocks"
+	// HeaderOracle carries the request's best achievable cached prefix when
+	// it was routed, in tokens (see Oracle).
+	HeaderOracle = "X-Kvlens-Oracle-Tokens"
 )
 
 // maxAnswerBytes bounds a worker's answer to /tokenize (8 MiB).
@@ -388,6 +391,7 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 		defer complete()
 		sc.onContent = func() { b.FirstToken(); complete() }
 		w.Header().Set(HeaderOverlap, strconv.Itoa(b.Overlap))
+		w.Header().Set(HeaderOracle, strconv.Itoa(b.OracleTokens()))
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.Header().Set(HeaderWorker, wk.Name)

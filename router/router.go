@@ -21,10 +21,16 @@ const DefaultBlockSize = 32
 const (
 	// AdmitQueue never sheds: every request goes to a worker.
 	AdmitQueue = "queue"
-	// AdmitShed refuses a request with 503 when every worker is busy, as
-	// Dynamo's busy monitor does.
+	// AdmitShed refuses a request with 503 when every worker is busy: see
+	// ShedRule.
 	AdmitShed = "shed"
 )
+
+// ShedRule says, for help texts and reports, which shedding rule
+// AdmitShed follows and whose it is.
+const ShedRule = "shed refuses a request (503) only when every worker is busy, a worker being busy when its in-flight requests reach the busy threshold (serve's --busy-threshold, default 1) × its batch capacity. " +
+	"Refusing only when all are busy is newer Dynamo's rule (PR #7615, March 2026); its busy test differs (pending prefill tokens or active KV blocks over thresholds, off by default from about v1.3). " +
+	"Dynamo 0.9 with default flags never sheds in KV mode"
 
 // Config configures a Router. The zero value takes every default.
 type Config struct {
@@ -72,6 +78,7 @@ type Router struct {
 	pool      *Pool
 	index     *Index
 	approx    *Approx
+	oracle    *Oracle
 	clk       clock.Clock
 	blockSize int
 	stale     time.Duration
@@ -121,6 +128,7 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 		pool:      pool,
 		index:     NewIndex(cfg.BlockSize, cfg.MaxIndexBlocks),
 		approx:    NewApprox(cfg.Clock, 0, 0),
+		oracle:    NewOracle(0),
 		clk:       cfg.Clock,
 		blockSize: cfg.BlockSize,
 		stale:     cfg.StaleBooking,
@@ -132,6 +140,7 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 		},
 	}
 	r.maxModelLen = cfg.MaxModelLen
+	r.index.SetOracle(r.oracle)
 	r.metrics = NewMetrics(cfg.Registerer, r.index)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(workerCollector{r})
@@ -149,6 +158,9 @@ func (r *Router) Index() *Index { return r.index }
 
 // Approx is the predicted index.
 func (r *Router) Approx() *Approx { return r.approx }
+
+// Oracle is the run's best achievable hit rate.
+func (r *Router) Oracle() *Oracle { return r.oracle }
 
 // Pool is the worker set.
 func (r *Router) Pool() *Pool { return r.pool }
@@ -246,6 +258,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 		overlap = r.index.FindMatches(req.Chain, names, obuf[:0])
 		sizes = r.index.Sizes(names, sbuf[:0])
 	}
+	oracle := r.oracle.Match(req.Chain, req.Tokens, r.blockSize)
 	looked := time.Now()
 
 	r.mu.Lock()
@@ -283,6 +296,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	b := &Booking{
 		Worker: c.Worker, Overlap: c.Overlap, Policy: p.Name(), r: r,
 		chain: req.Chain, isl: req.Tokens, prefill: uncachedTokens(req, &c), at: now,
+		oracle: oracle,
 	}
 	c.Worker.load.add(b)
 	r.bookings[b] = struct{}{}
@@ -346,6 +360,7 @@ func (r *Router) Complete(b *Booking, ids []uint32) {
 		b.chain = blockhash.Extend(b.chain[:n:n], ids[n*r.blockSize:], r.blockSize)
 		b.isl = len(ids)
 		b.prefill = max(0, len(ids)-b.Overlap*r.blockSize)
+		b.oracle = r.oracle.Match(b.chain, b.isl, r.blockSize)
 		l.add(b)
 		if b.prefilled {
 			l.prefillDone(b)
@@ -486,11 +501,13 @@ type Counts struct {
 	Retries int64 `json:"retries"`
 	// StaleFreed counts bookings freed by the stale-booking expiry.
 	StaleFreed int64 `json:"stale_freed"`
+	// Oracle is the best achievable hit rate since the router started.
+	Oracle OracleStats `json:"oracle"`
 }
 
 // Counts returns the router's totals.
 func (r *Router) Counts() Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Counts{InFlight: len(r.bookings), Shed: r.shed, Retries: r.retries.Load(), StaleFreed: r.staleFreed}
+	return Counts{InFlight: len(r.bookings), Shed: r.shed, Retries: r.retries.Load(), StaleFreed: r.staleFreed, Oracle: r.oracle.Stats()}
 }

@@ -277,6 +277,7 @@ func (c *call) deliver() {
 	c.res.Text = c.text.String()
 	c.res.E2E = c.last.Sub(c.res.Start)
 	c.res.ISL, c.res.CachedTokens, c.res.OSL = fin.PromptTokens, fin.CachedTokens, fin.CompletionTokens
+	c.res.OracleTokens, c.res.HasOracle = c.booking.OracleTokens(), true
 	c.done(c.res)
 }
 

@@ -106,6 +106,11 @@ CREATE TABLE recording_frames (
 	PRIMARY KEY (recording_id, seq)
 ) STRICT, WITHOUT ROWID;
 `,
+	// 2: the oracle's best achievable hit rate beside each level's.
+	`
+ALTER TABLE baseline_levels ADD COLUMN oracle_hit_rate_pct REAL;
+ALTER TABLE sweep_levels ADD COLUMN oracle_hit_rate_pct REAL;
+`,
 }
 
 // SchemaVersion is the schema version this kvlens writes.

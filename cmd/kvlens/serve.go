@@ -49,7 +49,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
-	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed) or shed (503 when every worker is busy)")
+	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed), or shed. "+router.ShedRule)
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
 	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=; 0 means what each worker reports, else 64")
 	fs.IntVar(&cfg.Router.MaxModelLen, "max-model-len", cfg.Router.MaxModelLen, "longest prompt plus output, in tokens, when no worker reports its max_model_len on GET /v1/models: longer prompts are refused with 400 and request bodies are capped from it (0: "+strconv.Itoa(router.DefaultMaxModelLen)+")")

@@ -133,7 +133,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.sweep.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT p95 objective used in the summary")
 	fs.BoolVar(&o.virtual, "virtual", false, "simulate the sweep in virtual time: the same load generator, router and engines on a discrete-event loop, with no HTTP; --sim-workers and --sim-profile set the deployment")
 	fs.Uint64Var(&o.serve.Load.Seed, "seed", o.serve.Load.Seed, "seed of conversations and of output lengths (worker i uses seed+i); with --virtual also of routing choices, so the same seed gives the same virtual sweep")
-	fs.StringVar(&o.serve.Router.Admission, "admission", router.AdmitQueue, "router admission: queue, or shed (503 when every worker is busy, as Dynamo's KV router does)")
+	fs.StringVar(&o.serve.Router.Admission, "admission", router.AdmitQueue, "router admission: queue (never shed), or shed. "+router.ShedRule)
 	fs.Func("sim-profile", "engine profile of the simulated workers: a built-in name or a JSON file (default "+sim.DefaultProfile+")", func(s string) error {
 		p, err := sim.LoadProfile(s)
 		if err != nil {

@@ -1,0 +1,261 @@
+package router
+
+import (
+	"math"
+	"testing"
+)
+
+// picks runs p over cs n times and counts the picks.
+func picks(p Policy, r *Request, cs []Candidate, n int) map[int]int {
+	counts := map[int]int{}
+	for range n {
+		counts[p.Pick(r, cs)]++
+	}
+	return counts
+}
+
+func TestDynamoLatestPolicy(t *testing.T) {
+	// 320 tokens at B=32 => 10 blocks.
+	r := &Request{Tokens: 320, BlockSize: 32, Chain: make([]uint64, 10)}
+	tests := []struct {
+		name    string
+		policy  string
+		set     func(cs []Candidate)
+		allowed []int // picks the policy may make over 200 tries, each of which must occur
+	}{
+		{"defaults take the cheapest worker, as Dynamo 0.9", "dynamo_latest", func(cs []Candidate) { cs[2].Overlap = 4 }, []int{2}},
+		{"equal costs go to the smallest tree, overlap or not", "dynamo_latest", func(cs []Candidate) {
+			cs[0].IndexBlocks, cs[1].IndexBlocks, cs[2].IndexBlocks = 50, 10, 30
+		}, []int{1}},
+		{"equal costs and equal trees are broken at random", "dynamo_latest", func(cs []Candidate) {}, []int{0, 1, 2}},
+		{"defaults ignore how many requests a worker runs", "dynamo_latest", func(cs []Candidate) {
+			// a: 3 requests sharing 10 active blocks; b: none but 11 active blocks.
+			cs[0].InFlight, cs[0].ActiveBlocks = 3, 10
+			cs[1].ActiveBlocks = 11
+			cs[2].ActiveBlocks = 12
+		}, []int{0}},
+		{"the tuned decode weight charges each active request", "dynamo_tuned", func(cs []Candidate) {
+			cs[0].InFlight, cs[0].ActiveBlocks = 3, 10
+			cs[1].ActiveBlocks = 11
+			cs[2].ActiveBlocks = 12
+		}, []int{1}},
+		{"the tuned credit decay discounts a cache hit behind a prefill queue", "dynamo_tuned", func(cs []Candidate) {
+			// a: 8 blocks cached but 40 blocks of prefill queued: credit 8/(1+4) = 1.6,
+			// cost 40+10−1.6 + 10 = 58.4. b: 30 queued, no cache: 30+10 + 10 = 50.
+			cs[0].Overlap, cs[0].PrefillTokens = 8, 40*32
+			cs[1].PrefillTokens = 30 * 32
+			cs[2].PrefillTokens = 60 * 32
+		}, []int{1}},
+		{"without decay the same cache hit wins", "dynamo_latest", func(cs []Candidate) {
+			// a: 40+10−8 + 10 = 52 < b's 50? no: 52 > 50, so a hit of 8 is not enough...
+			cs[0].Overlap, cs[0].PrefillTokens = 8, 40*32
+			cs[1].PrefillTokens = 33 * 32 // b: 33+10 + 10 = 53
+			cs[2].PrefillTokens = 60 * 32
+		}, []int{0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPolicyWith(tt.policy, Knobs{Weight: 1, Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := cands(fleet(3))
+			tt.set(cs)
+			counts := picks(p, r, cs, 200)
+			for i := range counts {
+				if !containsInt(tt.allowed, i) {
+					t.Fatalf("picked %d; allowed %v (counts %v)", i, tt.allowed, counts)
+				}
+			}
+			if len(counts) != len(tt.allowed) {
+				t.Fatalf("picks %v never covered all of %v", counts, tt.allowed)
+			}
+		})
+	}
+}
+
+func TestDynamoLatestCost(t *testing.T) {
+	r := &Request{Tokens: 320, BlockSize: 32, Chain: make([]uint64, 10)}
+	tests := []struct {
+		name string
+		p    DynamoLatest
+		c    Candidate
+		want float64
+	}{
+		// 10 prompt blocks, 4 cached => 6 to prefill; 10 to decode.
+		{"defaults give Dynamo 0.9's cost", DynamoLatest{Credit: 1, PrefillScale: 1}, Candidate{Overlap: 4}, 16},
+		// Credit 1/(1+1·(20/10)) = 1/3 of 6 cached blocks = 2: 20+10−2 = 28, plus 10.
+		{"decay shrinks the credit with the queued prefill", DynamoLatest{Credit: 1, CreditDecay: 1, PrefillScale: 1}, Candidate{Overlap: 6, PrefillTokens: 640}, 38},
+		// 10 prefill + 10 decode + 2·64.
+		{"each active request costs the decode weight", DynamoLatest{Credit: 1, PrefillScale: 1, RequestWeight: 64}, Candidate{InFlight: 2}, 148},
+		// (10−20) clamps to 0 prefill.
+		{"a credit above the prefill load never goes negative", DynamoLatest{Credit: 2, PrefillScale: 1}, Candidate{Overlap: 10}, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Cost(r, &tt.c); math.Abs(got-tt.want) > 1e-9 {
+				t.Fatalf("Cost = %g, want %g", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSGLangPolicy(t *testing.T) {
+	chain := func(hs ...uint64) []uint64 { return hs }
+	tests := []struct {
+		name string
+		// sent are earlier prompts: each a chain and the worker it went to.
+		sent []struct {
+			chain  []uint64
+			worker int
+		}
+		inflight []int
+		req      []uint64 // 32-token blocks
+		want     int
+	}{
+		{
+			name: "a prompt matched above 30% goes to the worker it was sent to",
+			sent: []struct {
+				chain  []uint64
+				worker int
+			}{{chain(1, 2, 3, 4), 2}},
+			inflight: []int{0, 0, 5},
+			req:      chain(1, 2, 3, 9, 9, 9), // 3 of 6 blocks => 50%
+			want:     2,
+		},
+		{
+			name: "a match of 30% or less goes to the smallest tree",
+			sent: []struct {
+				chain  []uint64
+				worker int
+			}{{chain(1, 2, 3, 4), 0}, {chain(7, 8), 2}},
+			inflight: []int{0, 0, 0},
+			req:      chain(1, 5, 6, 9, 9, 9), // 1 of 6 => 17%
+			want:     1,                       // b's tree is empty
+		},
+		{
+			name: "an imbalanced fleet sends to the least loaded, match or not",
+			sent: []struct {
+				chain  []uint64
+				worker int
+			}{{chain(1, 2, 3, 4), 0}},
+			inflight: []int{100, 30, 31}, // 100−30 > 64 and 100 > 1.5·30
+			req:      chain(1, 2, 3, 4),
+			want:     1,
+		},
+		{
+			name: "a spread over 64 that is not 1.5 times the minimum is balanced",
+			sent: []struct {
+				chain  []uint64
+				worker int
+			}{{chain(1, 2, 3, 4), 0}},
+			inflight: []int{200, 135, 136}, // 200−135 > 64 but 200 < 1.5·135
+			req:      chain(1, 2, 3, 4),
+			want:     0,
+		},
+		{
+			name: "equal matches go to the earlier worker",
+			sent: []struct {
+				chain  []uint64
+				worker int
+			}{{chain(1, 2), 2}, {chain(1, 2), 1}},
+			inflight: []int{0, 0, 0},
+			req:      chain(1, 2, 3),
+			want:     1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewSGLang(32)
+			cs := cands(fleet(3))
+			for _, s := range tt.sent {
+				p.tree.insert(cs[s.worker].Worker.Name, s.chain)
+			}
+			for i, n := range tt.inflight {
+				cs[i].InFlight = n
+			}
+			r := &Request{Tokens: 32 * len(tt.req), BlockSize: 32, Chain: tt.req}
+			if got := p.Pick(r, cs); got != tt.want {
+				t.Fatalf("picked %d, want %d", got, tt.want)
+			}
+			if m := p.tree.match(cs[tt.want].Worker.Name, tt.req); m != len(tt.req) {
+				t.Fatalf("the chosen worker's tree matches %d of %d blocks after the pick: the prompt was not inserted", m, len(tt.req))
+			}
+		})
+	}
+}
+
+func TestSentIndexEvictsTailsFirst(t *testing.T) {
+	s := newSentIndex(4)
+	s.insert("a", []uint64{1, 2, 3})
+	s.insert("a", []uint64{7, 8})
+	// 5 blocks in a cap of 4: the least recent is 3, the tail of the first prompt.
+	if got := s.match("a", []uint64{1, 2, 3}); got != 2 {
+		t.Fatalf("match after eviction = %d, want 2 (the head survives)", got)
+	}
+	if s.size("a") != 4 || s.size("b") != 0 {
+		t.Fatalf("sizes a=%d b=%d, want 4 and 0", s.size("a"), s.size("b"))
+	}
+}
+
+func TestLLMDPolicy(t *testing.T) {
+	tests := []struct {
+		name     string
+		sent     map[int][]uint64 // worker => prompt sent there
+		inflight []int
+		active   []int // active blocks, of 1000 KV blocks
+		req      []uint64
+		allowed  []int
+	}{
+		{
+			name: "the prefix scorer (weight 3) outweighs a fuller cache (weight 2)",
+			// a: 3·1 + 2·1 + 2·(1−0.4) = 6.2; b, c: 0 + 2 + 2 = 4.
+			sent: map[int][]uint64{0: {1, 2, 3, 4}}, inflight: []int{0, 0, 0}, active: []int{400, 0, 0},
+			req: []uint64{1, 2, 3, 4}, allowed: []int{0},
+		},
+		{
+			name: "a full queue outweighs half a prefix",
+			// a: 3·0.5 + 2·0 + 2 = 3.5 (4 waiting); b: 0 + 2·1 + 2 = 4; c: 0 + 2·0.5 + 2 = 3.
+			sent: map[int][]uint64{0: {1, 2}}, inflight: []int{68, 64, 66}, active: []int{0, 0, 0},
+			req: []uint64{1, 2, 3, 4}, allowed: []int{1},
+		},
+		{
+			// Every score is 0 + 2 + 2, so the picks are at random.
+			name: "requests within the batch capacity do not count as queued",
+			sent: map[int][]uint64{}, inflight: []int{60, 10, 0}, active: []int{0, 0, 0},
+			req: []uint64{1, 2}, allowed: []int{0, 1, 2},
+		},
+		{
+			// c: 3·0.5 + 2 + 2 = 5.5; a (block 9 is no prefix): 4; b: 2 + 2·0.5 = 3.
+			name: "half a prefix beats no prefix",
+			sent: map[int][]uint64{0: {9}, 2: {1, 2}}, inflight: []int{0, 0, 0}, active: []int{0, 500, 0},
+			req: []uint64{1, 2, 3, 4}, allowed: []int{2},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := cands(fleet(3))
+			for i := range cs {
+				cs[i].InFlight, cs[i].ActiveBlocks = tt.inflight[i], tt.active[i]
+			}
+			r := &Request{Tokens: 32 * len(tt.req), BlockSize: 32, Chain: tt.req}
+			counts := map[int]int{}
+			for seed := range 100 {
+				p := &LLMD{PrefixWeight: 3, QueueWeight: 2, KVWeight: 2, KVBlocks: 1000, rng: newRand(uint64(seed + 1))}
+				p.sent = newSentIndex(llmdLRUBlocks)
+				for w, ch := range tt.sent {
+					p.sent.insert(cs[w].Worker.Name, ch)
+				}
+				counts[p.Pick(r, cs)]++
+			}
+			for i := range counts {
+				if !containsInt(tt.allowed, i) {
+					t.Fatalf("picked %d; allowed %v (counts %v)", i, tt.allowed, counts)
+				}
+			}
+			if len(counts) != len(tt.allowed) {
+				t.Fatalf("picks %v never covered all of %v", counts, tt.allowed)
+			}
+		})
+	}
+}
