@@ -18,6 +18,14 @@ func TestSimPortsFlag(t *testing.T) {
 	}
 	defer held.Close()
 	taken := held.Addr().(*net.TCPAddr).Port
+	// free is a port nothing held a moment ago, for the range that must
+	// not be the one in use.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
 	tests := []struct {
 		name     string
 		args     []string
@@ -28,8 +36,8 @@ func TestSimPortsFlag(t *testing.T) {
 		{"ports that run past 65535 for the fleet are a usage error", []string{"--sim-ports", "65532"}, 2, "--sim-ports: sim: 3 workers' event ports from 65535 run past 65535"},
 		{"overlapping HTTP and event ports are a usage error", []string{"--sim-ports", "9001,9002"}, 2, "overlap"},
 		{"--sim-ports with real workers is a usage error", []string{"--sim-ports", "9001", "--workers", "http://127.0.0.1:1"}, 2, "drop one of them"},
-		{"a worker's port in use names the port and the flag", []string{"--sim-ports", fmt.Sprint(taken), "--sim-workers", "1"}, 1, fmt.Sprintf("--sim-ports %d: sim: port %d for worker 0 is already in use", taken, taken)},
-		{"an event port in use names the port and the flag", []string{"--sim-ports", fmt.Sprintf("%d,%d", taken+1000, taken), "--sim-workers", "1"}, 1, fmt.Sprintf("sim: event port %d for worker 0 is already in use", taken)},
+		{"a worker's port in use names the port and the flag", []string{"--sim-ports", fmt.Sprintf("%d,%d", taken, free), "--sim-workers", "1"}, 1, fmt.Sprintf("--sim-ports %d,%d: sim: port %d for worker 0 is already in use", taken, free, taken)},
+		{"an event port in use names the port and the flag", []string{"--sim-ports", fmt.Sprintf("%d,%d", free, taken), "--sim-workers", "1"}, 1, fmt.Sprintf("sim: event port %d for worker 0 is already in use", taken)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
