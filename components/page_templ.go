@@ -1102,7 +1102,7 @@ func Workers(w WorkersData) templ.Component {
 			templ_7745c5c3_Var54 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "<section id=\"workers-panel\" class=\"workers-panel\" data-testid=\"workers-panel\" hx-swap-oob=\"true\" aria-label=\"Workers\"><h2>Workers</h2><table><thead><tr><th>worker</th><th>in flight</th><th>queued</th><th>KV cache</th><th>hit rate</th><th>share</th><th>KV events</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 102, "<section id=\"workers-panel\" class=\"workers-panel\" data-testid=\"workers-panel\" hx-swap-oob=\"true\" aria-label=\"Workers\"><h2>Workers</h2><table><thead><tr><th>worker</th><th>in flight</th><th>queued</th><th>KV cache</th><th>hit rate</th><th>share</th><th class=\"events\">KV events</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
