@@ -278,13 +278,7 @@ func Start(cfg Config) (*Demo, error) {
 		opts.Baseline = set
 	}
 	opts.Model = cfg.Model
-	opts.Blind = func() string {
-		var why []string
-		for _, b := range d.Proxy.Router().Blind() {
-			why = append(why, b.Reason)
-		}
-		return strings.Join(why, "; ")
-	}
+	opts.Blind = func() string { return router.BlindSummary(d.Proxy.Router().Blind()) }
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
 	opts.API = d.Proxy

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -200,4 +201,30 @@ func (r *Router) blindCause(wk *Worker) Blindness {
 		b.Reason = fmt.Sprintf("tokenizer mismatch: %s caches prompts the index never matches; the router's tokens differ from the engine's (try --tokenizer auto or worker)", wk.Name)
 	}
 	return b
+}
+
+// BlindSummary says in one line why KV routing is blind, naming each cause
+// once with the workers it affects; "" when bs is empty.
+func BlindSummary(bs []Blindness) string {
+	var causes []string
+	workers := map[string][]string{}
+	for _, b := range bs {
+		if workers[b.Cause] == nil {
+			causes = append(causes, b.Cause)
+		}
+		workers[b.Cause] = append(workers[b.Cause], b.Worker)
+	}
+	var out []string
+	for _, c := range causes {
+		on := strings.Join(workers[c], ", ")
+		switch c {
+		case CauseTokenizer:
+			out = append(out, "tokenizer mismatch on "+on+": the router's tokens differ from the engine's, so the index never matches what they cache (try --tokenizer auto or worker)")
+		case CauseNoEvents:
+			out = append(out, "no KV events from "+on)
+		case CauseUnknownParent:
+			out = append(out, "KV events from "+on+" dropped as unknown parent (check parent0=)")
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -214,3 +214,23 @@ func TestAutoChoose(t *testing.T) {
 		}
 	})
 }
+
+func TestBlindSummary(t *testing.T) {
+	tests := []struct {
+		name string
+		bs   []Blindness
+		want string
+	}{
+		{"no blind worker says nothing", nil, ""},
+		{"workers blind by one cause are named together", []Blindness{{Worker: "a", Cause: CauseTokenizer}, {Worker: "b", Cause: CauseTokenizer}}, "tokenizer mismatch on a, b: "},
+		{"each cause gets its own clause", []Blindness{{Worker: "a", Cause: CauseNoEvents}, {Worker: "b", Cause: CauseUnknownParent}}, "no KV events from a; KV events from b dropped as unknown parent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := BlindSummary(tt.bs)
+			if !strings.HasPrefix(got, tt.want) || (tt.want == "") != (got == "") {
+				t.Errorf("BlindSummary = %q, want it to start %q", got, tt.want)
+			}
+		})
+	}
+}
