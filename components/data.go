@@ -11,6 +11,9 @@ import (
 
 // PageData is what the dashboard page needs on first load.
 type PageData struct {
+	// Blind says why KV routing cannot see the workers' caches, such as a
+	// tokenizer mismatch; empty when it can.
+	Blind string
 	// Mode is the active routing policy in plain words, such as "Round-robin".
 	Mode string
 	// Workers describes the fleet, such as "3 simulated H200 workers".

@@ -50,9 +50,11 @@ type Config struct {
 	// process's own router proxy. With a target and no Workers, kvlens runs
 	// no workers of its own: it measures the target.
 	Target string
-	// Tokenizer is "embedded" (kvlens's own, which the simulated workers
-	// share) or "worker" (each request tokenized by a worker's /tokenize,
-	// for models whose tokenizer kvlens does not embed).
+	// Tokenizer is "auto" or "" (embedded for the simulated fleet; for real
+	// workers, embedded while it matches every worker's /tokenize on a
+	// sample chat, else worker), "embedded" (kvlens's own, which the
+	// simulated workers share) or "worker" (each request tokenized by a
+	// worker's /tokenize, for models whose tokenizer kvlens does not embed).
 	Tokenizer string
 	// FrontendMetrics is a Dynamo frontend's /metrics URL to read its KV hit
 	// rate and queueing from, when Dynamo routes; empty reads none.
@@ -227,11 +229,35 @@ func Start(cfg Config) (*Demo, error) {
 	rcfg.Registerer = reg
 	d.Proxy = router.NewProxy(router.NewRouter(pool, policy, rcfg))
 	switch cfg.Tokenizer {
-	case "", "embedded":
+	case "embedded":
+	case "", "auto":
+		if d.fleet != nil {
+			// The simulated workers share the embedded tokenizer.
+			fmt.Println("kvlens: tokenizer auto: embedded (cl100k, kvlens template): the workers are kvlens's simulated fleet")
+			break
+		}
+		auto := &router.Auto{Worker: &router.WorkerTokenize{Pool: pool, Client: d.Proxy.Client()}, Model: cfg.Model}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fmt.Println("kvlens: " + auto.Choose(ctx, pool))
+		cancel()
+		pool.OnHealthChange(func(w *router.Worker, healthy bool) {
+			if !healthy || !auto.IsEmbedded() {
+				return
+			}
+			// A re-admitted worker may be a new engine; check it again.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if line, err := auto.Check(ctx, w); err == nil && !auto.IsEmbedded() {
+					fmt.Println("kvlens: tokenizer auto: worker (each worker's /tokenize): " + line)
+				}
+			}()
+		})
+		d.Proxy.SetTokenizer(auto)
 	case "worker":
 		d.Proxy.SetTokenizer(&router.WorkerTokenize{Pool: pool, Client: d.Proxy.Client()})
 	default:
-		return fail(fmt.Errorf("--tokenizer %q: want embedded or worker", cfg.Tokenizer))
+		return fail(fmt.Errorf("--tokenizer %q: want auto, embedded or worker", cfg.Tokenizer))
 	}
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -298,6 +324,7 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	d.Store = storeNote(cfg, d.Recording, imported, opts.Baseline)
 	opts.Model = cfg.Model
+	opts.Blind = func() string { return router.BlindSummary(d.Proxy.Router().Blind()) }
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
 	opts.Registerer = reg

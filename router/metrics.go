@@ -28,6 +28,10 @@ type Metrics struct {
 	// too_long (400, a prompt past the maximum context length) or too_large
 	// (413, a body past the cap derived from it).
 	Refused *prometheus.CounterVec
+	// Blind counts the times a worker's KV routing turned blind (the index
+	// predicted under a fifth of the cached tokens it reported), by worker
+	// and likely cause: tokenizer_mismatch, no_events, unknown_parent.
+	Blind *prometheus.CounterVec
 
 	hashing, lookup, scoring, total prometheus.Observer
 }
@@ -65,13 +69,16 @@ func NewMetrics(reg prometheus.Registerer, idx *Index) *Metrics {
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvlens_router_refused_total", Help: "Requests refused before routing: too_long (400, prompt past max_model_len) or too_large (413, body past its cap).",
 		}, []string{"reason"}),
+		Blind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_router_blind_total", Help: "Times a worker's KV routing turned blind (index predicted under a fifth of the cached tokens the worker reported), by likely cause.",
+		}, []string{"worker", "cause"}),
 	}
 	m.hashing = m.Overhead.WithLabelValues("hashing")
 	m.lookup = m.Overhead.WithLabelValues("lookup")
 	m.scoring = m.Overhead.WithLabelValues("scoring")
 	m.total = m.Overhead.WithLabelValues("total")
 	if reg != nil {
-		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors, m.Refused)
+		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors, m.Refused, m.Blind)
 		if idx != nil {
 			reg.MustRegister(eventCollector{idx})
 		}

@@ -228,7 +228,7 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 	if err := tokenizer.CheckBytes(n, limit); err != nil {
 		return nil, nil, err
 	}
-	if _, ok := px.tokenizer.(Embedded); ok && r.URL.Path == "/v1/chat/completions" {
+	if isEmbedded(px.tokenizer) && r.URL.Path == "/v1/chat/completions" {
 		// Every token has at least one byte, so a prompt of at most limit
 		// bytes fits, and only a longer one must be counted to the end.
 		mustCount := n > limit
@@ -247,7 +247,7 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 		return req, rest, nil
 	}
 	var ids []uint32
-	if _, ok := px.tokenizer.(Embedded); ok {
+	if isEmbedded(px.tokenizer) {
 		ids, err = promptTokens(r.URL.Path, body, limit)
 	} else {
 		ids, err = px.tokenizer.Tokens(r.Context(), r.URL.Path, body)
@@ -438,6 +438,9 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			}
 			sc.Close()
 			wk.actualHit.Add(int64(sc.cached))
+			if b != nil && sc.hasCached && resp.StatusCode/100 == 2 {
+				px.rt.ObserveCache(b, sc.cached)
+			}
 			return
 		}
 		if r.Context().Err() != nil {

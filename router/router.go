@@ -99,6 +99,8 @@ type Router struct {
 	shed       int64
 	retries    atomic.Int64
 	last       Decision // the latest decision, for the dashboard's worked example
+
+	blind detector // predicted against reported cached tokens (blind.go)
 }
 
 type policyBox struct{ Policy }

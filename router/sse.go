@@ -18,6 +18,8 @@ type streamScanner struct {
 	onContent func()
 	// cached is the last prompt_tokens_details.cached_tokens seen.
 	cached int
+	// hasCached reports whether cached_tokens was seen at all.
+	hasCached bool
 	// content reports whether content has been seen.
 	content bool
 
@@ -106,5 +108,6 @@ func (s *streamScanner) handle(line []byte) {
 	}
 	if f.Usage != nil && f.Usage.PromptTokensDetails != nil {
 		s.cached = max(0, f.Usage.PromptTokensDetails.CachedTokens)
+		s.hasCached = true
 	}
 }

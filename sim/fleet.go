@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvlens/kvlens/tokenizer"
 	"net"
 	"net/http"
 	"strconv"
@@ -63,6 +64,9 @@ type FleetConfig struct {
 	// Access guards every worker's PUT /admin/faults; the zero rule allows
 	// changes from this machine only. Server.SetFaults needs none.
 	Access access.Rule
+	// Tokenizer is every worker's tokenizer and chat template; nil means the
+	// embedded one (see ServerOptions.Tokenizer).
+	Tokenizer *tokenizer.Engine
 }
 
 // Fleet is a set of simulated workers, each on its own HTTP port, reachable
@@ -110,6 +114,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		opts := ServerOptions{
 			Name: fmt.Sprintf("sim-%d", i), Profile: cfg.Profile, Model: cfg.Model,
 			Faults: cfg.Faults, Seed: cfg.Seed + uint64(i), Access: cfg.Access,
+			Tokenizer: cfg.Tokenizer,
 		}
 		switch {
 		case cfg.Events != nil:

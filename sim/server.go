@@ -74,6 +74,10 @@ type ServerOptions struct {
 	// Access guards PUT /admin/faults; the zero rule allows changes from
 	// this machine only.
 	Access access.Rule
+	// Tokenizer is the engine's tokenizer and chat template; nil means the
+	// embedded one the router uses by default. Another one makes a foreign
+	// engine: its prompts, /tokenize answers and KV events carry its own ids.
+	Tokenizer *tokenizer.Engine
 }
 
 // Server is one simulated worker's HTTP API over its own engine.
@@ -86,6 +90,7 @@ type Server struct {
 	reg    *prometheus.Registry
 	mux    *http.ServeMux
 	clk    clock.Clock
+	tok    *tokenizer.Engine
 }
 
 // NewServer returns a worker with a fresh engine, running.
@@ -116,6 +121,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		runner: NewRunner(eng, clk, opts.Events),
 		reg:    prometheus.NewRegistry(),
 		clk:    clk,
+		tok:    opts.Tokenizer,
+	}
+	if s.tok == nil {
+		s.tok = tokenizer.Embedded
 	}
 	s.faults = newFaultState(opts.Seed)
 	s.applyFaults(opts.Faults)
@@ -391,13 +400,13 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
-		if err := tokenizer.CheckBytes(tokenizer.ChatBytes(req.Messages), limit); err != nil {
+		if err := tokenizer.CheckBytes(s.tok.RenderBytes(req.Messages), limit); err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
 		if err := s.checkModel(req.Model); err != nil {
 			return genRequest{}, http.StatusNotFound, err
 		}
-		prompt = tokenizer.RenderChat(req.Messages)
+		prompt = s.tok.Render(req.Messages)
 		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
@@ -414,7 +423,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
 	}
-	g.ids, err = tokenizer.EncodeLimit(prompt, limit)
+	g.ids, err = s.tok.EncodeLimit(prompt, limit)
 	if err != nil {
 		return genRequest{}, http.StatusBadRequest, err
 	}
@@ -627,6 +636,11 @@ type tokenizeRequest struct {
 // parseTokenizeRequest decodes a /tokenize body and returns the text to
 // tokenize: the prompt, or the messages rendered with the chat template.
 func parseTokenizeRequest(body io.Reader) (string, error) {
+	return parseTokenizeRequestWith(body, tokenizer.Embedded)
+}
+
+// parseTokenizeRequestWith is parseTokenizeRequest with eng's chat template.
+func parseTokenizeRequestWith(body io.Reader, eng *tokenizer.Engine) (string, error) {
 	var req tokenizeRequest
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		return "", fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
@@ -637,7 +651,7 @@ func parseTokenizeRequest(body io.Reader) (string, error) {
 	case req.Prompt != nil:
 		return *req.Prompt, nil
 	case len(req.Messages) > 0:
-		return tokenizer.RenderChat(req.Messages), nil
+		return eng.Render(req.Messages), nil
 	}
 	return "", errors.New("give a prompt or messages to tokenize")
 }
@@ -652,12 +666,12 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	text, err := parseTokenizeRequest(bytes.NewReader(body))
+	text, err := parseTokenizeRequestWith(bytes.NewReader(body), s.tok)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ids, err := tokenizer.EncodeLimit(text, s.prof.MaxModelLen)
+	ids, err := s.tok.EncodeLimit(text, s.prof.MaxModelLen)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -176,7 +176,10 @@ func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
 // encode appends the ids of text to dst, holding len(text) of busy while
 // the BPE runs.
-func encode(text string, dst []uint32) []uint32 {
+func encode(text string, dst []uint32) []uint32 { return encodeWith(get(), text, dst) }
+
+// encodeWith is encode with codec c.
+func encodeWith(c tokenizer.Codec, text string, dst []uint32) []uint32 {
 	w := min(int64(len(text)), busyBytes)
 	busy.Acquire(context.Background(), w) // cannot fail: the context never ends
 	defer busy.Release(w)
@@ -185,10 +188,10 @@ func encode(text string, dst []uint32) []uint32 {
 		// starts once this one's memory is back.
 		defer debug.FreeOSMemory()
 	}
-	ids, _, err := get().Encode(text)
+	ids, _, err := c.Encode(text)
 	if err != nil {
 		// Invalid UTF-8 is replaced rather than refused, as real servers do.
-		ids, _, _ = get().Encode(strings.ToValidUTF8(text, "\uFFFD"))
+		ids, _, _ = c.Encode(strings.ToValidUTF8(text, "\uFFFD"))
 	}
 	dst = slices.Grow(dst, len(ids))
 	for _, id := range ids {

@@ -206,6 +206,7 @@ func (s *Server) panelsHTML(snap loadgen.Snapshot) []byte {
 	components.Tiles(s.tiles(snap)).Render(ctx, &b)
 	components.LiveCount(snap.Live).Render(ctx, &b)
 	components.Workers(s.workers(snap)).Render(ctx, &b)
+	components.BlindBanner(s.blind()).Render(ctx, &b)
 	if s.opts.Simulator != nil {
 		// Broadcast to every browser, so rendered as a viewer; an operator's
 		// button comes back with the next page load or POST.

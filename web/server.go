@@ -109,6 +109,10 @@ type Options struct {
 	// Ready reports why the demo cannot serve load yet, such as no healthy
 	// worker; nil means ready. A nil Ready is always ready.
 	Ready func() error
+	// Blind says why KV routing cannot see the workers' caches (the
+	// router's blindness detector); "" when it can. /readyz names it, and
+	// the header shows it in red. Nil never warns.
+	Blind func() string
 }
 
 // Server is the dashboard's HTTP side.
@@ -218,6 +222,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		name = "Stored curves: " + b.Name
 	}
 	components.Page(components.PageData{
+		Blind:        s.blind(),
 		Mode:         s.opts.Describe(s.rt.PolicyName()),
 		Workers:      s.opts.Workers,
 		Profile:      s.opts.Profile,
@@ -400,7 +405,22 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Blindness does not fail readiness: the workers still serve, only
+	// without cache affinity, and taking the router out of rotation would
+	// turn a slower service into none. The body names it for operators.
+	if why := s.blind(); why != "" {
+		io.WriteString(w, "ready, but KV routing is blind: "+why+"\n")
+		return
+	}
 	io.WriteString(w, "ready\n")
+}
+
+// blind is Options.Blind, or "" when there is none.
+func (s *Server) blind() string {
+	if s.opts.Blind == nil {
+		return ""
+	}
+	return s.opts.Blind()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

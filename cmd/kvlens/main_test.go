@@ -77,7 +77,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a stray argument", []string{"serve", "extra"}, `unexpected argument "extra"`},
 		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be at least 1"},
 		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
-		{"an unknown tokenizer", []string{"--tokenizer", "sentencepiece"}, `--tokenizer "sentencepiece": want embedded or worker`},
+		{"an unknown tokenizer", []string{"--tokenizer", "sentencepiece"}, `--tokenizer "sentencepiece": want auto, embedded or worker`},
 		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more"},
 		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0"},
 	}

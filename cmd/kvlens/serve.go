@@ -45,7 +45,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		return nil
 	})
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
-	fs.StringVar(&cfg.Tokenizer, "tokenizer", "embedded", "how the router tokenizes prompts to hash their blocks: embedded (cl100k and kvlens's chat template, as the simulated workers) or worker (each worker's /tokenize, for other models)")
+	fs.StringVar(&cfg.Tokenizer, "tokenizer", "auto", "how the router tokenizes prompts to hash their blocks: auto (embedded for the simulated fleet; for real workers, embedded if it matches each worker's /tokenize on a sample chat, else worker), embedded (cl100k and kvlens's chat template, as the simulated workers) or worker (each worker's /tokenize, for other models)")
 	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
@@ -279,8 +279,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
 	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
 		return fmt.Errorf("--slider-min %d and --slider-max %d: need 0 <= min <= max", cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
-	case cfg.Tokenizer != "embedded" && cfg.Tokenizer != "worker" && cfg.Tokenizer != "":
-		return fmt.Errorf("--tokenizer %q: want embedded or worker", cfg.Tokenizer)
+	case cfg.Tokenizer != "auto" && cfg.Tokenizer != "embedded" && cfg.Tokenizer != "worker" && cfg.Tokenizer != "":
+		return fmt.Errorf("--tokenizer %q: want auto, embedded or worker", cfg.Tokenizer)
 	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
 		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
 	case cfg.Dashboard.Viewers.MaxViewers < 1:

@@ -43,6 +43,8 @@ func simCmd(args []string) int {
 	profile := sim.DefaultProfile
 	var acc accessFlags
 	fs := simFlags(&cfg, &profile, &acc)
+	encoding := fs.String("tokenizer", "cl100k", "the workers' tokenizer: cl100k (the router's embedded one) or o200k (a foreign engine, as a real model's would be)")
+	template := fs.String("chat-template", "kvlens", "the workers' chat template: kvlens (the router's embedded one) or llama3 (a foreign engine)")
 	maxModelLen := fs.Int("max-model-len", 0, "longest prompt plus output a request may ask for, in tokens; longer prompts are refused with 400 and request bodies are capped from it (default: the profile's)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
@@ -73,6 +75,10 @@ func simCmd(args []string) int {
 		}
 	}
 	cfg.Profile = p
+	if cfg.Tokenizer, err = tokenizer.NewEngine(*encoding, *template); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	f, err := sim.StartFleet(cfg)
@@ -80,7 +86,7 @@ func simCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim: %v\n", err)
 		return 1
 	}
-	fmt.Printf("kvlens sim: %d workers, profile %s, model %s\n", len(f.URLs), p.Name, firstNonEmpty(cfg.Model, p.Model))
+	fmt.Printf("kvlens sim: %d workers, profile %s, model %s, tokenizer %s\n", len(f.URLs), p.Name, firstNonEmpty(cfg.Model, p.Model), cfg.Tokenizer)
 	for i, u := range f.URLs {
 		fmt.Printf("kvlens sim: worker %d on %s (OpenAI API at %s/v1, metrics at %s/metrics, faults at %s/admin/faults)\n", i, u, u, u, u)
 		if i < len(f.EventEndpoints) {

@@ -142,3 +142,26 @@ func TestSimRefusesAContextLengthItsCacheCannotHold(t *testing.T) {
 		})
 	}
 }
+
+func TestSimRefusesAnUnknownTokenizer(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown encoding is refused", []string{"--tokenizer", "sentencepiece"}, `unknown encoding "sentencepiece"`},
+		{"an unknown chat template is refused", []string{"--chat-template", "chatml"}, `unknown chat template "chatml"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := kvlens(append([]string{"sim"}, tt.args...)...).CombinedOutput()
+			exit, ok := err.(*exec.ExitError)
+			if !ok || exit.ExitCode() != 2 {
+				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
+			}
+			if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Fatalf("output %q: want one line saying %s", out, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+package router
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// The blindness detector compares, per worker, what the index predicted a
+// request would find cached with what the worker then reported
+// (usage.prompt_tokens_details.cached_tokens). A router whose tokens differ
+// from the engine's, or that hears no events, predicts nothing while the
+// worker reports large hits: KV routing has silently become load balancing.
+
+const (
+	// blindWindow is how many of a worker's latest answers are compared.
+	blindWindow = 64
+	// blindMinRequests is the fewest answers in the window before a verdict.
+	blindMinRequests = 8
+	// blindMinCached is the fewest cached tokens the worker must report over
+	// the window before a verdict: a cold fleet predicts and reports nothing.
+	blindMinCached = 256
+	// blindRatio: the index is blind when it predicted less than this share
+	// of the cached tokens the worker reported.
+	blindRatio = 0.2
+)
+
+// Blind causes, as /readyz, the dashboard and the metric name them.
+const (
+	CauseTokenizer     = "tokenizer_mismatch"
+	CauseNoEvents      = "no_events"
+	CauseUnknownParent = "unknown_parent"
+)
+
+// Blindness is one worker whose cache the router cannot see.
+type Blindness struct {
+	// Worker is the worker's name.
+	Worker string `json:"worker"`
+	// Cause is tokenizer_mismatch, no_events or unknown_parent.
+	Cause string `json:"cause"`
+	// Reason is a sentence naming the cause, for people.
+	Reason string `json:"reason"`
+	// Requests is how many answers the window holds.
+	Requests int `json:"requests"`
+	// Predicted and Reported are the window's cached tokens as the index
+	// predicted them and as the worker reported them.
+	Predicted int64 `json:"predicted_cached_tokens"`
+	Reported  int64 `json:"reported_cached_tokens"`
+	// Matched is the share of the window's decisions whose prompt matched
+	// at least one block on the chosen worker, 0 to 1.
+	Matched float64 `json:"matched_share"`
+}
+
+// cacheSample is one answer: cached tokens predicted and reported.
+type cacheSample struct {
+	predicted, reported int
+	matched             bool
+}
+
+type cacheWindow struct {
+	samples [blindWindow]cacheSample
+	n, next int
+	blind   bool // the last verdict, so the metric counts transitions
+}
+
+func (cw *cacheWindow) add(s cacheSample) {
+	cw.samples[cw.next] = s
+	cw.next = (cw.next + 1) % blindWindow
+	cw.n = min(cw.n+1, blindWindow)
+}
+
+// sums returns the window's totals.
+func (cw *cacheWindow) sums() (predicted, reported int64, matched int) {
+	for _, s := range cw.samples[:cw.n] {
+		predicted += int64(s.predicted)
+		reported += int64(s.reported)
+		if s.matched {
+			matched++
+		}
+	}
+	return predicted, reported, matched
+}
+
+// looksBlind is the verdict on a window's totals.
+func looksBlind(n int, predicted, reported int64) bool {
+	return n >= blindMinRequests && reported >= blindMinCached && float64(predicted) < blindRatio*float64(reported)
+}
+
+// detector holds every worker's window.
+type detector struct {
+	mu      sync.Mutex
+	windows map[string]*cacheWindow
+}
+
+// observe records one answer of wk: predicted cached tokens from the
+// decision, reported from the worker's usage. It reports whether the
+// worker has just turned blind.
+func (d *detector) observe(worker string, s cacheSample) (turned bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.windows == nil {
+		d.windows = map[string]*cacheWindow{}
+	}
+	cw := d.windows[worker]
+	if cw == nil {
+		cw = &cacheWindow{}
+		d.windows[worker] = cw
+	}
+	cw.add(s)
+	p, r, _ := cw.sums()
+	was := cw.blind
+	cw.blind = looksBlind(cw.n, p, r)
+	return cw.blind && !was
+}
+
+// reset forgets a worker's window, as when its index is cleared.
+func (d *detector) reset(worker string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.windows, worker)
+}
+
+// ObserveCache records that b's worker reported cached tokens for the
+// prompt b was decided on. The proxy calls it when a worker's answer
+// carried usage.prompt_tokens_details.cached_tokens; answers without it
+// (vLLM without --enable-prompt-tokens-details) tell nothing.
+func (r *Router) ObserveCache(b *Booking, cached int) {
+	predicted := min(b.isl, b.Overlap*r.blockSize)
+	if r.blind.observe(b.Worker.Name, cacheSample{predicted: predicted, reported: cached, matched: b.Overlap > 0}) {
+		r.metrics.Blind.WithLabelValues(b.Worker.Name, r.blindCause(b.Worker).Cause).Inc()
+	}
+}
+
+// Blind returns the workers whose cache the router cannot see, by name; an
+// empty list when routing sees every worker it has heard from.
+func (r *Router) Blind() []Blindness {
+	r.blind.mu.Lock()
+	type verdict struct {
+		name    string
+		n       int
+		p, rep  int64
+		matched int
+		isBlind bool
+	}
+	var vs []verdict
+	for name, cw := range r.blind.windows {
+		p, rep, m := cw.sums()
+		if looksBlind(cw.n, p, rep) {
+			vs = append(vs, verdict{name, cw.n, p, rep, m, true})
+		}
+	}
+	r.blind.mu.Unlock()
+	var out []Blindness
+	for _, v := range vs {
+		var wk *Worker
+		for _, w := range r.pool.Workers() {
+			if w.Name == v.name {
+				wk = w
+			}
+		}
+		if wk == nil {
+			continue // it left the pool
+		}
+		b := r.blindCause(wk)
+		b.Requests, b.Predicted, b.Reported = v.n, v.p, v.rep
+		b.Matched = float64(v.matched) / float64(v.n)
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b Blindness) int {
+		switch {
+		case a.Worker < b.Worker:
+			return -1
+		case a.Worker > b.Worker:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// blindCause names the likely cause of wk's blindness from its event
+// stream: no events heard, stores dropped for want of their parent, or,
+// when events arrive and apply, tokens that differ from the engine's.
+func (r *Router) blindCause(wk *Worker) Blindness {
+	b := Blindness{Worker: wk.Name}
+	st := wk.EventStream()
+	switch {
+	case wk.Events != "" && (st == nil || st.Messages == 0):
+		state := "no stream"
+		if st != nil {
+			state = st.State
+		}
+		b.Cause = CauseNoEvents
+		b.Reason = fmt.Sprintf("no KV events from %s (%s %s)", wk.Name, state, wk.Events)
+	case st != nil && st.DroppedBlocks[OutcomeUnknownParent] > st.AppliedBlocks:
+		b.Cause = CauseUnknownParent
+		b.Reason = fmt.Sprintf("%s's KV events are dropped as unknown parent (%d dropped, %d applied blocks); check its parent0 setting", wk.Name, st.DroppedBlocks[OutcomeUnknownParent], st.AppliedBlocks)
+	default:
+		b.Cause = CauseTokenizer
+		b.Reason = fmt.Sprintf("tokenizer mismatch: %s caches prompts the index never matches; the router's tokens differ from the engine's (try --tokenizer auto or worker)", wk.Name)
+	}
+	return b
+}
+
+// BlindSummary says in one line why KV routing is blind, naming each cause
+// once with the workers it affects; "" when bs is empty.
+func BlindSummary(bs []Blindness) string {
+	var causes []string
+	workers := map[string][]string{}
+	for _, b := range bs {
+		if workers[b.Cause] == nil {
+			causes = append(causes, b.Cause)
+		}
+		workers[b.Cause] = append(workers[b.Cause], b.Worker)
+	}
+	var out []string
+	for _, c := range causes {
+		on := strings.Join(workers[c], ", ")
+		switch c {
+		case CauseTokenizer:
+			out = append(out, "tokenizer mismatch on "+on+": the router's tokens differ from the engine's, so the index never matches what they cache (try --tokenizer auto or worker)")
+		case CauseNoEvents:
+			out = append(out, "no KV events from "+on)
+		case CauseUnknownParent:
+			out = append(out, "KV events from "+on+" dropped as unknown parent (check parent0=)")
+		}
+	}
+	return strings.Join(out, "; ")
+}
