@@ -158,7 +158,7 @@ type answer struct {
 
 func chat(t *testing.T, url string, msgs []tokenizer.Message) answer {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "kvlens", "messages": msgs, "max_tokens": 24, "temperature": 0})
+	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": 24, "temperature": 0})
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
