@@ -126,7 +126,10 @@ func (d *detector) reset(worker string) {
 // carried usage.prompt_tokens_details.cached_tokens; answers without it
 // (vLLM without --enable-prompt-tokens-details) tell nothing.
 func (r *Router) ObserveCache(b *Booking, cached int) {
+	// Complete may still be giving the booking its whole prompt.
+	r.mu.Lock()
 	predicted := min(b.isl, b.Overlap*r.blockSize)
+	r.mu.Unlock()
 	if r.blind.observe(b.Worker.Name, cacheSample{predicted: predicted, reported: cached, matched: b.Overlap > 0}) {
 		r.metrics.Blind.WithLabelValues(b.Worker.Name, r.blindCause(b.Worker).Cause).Inc()
 	}
