@@ -157,8 +157,8 @@ func startPair(b *testing.B, bin, dir string, client *http.Client) pair {
 	p.sim = start(b, bin, "sim", "--count", "1", "--ports", strconv.Itoa(simPort), "--slowdown", "0.01")
 	p.serve = start(b, bin, "serve", "--addr", fmt.Sprintf("127.0.0.1:%d", servePort), "--workers", p.simURL,
 		"--no-start", "--record=false", "--db", filepath.Join(dir, "kvlens.db"), "--open-controls")
-	waitFor(b, client, p.simURL+"/v1/models")
-	waitFor(b, client, p.serveURL+"/v1/models")
+	waitOK(b, p.simURL+"/v1/models")
+	waitOK(b, p.serveURL+"/v1/models")
 	// The router only refuses by the worker's limit once it has learned
 	// it: until then a body just over the worker's cap is within the
 	// default's.
@@ -240,21 +240,4 @@ func start(b *testing.B, bin string, args ...string) *exec.Cmd {
 func stop(cmd *exec.Cmd) {
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	cmd.Wait()
-}
-
-// waitFor polls url until it answers 200, for at most 30 s.
-func waitFor(b *testing.B, client *http.Client, url string) {
-	b.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s did not answer 200 within 30 s", url)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

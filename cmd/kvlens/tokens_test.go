@@ -68,7 +68,7 @@ func startForeignFleet(t *testing.T) *foreignFleet {
 }
 
 // waitOK polls url until it answers 200, for at most 30 s.
-func waitOK(t *testing.T, url string) {
+func waitOK(t testing.TB, url string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if resp, err := http.Get(url); err == nil {
