@@ -35,19 +35,32 @@ func (p *Dynamo) Pick(r *Request, cands []Candidate) int {
 	if p.rng == nil {
 		p.rng = newRand(0)
 	}
+	// Among equal costs the smallest tree wins, where only a worker that
+	// overlaps the prompt has one.
+	tree := func(c *Candidate) int {
+		if c.Overlap > 0 {
+			return c.IndexBlocks
+		}
+		return 0
+	}
+	return pickByCost(cands, func(c *Candidate) float64 { return DynamoCost(r, c, p.Weight) }, tree, p.Temperature, p.rng)
+}
+
+// pickByCost is Dynamo's selection: with temperature t > 0 a softmax draw
+// over the costs, else the lowest cost, among equal costs the smallest
+// tree, then uniformly at random.
+func pickByCost(cands []Candidate, cost func(*Candidate) float64, tree func(*Candidate) int, t float64, rng *rand.Rand) int {
 	var buf [64]float64
 	costs := buf[:0]
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range cands {
-		v := DynamoCost(r, &cands[i], p.Weight)
+		v := cost(&cands[i])
 		costs = append(costs, v)
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	if p.Temperature > 0 {
-		return sampleSoftmax(costs, lo, hi, p.Temperature, p.rng)
+	if t > 0 {
+		return sampleSoftmax(costs, lo, hi, t, rng)
 	}
-	// Argmin; among equal costs the smallest tree, where only a worker that
-	// overlaps the prompt has one, then uniformly at random.
 	var tieBuf [64]int
 	ties := tieBuf[:0]
 	smallest := math.MaxInt
@@ -55,18 +68,14 @@ func (p *Dynamo) Pick(r *Request, cands []Candidate) int {
 		if v != lo {
 			continue
 		}
-		n := 0
-		if cands[i].Overlap > 0 {
-			n = cands[i].IndexBlocks
-		}
-		switch {
+		switch n := tree(&cands[i]); {
 		case n < smallest:
 			smallest, ties = n, append(ties[:0], i)
 		case n == smallest:
 			ties = append(ties, i)
 		}
 	}
-	return ties[p.rng.IntN(len(ties))]
+	return ties[rng.IntN(len(ties))]
 }
 
 // sampleSoftmax draws i with p ∝ exp(−((v_i − lo)/(hi − lo))/t), uniformly

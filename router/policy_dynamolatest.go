@@ -1,7 +1,6 @@
 package router
 
 import (
-	"math"
 	"math/rand/v2"
 )
 
@@ -83,32 +82,8 @@ func (p *DynamoLatest) Pick(r *Request, cands []Candidate) int {
 	if p.rng == nil {
 		p.rng = newRand(0)
 	}
-	var buf [64]float64
-	costs := buf[:0]
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i := range cands {
-		v := p.Cost(r, &cands[i])
-		costs = append(costs, v)
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	if p.Temperature > 0 {
-		return sampleSoftmax(costs, lo, hi, p.Temperature, p.rng)
-	}
-	var tieBuf [64]int
-	ties := tieBuf[:0]
-	smallest := math.MaxInt
-	for i, v := range costs {
-		if v != lo {
-			continue
-		}
-		switch n := cands[i].IndexBlocks; {
-		case n < smallest:
-			smallest, ties = n, append(ties[:0], i)
-		case n == smallest:
-			ties = append(ties, i)
-		}
-	}
-	return ties[p.rng.IntN(len(ties))]
+	tree := func(c *Candidate) int { return c.IndexBlocks }
+	return pickByCost(cands, func(c *Candidate) float64 { return p.Cost(r, c) }, tree, p.Temperature, p.rng)
 }
 
 // Cost is the newest Dynamo logit for sending r to c, in blocks:
