@@ -276,12 +276,12 @@ func Start(cfg Config) (*Demo, error) {
 	}
 
 	opts := cfg.Dashboard
-	opts.Workers = fmt.Sprintf("%d %s workers", len(workers), kind)
+	opts.Workers = fmt.Sprintf("%d %s %s", len(workers), kind, plural(len(workers), "worker"))
 	switch {
 	case cfg.Target != "" && len(cfg.Workers) == 0:
 		opts.Workers = "load sent to " + cfg.Target
 	case cfg.Target != "":
-		opts.Workers = fmt.Sprintf("load sent to %s; %d real workers watched", cfg.Target, len(workers))
+		opts.Workers = fmt.Sprintf("load sent to %s; %d real %s watched", cfg.Target, len(workers), plural(len(workers), "worker"))
 	}
 	if d.fleet != nil {
 		opts.Profile = cfg.SimProfile.Name
@@ -577,6 +577,14 @@ func loopbackAddr(a net.Addr) string {
 		return fmt.Sprintf("127.0.0.1:%d", tcp.Port)
 	}
 	return a.String()
+}
+
+// plural is noun for one, nouns for any other count.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }
 
 func portOf(addr string) int {

@@ -42,7 +42,7 @@ func TestTargetRunsNoWorkersAndSaysWhereTheLoadGoes(t *testing.T) {
 			"load sent to " + target},
 		{"a target with workers watches the workers and names the target", target, []string{"a=" + real.URL}, 1, false,
 			[]string{"sending the load to " + target, "routing round_robin over 1 workers: a=" + real.URL},
-			"load sent to " + target + "; 1 real workers watched"},
+			"load sent to " + target + "; 1 real worker watched"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
