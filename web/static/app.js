@@ -4,7 +4,7 @@
 (function () {
   "use strict";
   const body = document.body;
-  const { colours, fmt, chartHeight } = window.kvlens;
+  const { colours, fmt, chartHeight, legend } = window.kvlens;
   const charts = window.kvlens.timeCharts();
   let lastFrame = 0;
 
@@ -41,7 +41,7 @@
     baseEl.dataset.liveX = lv ? String(lv.c) : "";
     baseEl.dataset.liveY = lv ? String(lv.values[field]) : "";
     const opts = {
-      width: Math.max(baseEl.clientWidth, 260), height: chartHeight(),
+      width: Math.max(baseEl.clientWidth, 260), height: baseHeight(), legend,
       scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max || 0, slo || 0, 1) * 1.15] } },
       axes: [{ stroke: "#ccc", grid: { stroke: "#333" }, label: "conversations" }, { stroke: "#ccc", grid: { stroke: "#333" }, label: unit }],
       series,
@@ -52,8 +52,17 @@
       basePlot = new uPlot(opts, data, baseEl);
     }
   }
+  // The side column holds the baseline chart, its sentence and notes, and
+  // the workers panel, beside two rows of time charts: the chart gets what
+  // the notes and panel leave of that height (the notes take about 130 px,
+  // the panel its own height), and at least 100 px.
+  function baseHeight() {
+    if (window.innerWidth < 1200) return chartHeight();
+    const panel = document.querySelector(".workers-panel");
+    return Math.round(Math.max(100, Math.min(chartHeight(), 2 * chartHeight() + 160 - 130 - (panel ? panel.offsetHeight : 150) - 90)));
+  }
   fieldSel.addEventListener("change", () => { if (basePlot) { basePlot.destroy(); basePlot = null; } drawBaseline(); });
-  window.addEventListener("resize", () => basePlot && basePlot.setSize({ width: Math.max(baseEl.clientWidth, 260), height: chartHeight() }));
+  window.addEventListener("resize", () => basePlot && basePlot.setSize({ width: Math.max(baseEl.clientWidth, 260), height: baseHeight() }));
   drawBaseline();
 
   body.addEventListener("htmx:wsBeforeMessage", (e) => {

@@ -10,8 +10,20 @@
   const colours = { p50: "#4fc3f7", p95: "#ffb74d", slo: "#ef5350", tops: "#81c784", rps: "#ce93d8", err: "#ef5350" };
   const fmt = (unit, digits) => (u, v) => (v == null ? "—" : v.toFixed(digits) + unit);
 
-  // Charts share the height left on a 1080p projector; phones get a fixed one.
-  const chartHeight = () => (window.innerWidth < 900 ? 180 : Math.max(140, Math.min(230, (window.innerHeight - 520) / 2)));
+  // Two rows of charts share the height left under the tiles, so that the
+  // board fits the screen whatever banners sit above it; phones get a fixed
+  // height. Each chart's caption, axis and legend take about 80 px beside the
+  // plot; chartReserve more keeps the side column's notes on screen.
+  const chartReserve = 130;
+  const chartHeight = () => {
+    if (window.innerWidth < 900) return 180;
+    const board = document.querySelector(".board");
+    const top = board ? board.getBoundingClientRect().top + window.scrollY : 400;
+    return Math.round(Math.max(120, Math.min(280, (window.innerHeight - top - chartReserve) / 2 - 80)));
+  };
+  // Legends name the series only: a live legend shows the value under the
+  // cursor, and without a cursor it is a row of dashes.
+  const legend = { live: false };
   const axis = (label) => [{ stroke: "#ccc", grid: { stroke: "#333" } }, { stroke: "#ccc", grid: { stroke: "#333" }, label }];
 
   // timeCharts draws the TTFT, TPOT, throughput and errors charts into the
@@ -64,8 +76,11 @@
       const data = series.map(() => []);
       const size = () => ({ width: Math.max(el.clientWidth, 260), height: chartHeight() });
       const yRange = sp.slo ? (u, min, max) => [0, Math.max(max || 0, sp.slo) * 1.15] : (u, min, max) => [0, Math.max(max || 0, 1) * 1.15];
-      const plot = new uPlot({ ...size(), plugins: [marksPlugin], scales: { x: { time: true }, y: { range: yRange } }, axes: axis(sp.unit), series }, data, el);
+      const plot = new uPlot({ ...size(), legend, plugins: [marksPlugin], scales: { x: { time: true }, y: { range: yRange } }, axes: axis(sp.unit), series }, data, el);
       window.addEventListener("resize", () => plot.setSize(size()));
+      // A banner appearing in the header moves the board down: fit again.
+      const header = document.querySelector("header");
+      if (header && window.ResizeObserver) new ResizeObserver(() => plot.setSize(size())).observe(header);
       return { sp, el, plot, data };
     });
 
@@ -94,5 +109,5 @@
     };
   }
 
-  window.kvlens = { slo, colours, fmt, chartHeight, windowSecs, timeCharts };
+  window.kvlens = { slo, colours, fmt, chartHeight, legend, windowSecs, timeCharts };
 })();
