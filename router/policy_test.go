@@ -272,6 +272,9 @@ func TestNewPolicy(t *testing.T) {
 		if Describe(name) == name {
 			t.Errorf("Describe(%s) has no plain words", name)
 		}
+		if Rule(name) == "" {
+			t.Errorf("Rule(%s) says nothing: the dashboard's How it works lists every policy", name)
+		}
 	}
 	if _, err := NewPolicy("magic"); err == nil || !strings.Contains(err.Error(), "available: round_robin") {
 		t.Fatalf("unknown policy error = %v, want one listing the available ones", err)

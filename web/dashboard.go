@@ -268,7 +268,23 @@ func (s *Server) costExample() *components.CostExample {
 			Cost: cost(&d.Request, c, 1),
 		})
 	}
+	lowest := 0
+	for i, r := range ex.Rows {
+		if r.Cost < ex.Rows[lowest].Cost {
+			lowest = i
+		}
+	}
+	ex.Lowest = ex.Rows[lowest].Worker
 	return ex
+}
+
+// policyRules lists every routing policy with its rule, for How it works.
+func (s *Server) policyRules() []components.PolicyRule {
+	var out []components.PolicyRule
+	for _, name := range router.Policies {
+		out = append(out, components.PolicyRule{Text: s.opts.Describe(name), Rule: router.Rule(name)})
+	}
+	return out
 }
 
 // baselineJSON is the overlay chart's data, embedded in the page.

@@ -688,32 +688,54 @@ func TestHowItWorksShowsTheLastDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newFakeRouter("kv")
 	// A 1,000-token prompt in blocks of 100: b caches 8 blocks, a none.
-	rt.decision = &router.Decision{Policy: "kv", Chosen: 1,
-		Request: router.Request{Tokens: 1000, BlockSize: 100, Chain: make([]uint64, 10)},
-		Candidates: []router.Candidate{
-			{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
-			{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
-		}}
-	opts := testOptions()
-	opts.BlockSize = 100
-	srv := New(&fakeLoad{}, rt, opts)
-	w := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/how", nil))
-	doc, _ := goquery.NewDocumentFromReader(w.Body)
-	rows := doc.Find(`[data-testid=cost-example] tbody tr`)
-	if rows.Length() != 2 {
-		t.Fatalf("worked example has %d rows, want 2", rows.Length())
-	}
 	// KVCost: a = (0 + 1000)/100 + 500/100 = 15; b = (100 + 200)/100 + 900/100 = 12.
-	for i, want := range []string{"15.0", "12.0"} {
-		if got := rows.Eq(i).Find("td").Last().Text(); got != want {
-			t.Errorf("row %d cost = %q, want %s", i, got, want)
-		}
+	cands := []router.Candidate{
+		{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
+		{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
 	}
-	if chosen := doc.Find(`tr.chosen td`).First().Text(); chosen != "b" {
-		t.Fatalf("chosen = %q, want b", chosen)
+	for _, tt := range []struct {
+		name   string
+		policy string
+		chosen int
+		marks  []string
+	}{
+		{"kv chose the worker of lowest cost, and the row says both", "kv", 1, []string{"", "chosen · lowest cost"}},
+		{"round-robin chose a worker that is not the cheapest, and the rows tell them apart", "round_robin", 0,
+			[]string{"chosen, by Plain round_robin's rule below", "lowest cost"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := newFakeRouter(tt.policy)
+			rt.decision = &router.Decision{Policy: tt.policy, Chosen: tt.chosen,
+				Request: router.Request{Tokens: 1000, BlockSize: 100, Chain: make([]uint64, 10)}, Candidates: cands}
+			opts := testOptions()
+			opts.BlockSize = 100
+			srv := New(&fakeLoad{}, rt, opts)
+			w := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/how", nil))
+			doc, _ := goquery.NewDocumentFromReader(w.Body)
+			rows := doc.Find(`[data-testid=cost-example] tbody tr`)
+			if rows.Length() != 2 {
+				t.Fatalf("worked example has %d rows, want 2", rows.Length())
+			}
+			for i, want := range []string{"15.0", "12.0"} {
+				if got := rows.Eq(i).Find("td").Eq(6).Text(); got != want {
+					t.Errorf("row %d cost = %q, want %s", i, got, want)
+				}
+				if got := rows.Eq(i).Find("td.why").Text(); got != tt.marks[i] {
+					t.Errorf("row %d says %q, want %q", i, got, tt.marks[i])
+				}
+			}
+			if chosen := doc.Find(`tr.chosen td`).First().Text(); chosen != cands[tt.chosen].Worker.Name {
+				t.Errorf("highlighted = %q, want %s", chosen, cands[tt.chosen].Worker.Name)
+			}
+			if n := doc.Find(`[data-testid=formulas] li`).Length(); n != 5 {
+				t.Errorf("%d formula lines, want 5, one per line", n)
+			}
+			if n := doc.Find(`[data-testid=policies] dd`).Length(); n != len(router.Policies) {
+				t.Errorf("%d policies explained, want every one of %d", n, len(router.Policies))
+			}
+		})
 	}
 }
 
