@@ -301,4 +301,6 @@ func storedText(stored bool) string {
 // Option is one choice of a select.
 type Option struct {
 	Value, Label string
+	// Selected marks the option in force.
+	Selected bool
 }

@@ -125,6 +125,8 @@ type Server struct {
 	rule access.Rule
 	// history holds the chart's last 5 minutes, for browsers that connect late.
 	history history
+	// fault is the fault in force, as /api/fault takes it; "" means none.
+	faultInForce atomic.Pointer[string]
 	// baseline is the set the tiles and the overlay compare with; it starts
 	// as Options.Baseline and changes when a simulated curve is put in use.
 	baseline atomic.Pointer[baselines.Set]
@@ -365,7 +367,11 @@ func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
 
 // stateJSON is the body of GET /api/state.
 type stateJSON struct {
-	Mode     string           `json:"mode"`
+	Mode string `json:"mode"`
+	// Fault is the fault the dashboard injected into the simulated fleet,
+	// as /api/fault takes it ("none", "503:10", "slow:2"); empty for real
+	// workers.
+	Fault    string           `json:"fault,omitempty"`
 	Snapshot loadgen.Snapshot `json:"snapshot"`
 	// Frontend is the Dynamo frontend's own view, when kvlens reads one.
 	Frontend *dynamo.Stats `json:"frontend,omitempty"`
@@ -373,6 +379,9 @@ type stateJSON struct {
 
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 	st := stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()}
+	if s.opts.Faults != nil {
+		st.Fault = s.currentFault()
+	}
 	if s.opts.Frontend != nil {
 		f := s.opts.Frontend.Stats()
 		st.Frontend = &f
@@ -425,14 +434,22 @@ func (s *Server) blind() string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// faultOptions are the fault presets the page offers; none for real workers.
+// faultOptions are the fault presets the page offers, the one in force
+// selected (and added when it is not a preset); none for real workers.
 func (s *Server) faultOptions() []components.Option {
 	if s.opts.Faults == nil {
 		return nil
 	}
+	now := s.currentFault()
 	var out []components.Option
+	found := false
 	for _, p := range FaultPresets {
-		out = append(out, components.Option{Value: p[0], Label: p[1]})
+		out = append(out, components.Option{Value: p[0], Label: p[1], Selected: p[0] == now})
+		found = found || p[0] == now
+	}
+	if !found {
+		kind, amount, _ := ParseFault(now)
+		out = append(out, components.Option{Value: now, Label: faultLabel(kind, amount), Selected: true})
 	}
 	return out
 }
