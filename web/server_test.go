@@ -452,6 +452,22 @@ func TestQRCode(t *testing.T) {
 	}
 }
 
+func TestTheFaviconIsServedOnBothPaths(t *testing.T) {
+	srv := New(&fakeLoad{}, newFakeRouter("kv"), testOptions())
+	for _, path := range []string{"/favicon.ico", "/favicon.svg"} {
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != 200 || w.Header().Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(w.Body.String(), "<svg") {
+			t.Errorf("GET %s = %d %s", path, w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+	page := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
+	if !strings.Contains(page.Body.String(), `<link rel="icon" href="/favicon.svg"`) {
+		t.Error("the page links no icon")
+	}
+}
+
 func TestFirstLoadIsLightAndSelfContained(t *testing.T) {
 	// The booth may have no network: everything the page needs comes from
 	// the binary, and the first load stays under 300 KB.
