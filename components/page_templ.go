@@ -44,7 +44,7 @@ func Page(d PageData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</title><link rel=\"stylesheet\" href=\"/static/vendor/uPlot.min.css\"><link rel=\"stylesheet\" href=\"/static/app.css\"><link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\"><script src=\"/static/vendor/htmx.min.js\"></script><script src=\"/static/vendor/htmx-ext-ws.min.js\"></script><script src=\"/static/vendor/uPlot.iife.min.js\"></script></head><body hx-ext=\"ws\" ws-connect=\"/ws\" data-slo-ttft=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</title><link rel=\"stylesheet\" href=\"/static/vendor/uPlot.min.css\"><link rel=\"stylesheet\" href=\"/static/app.css\"><link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\"><script src=\"/static/vendor/htmx.min.js\"></script><script src=\"/static/vendor/htmx-ext-ws.min.js\"></script><script src=\"/static/vendor/uPlot.iife.min.js\"></script></head><body hx-ext=\"ws\" ws-connect=\"/ws\" data-slo-ttft=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

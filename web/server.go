@@ -210,14 +210,13 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/api/state", s.state)
 		static, _ := fs.Sub(staticFiles, "static")
 		r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
-		// Browsers ask for /favicon.ico whatever the page links; both get the SVG.
-		for _, p := range []string{"/favicon.svg", "/favicon.ico"} {
-			r.Get(p, func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "image/svg+xml")
-				w.Header().Set("Cache-Control", "max-age=86400")
-				http.ServeFileFS(w, r, static, "favicon.svg")
-			})
-		}
+		// Pages link /static/favicon.svg, but some clients ask for
+		// /favicon.ico whatever a page links.
+		r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "image/svg+xml")
+			w.Header().Set("Cache-Control", "max-age=86400")
+			http.ServeFileFS(w, r, static, "favicon.svg")
+		})
 	})
 	return r
 }

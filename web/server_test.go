@@ -454,7 +454,7 @@ func TestQRCode(t *testing.T) {
 
 func TestTheFaviconIsServedOnBothPaths(t *testing.T) {
 	srv := New(&fakeLoad{}, newFakeRouter("kv"), testOptions())
-	for _, path := range []string{"/favicon.ico", "/favicon.svg"} {
+	for _, path := range []string{"/favicon.ico", "/static/favicon.svg"} {
 		w := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
 		if w.Code != 200 || w.Header().Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(w.Body.String(), "<svg") {
@@ -463,7 +463,7 @@ func TestTheFaviconIsServedOnBothPaths(t *testing.T) {
 	}
 	page := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
-	if !strings.Contains(page.Body.String(), `<link rel="icon" href="/favicon.svg"`) {
+	if !strings.Contains(page.Body.String(), `<link rel="icon" href="/static/favicon.svg"`) {
 		t.Error("the page links no icon")
 	}
 }
