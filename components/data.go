@@ -170,6 +170,8 @@ type ConversationItem struct {
 	Turns, Planned, Errs int
 	Done                 bool
 	Worker               string
+	// Asking says that a turn is out, waiting for its answer.
+	Asking bool
 }
 
 // ConversationData is one conversation, turn by turn.
@@ -178,6 +180,16 @@ type ConversationData struct {
 	Title   string
 	Starter string
 	Turns   []TurnData
+	// Asking is the question waiting for its answer; nil when none is.
+	Asking *AskingData
+}
+
+// AskingData is a question sent and not yet answered.
+type AskingData struct {
+	Index            int
+	Question, Source string
+	// Waiting is how long it has waited, formatted ("12 s").
+	Waiting string
 }
 
 // TurnData is one turn of a conversation; times are formatted.

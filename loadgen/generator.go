@@ -489,6 +489,7 @@ func (g *Generator) fill(r *run) {
 		c := newConversation(s, turns, rng)
 		c.log = g.log.open(c.starter, c.turns, g.clk.Now())
 		c.question, c.source = openingQuestion(c.starter), "opening"
+		g.log.ask(c.log, c.turn, c.question, c.source, g.clk.Now())
 		g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
 			g.answered(r, c, res, stopped)
 		})
@@ -626,6 +627,7 @@ func (g *Generator) nextTurn(r *run, c *conversation) {
 		g.endConversation(r, c, true)
 		return
 	}
+	g.log.ask(c.log, c.turn, c.question, c.source, g.clk.Now())
 	g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
 		g.answered(r, c, res, stopped)
 	})

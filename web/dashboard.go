@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
@@ -370,7 +371,7 @@ func (s *Server) conversations() components.ConversationsData {
 	// The log lists newest first; 50 are plenty to pick one to read.
 	for _, c := range list[:min(len(list), 50)] {
 		d.Items = append(d.Items, components.ConversationItem{ID: c.ID, Title: c.Title, Turns: c.Turns, Planned: c.Planned,
-			Errs: c.Errors, Done: c.Done, Worker: c.LastWorker})
+			Errs: c.Errors, Done: c.Done, Worker: c.LastWorker, Asking: c.Asking})
 	}
 	return d
 }
@@ -389,6 +390,10 @@ func conversation(c loadgen.ConversationLog, starter string) components.Conversa
 		d.Turns = append(d.Turns, components.TurnData{Index: t.Index, Question: t.Question, Answer: t.Answer,
 			Source: t.QuestionSource, Worker: t.Worker, TTFT: ttft, TPOT: tpot, ISL: t.ISL, OSL: t.OSL,
 			Cached: t.CachedTokens, Error: t.Error})
+	}
+	if a := c.Asking; a != nil {
+		d.Asking = &components.AskingData{Index: a.Index, Question: a.Question, Source: a.QuestionSource,
+			Waiting: fmt.Sprintf("%.0f s", time.Since(a.Sent).Seconds())}
 	}
 	return d
 }

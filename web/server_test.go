@@ -53,7 +53,7 @@ func (f *fakeLoad) Reset() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
 func (f *fakeLoad) Conversations() []loadgen.ConversationSummary {
 	var out []loadgen.ConversationSummary
 	for _, c := range f.convs {
-		out = append(out, loadgen.ConversationSummary{ID: c.ID, Title: c.Title, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done})
+		out = append(out, loadgen.ConversationSummary{ID: c.ID, Title: c.Title, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done, Asking: c.Asking != nil})
 	}
 	return out
 }
@@ -666,7 +666,8 @@ func TestConversations(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	load.convs = []loadgen.ConversationLog{{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
 		{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
-	}}}
+	}}, {ID: 9, Title: "Prefix caching", Planned: 3,
+		Asking: &loadgen.AskingTurn{Index: 0, Question: "Why cache prefixes?", QuestionSource: "opening", Sent: time.Now()}}}
 	ts := httptest.NewServer(New(load, newFakeRouter("kv"), testOptions()).Handler())
 	defer ts.Close()
 	get := func(path string) (int, string) {
@@ -686,6 +687,9 @@ func TestConversations(t *testing.T) {
 		{"the list links each conversation", "/conversations", 200, `hx-get="/conversations/7"`},
 		{"a turn shows its worker and timings", "/conversations/7", 200, "worker <strong>sim-1</strong> · TTFT 312 ms · TPOT 21.5 ms"},
 		{"text is escaped", "/conversations/7", 200, "Explain &lt;this&gt;"},
+		{"a conversation waiting for its first answer says so in the list", "/conversations", 200, "answering turn 1/3"},
+		{"a conversation waiting for its first answer shows the question, not a blank pane", "/conversations/9", 200, "waiting for the answer"},
+		{"the waiting question is shown", "/conversations/9", 200, "Why cache prefixes?"},
 		{"an unknown conversation is a 404 with a reason", "/conversations/8", 404, "conversation 8 is not in the log"},
 		{"a malformed id is a 400", "/conversations/x", 400, `conversation "x": not a number`},
 	}
