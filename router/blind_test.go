@@ -162,7 +162,12 @@ func engineTokenize(t *testing.T, eng *tokenizer.Engine) *httptest.Server {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		json.NewEncoder(w).Encode(map[string]any{"tokens": eng.Encode(eng.Render(req.Messages))})
+		text, err := eng.Render(req.Messages)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"tokens": eng.Encode(text)})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
