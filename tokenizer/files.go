@@ -171,3 +171,18 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
+
+// Open returns the engine a --tokenizer flag names: a built-in encoding
+// (cl100k, o200k) with a built-in template ("" is kvlens's), or a model's
+// own files (see LoadFiles), which bring their own template, so template
+// must then be "".
+func Open(name, template string) (*Engine, error) {
+	switch name {
+	case "", "cl100k", "o200k":
+		return NewEngine(name, template)
+	}
+	if template != "" {
+		return nil, fmt.Errorf("tokenizer: %s brings its own chat template; drop the built-in one (%s)", name, template)
+	}
+	return LoadFiles(name)
+}
