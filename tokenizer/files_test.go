@@ -335,3 +335,15 @@ func FuzzParseConfig(f *testing.F) {
 		tmpl.render(threeTurns, true)
 	})
 }
+
+// BenchmarkFilesEncode measures a model's own tokenizer on new text, which
+// misses the segment cache: prose between two special tokens.
+func BenchmarkFilesEncode(b *testing.B) {
+	e := loadFixture(b, "llama3")
+	corpus, _ := os.ReadFile(filepath.Join("testdata", "corpus.txt"))
+	b.SetBytes(int64(len(corpus)))
+	for i := 0; b.Loop(); i++ {
+		// A new prefix each time, so that the segment is new.
+		e.Encode(fmt.Sprintf("<|eot_id|>%d %s", i, corpus))
+	}
+}
