@@ -21,6 +21,7 @@ import (
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/store"
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // serveFlags binds serve's flags to cfg, and those that say who may change
@@ -45,7 +46,21 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		return nil
 	})
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
-	fs.StringVar(&cfg.Tokenizer, "tokenizer", "auto", "how the router tokenizes prompts to hash their blocks: auto (embedded for the simulated fleet; for real workers, embedded if it matches each worker's /tokenize on a sample chat, else worker), embedded (cl100k and kvlens's chat template, as the simulated workers) or worker (each worker's /tokenize, for other models)")
+	fs.Func("tokenizer", "how the router tokenizes prompts to hash their blocks: auto (embedded for the simulated fleet; for real workers, the first of --tokenizer-dir's files and the embedded tokenizer that matches each worker's /tokenize on a sample chat, else worker), embedded (cl100k and kvlens's chat template, as the simulated workers), worker (each worker's /tokenize), or PATH: the model's own tokenizer and chat template, a directory holding tokenizer.json and tokenizer_config.json, or the path of tokenizer.json (default auto)", func(s string) error {
+		switch s {
+		case "auto", "embedded", "worker":
+			cfg.Tokenizer = s
+			return nil
+		}
+		e, err := tokenizer.LoadFiles(s)
+		cfg.Tokenizer, cfg.TokenizerFiles = "files", e
+		return err
+	})
+	fs.Func("tokenizer-dir", "with --tokenizer auto, a directory holding the model's tokenizer.json and tokenizer_config.json (such as the mounted model) to try before the embedded tokenizer", func(s string) error {
+		e, err := tokenizer.LoadFiles(s)
+		cfg.AutoFiles = e
+		return err
+	})
 	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
@@ -279,8 +294,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
 	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
 		return fmt.Errorf("--slider-min %d and --slider-max %d: need 0 <= min <= max", cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
-	case cfg.Tokenizer != "auto" && cfg.Tokenizer != "embedded" && cfg.Tokenizer != "worker" && cfg.Tokenizer != "":
-		return fmt.Errorf("--tokenizer %q: want auto, embedded or worker", cfg.Tokenizer)
+	case cfg.AutoFiles != nil && cfg.Tokenizer != "auto" && cfg.Tokenizer != "":
+		return fmt.Errorf("--tokenizer-dir is tried by --tokenizer auto; with --tokenizer %s, drop it", cfg.Tokenizer)
 	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
 		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
 	case cfg.Dashboard.Viewers.MaxViewers < 1:
