@@ -256,7 +256,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		CanLogin:     s.rule.Token != "",
 		QR:           s.opts.PublicURL != "",
 		PublicURL:    s.opts.PublicURL,
-		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample(), Policies: s.policyRules()},
+		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()},
 	}).Render(r.Context(), w)
 }
 
@@ -346,7 +346,7 @@ func (s *Server) howData() components.HowData {
 	if s.opts.Profile != "" {
 		workers += " (" + s.opts.Profile + ")"
 	}
-	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample(), Policies: s.policyRules()}
+	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()}
 }
 
 // how is the "How it works" panel with the router's latest decision.
