@@ -101,7 +101,7 @@ func (s TraceSpec) longestPrompt() int {
 // plus one more Gap for the last answer. OpenLoopRate(level, it) is the
 // rate that keeps level sessions in flight.
 func (s TraceSpec) SessionLength() time.Duration {
-	return time.Duration((s.Turns.Mean() - 1) * float64(s.Gap+s.Think)) + s.Gap
+	return time.Duration((s.Turns.Mean()-1)*float64(s.Gap+s.Think)) + s.Gap
 }
 
 // Generate makes the trace's records, in timestamp order, numbered from 1
