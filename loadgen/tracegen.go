@@ -45,16 +45,17 @@ type TraceSpec struct {
 	Seed uint64
 }
 
-// DefaultTraceSpec is `kvlens trace gen`'s default: 1,000 sessions at one
-// a second, 3–5 turns each, Mooncake's 512-token blocks, a 2,048-token
-// system prompt shared by all, a 3,072-token document per session, 1,024
-// new tokens and a 512-token answer per turn, turns 20 s plus a mean of
-// 10 s apart. Its longest prompt is 10,240 tokens.
+// DefaultTraceSpec is `kvlens trace gen`'s default and the trace
+// workload's: 1,000 sessions at one a second, 3–5 turns each, Mooncake's
+// 512-token blocks, a 2,048-token system prompt shared by all, a
+// 1,024-token document per session, 512 new tokens (the last answer and a
+// question) and a 256-token answer per turn, turns 10 s plus a mean of
+// 10 s apart. Its longest prompt is 5,632 tokens.
 func DefaultTraceSpec() TraceSpec {
 	return TraceSpec{
 		Sessions: 1000, Rate: 1, Turns: UniformTurns(3, 5),
-		SharedBlocks: 4, SessionBlocks: 6, TurnBlocks: 2, OutputTokens: 512,
-		Gap: 20 * time.Second, Think: 10 * time.Second, BlockSize: TraceBlockTokens, Seed: 1,
+		SharedBlocks: 4, SessionBlocks: 2, TurnBlocks: 1, OutputTokens: 256,
+		Gap: 10 * time.Second, Think: 10 * time.Second, BlockSize: TraceBlockTokens, Seed: 1,
 	}
 }
 

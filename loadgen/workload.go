@@ -149,18 +149,18 @@ var Workloads = []Workload{
 	},
 	{
 		Name:   "agentic",
-		Doc:    "An agent loop: the starter text as the task, then 10–30 turns (uniform) in which the model answers briefly (max_tokens 64, a tool call) and the next prompt appends a tool result of 100–500 tokens (uniform, fresh text), after a tool latency drawn from an exponential distribution of mean 1 s. The context grows by about 380 tokens a turn to 7,000–15,000, and each turn is mostly prefill of a long cached prefix; a session whose next prompt would not fit the model's context ends early, and the count is reported.",
+		Doc:    "An agent loop: the starter text as the task, then 10–30 turns (uniform) in which the model answers briefly (max_tokens 64, a tool call) and the next prompt appends a tool result of 100–500 tokens (uniform, fresh text), after a tool call (a search, a file read, a test run) that takes an exponential 3 s on average. The context grows by about 380 tokens a turn to 7,000–15,000, and each turn is mostly prefill of a long cached prefix; a session whose next prompt would not fit the model's context ends early, and the count is reported.",
 		Warmup: 60 * time.Second,
 		set: func(c *Config) {
 			c.Turns = UniformTurns(10, 30)
 			c.MaxTokens = 64
 			c.ToolTokens = TokenRange{Min: 100, Max: 500}
-			c.ThinkTime, c.ThinkDist = time.Second, ThinkExponential
+			c.ThinkTime, c.ThinkDist = 3*time.Second, ThinkExponential
 		},
 	},
 	{
 		Name:   "trace",
-		Doc:    "Replay of a Mooncake-format trace (--trace FILE) on its own schedule: each record's prompt is synthesized from its hash_ids, so equal ids are equal token blocks, and sent at its timestamp whatever the answers before it (an open loop). Without a file, kvlens bench routing replays a synthetic trace per level from kvlens trace gen's defaults: sessions of 3–5 turns sharing a 2,048-token system prompt, each with its own 3,072-token document and 1,024 new tokens and a 512-token answer per turn, turns 20 s plus a mean of 10 s apart; level L is L / W sessions per second with W = 110 s, the mean session length (3 gaps of 20 s plus a mean of 10 s, then 20 s for the last answer), so that by Little's law L sessions are in flight.",
+		Doc:    "Replay of a Mooncake-format trace (--trace FILE) on its own schedule: each record's prompt is synthesized from its hash_ids, so equal ids are equal token blocks, and sent at its timestamp whatever the answers before it (an open loop). Without a file, kvlens bench routing replays a synthetic trace per level from kvlens trace gen's defaults: sessions of 3–5 turns sharing a 2,048-token system prompt, each with its own 1,024-token document, then 512 new tokens and a 256-token answer per turn, turns 10 s plus a mean of 10 s apart; level L is L / W sessions per second with W = 70 s, the mean session length (3 gaps of 10 s plus a mean of 10 s, then 10 s for the last answer), so that by Little's law L sessions are in flight.",
 		Warmup: 120 * time.Second,
 		Trace:  ptr(DefaultTraceSpec()),
 	},

@@ -167,8 +167,8 @@ func TestThinkTimeFollowsItsModel(t *testing.T) {
 		{"think", 700, time.Hour, 10 * time.Second, false},
 		// 500 tokens × 0.75 words per token / 250 words per minute = 90 s, every time
 		{"reading", 500, time.Hour, 90 * time.Second, true},
-		// tool latency: exponential of mean 1 s
-		{"agentic", 700, 10 * time.Minute, time.Second, false},
+		// tool latency: exponential of mean 3 s
+		{"agentic", 700, 20 * time.Minute, 3 * time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -484,19 +484,19 @@ func TestTraceSpecRefusesBadValues(t *testing.T) {
 
 func TestTraceForHoldsTheLevelByLittlesLaw(t *testing.T) {
 	w, _ := LookupWorkload("trace")
-	recs, err := w.TraceFor(110, 3, time.Hour)
+	recs, err := w.TraceFor(70, 3, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// W = 3 × (20 s + 10 s) + 20 s = 110 s, so level 110 is one session a
+	// W = 3 × (10 s + 10 s) + 10 s = 70 s, so level 70 is one session a
 	// second: about 3,600 sessions of 4 turns in the hour.
-	if got := w.Trace.SessionLength(); got != 110*time.Second {
-		t.Fatalf("session length %v, want 110s", got)
+	if got := w.Trace.SessionLength(); got != 70*time.Second {
+		t.Fatalf("session length %v, want 70s", got)
 	}
 	if n := len(recs); n < 4*3600*9/10 || n > 4*3600*11/10 {
 		t.Fatalf("%d records for an hour at one session a second", n)
 	}
-	again, _ := w.TraceFor(110, 3, time.Hour)
+	again, _ := w.TraceFor(70, 3, time.Hour)
 	a, _ := json.Marshal(recs)
 	b, _ := json.Marshal(again)
 	if !bytes.Equal(a, b) {
