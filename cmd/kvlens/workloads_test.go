@@ -19,11 +19,17 @@ func TestWorkloadFlagSetsTheLoadAndGivenFlagsWin(t *testing.T) {
 		want  string
 	}{
 		{"no workload keeps the seeds' chat", nil,
-			func(c loadgen.Config) bool { return c.Turns.String() == "3-5" && c.ThinkTime == 0 && c.SessionLength == 0 }, "3-5 turns, no think time"},
+			func(c loadgen.Config) bool {
+				return c.Turns.String() == "3-5" && c.ThinkTime == 0 && c.SessionLength == 0
+			}, "3-5 turns, no think time"},
 		{"think sets an exponential pause of mean 10 s", []string{"--workload", "think"},
-			func(c loadgen.Config) bool { return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 10*time.Second }, "exponential, 10s"},
+			func(c loadgen.Config) bool {
+				return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 10*time.Second
+			}, "exponential, 10s"},
 		{"a --think-time given with think wins, before or after it", []string{"--think-time", "3s", "--workload", "think"},
-			func(c loadgen.Config) bool { return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 3*time.Second }, "exponential, 3s"},
+			func(c loadgen.Config) bool {
+				return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 3*time.Second
+			}, "exponential, 3s"},
 		{"long has 5-15 turns and the profile's context as its limit", []string{"--workload", "long"},
 			func(c loadgen.Config) bool { return c.Turns.String() == "5-15" && c.MaxContext == 16384 }, "5-15 turns, max context 16384"},
 		{"open-loop is an open loop", []string{"--workload", "open-loop"},
