@@ -160,7 +160,7 @@ var Workloads = []Workload{
 	},
 	{
 		Name:   "trace",
-		Doc:    "Replay of a Mooncake-format trace (--trace FILE) on its own schedule: each record's prompt is synthesized from its hash_ids, so equal ids are equal token blocks, and sent at its timestamp whatever the answers before it (an open loop). Without a file, kvlens bench routing replays a synthetic trace per level from kvlens trace gen's defaults: sessions of 3–5 turns sharing a 2,048-token system prompt, each with its own 1,024-token document, then 512 new tokens and a 256-token answer per turn, turns 10 s plus a mean of 10 s apart; level L is L / W sessions per second with W = 70 s, the mean session length (3 gaps of 10 s plus a mean of 10 s, then 10 s for the last answer), so that by Little's law L sessions are in flight.",
+		Doc:    "Replay of a Mooncake-format trace (--trace FILE) on its own schedule: each record's prompt is synthesized from its hash_ids, so equal ids are equal token blocks, and sent at its timestamp whatever the answers before it (an open loop). Without a file, the trace replayed is a synthetic one from kvlens trace gen's defaults, made for the level (serve's --concurrency, a sweep's one level, each level of kvlens bench routing): sessions of 3–5 turns sharing a 2,048-token system prompt, each with its own 1,024-token document, then 512 new tokens and a 256-token answer per turn, turns 10 s plus a mean of 10 s apart; level L is L / W sessions per second with W = 70 s, the mean session length (3 gaps of 10 s plus a mean of 10 s, then 10 s for the last answer), so that by Little's law L sessions are in flight.",
 		Warmup: 120 * time.Second,
 		Trace:  ptr(DefaultTraceSpec()),
 	},

@@ -110,12 +110,12 @@ func setTrace(wl loadgen.Workload, chosen bool, load *loadgen.Config, blockSize,
 
 // describeLoad says what a sweep's conversations were, for its report.
 func describeLoad(wl loadgen.Workload, chosen bool, cfg loadgen.Config) string {
+	if len(cfg.Trace) > 0 {
+		return fmt.Sprintf("Mooncake-format trace replay of %d records", len(cfg.Trace))
+	}
 	name := "Multi-turn chat"
 	if chosen {
 		name = "Workload " + wl.Name + ":"
-		if len(cfg.Trace) > 0 {
-			return fmt.Sprintf("%s Mooncake-format trace replay of %d records", name, len(cfg.Trace))
-		}
 	}
 	s := fmt.Sprintf("%s (%s turns per conversation, max_tokens %d", name, cfg.Turns.String(), cfg.MaxTokens)
 	switch cfg.ThinkDist {

@@ -161,3 +161,18 @@ func TestBenchRoutingWritesItsReports(t *testing.T) {
 		t.Fatalf("report:\n%s", md)
 	}
 }
+
+// TestWorkloadsDocHasEveryParagraph holds docs/workloads.md to the suite:
+// each workload's section is its Doc, word for word.
+func TestWorkloadsDocHasEveryParagraph(t *testing.T) {
+	page, err := os.ReadFile("../../docs/workloads.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(page)), " ")
+	for _, w := range loadgen.Workloads {
+		if !strings.Contains(text, "### `"+w.Name+"` "+strings.Join(strings.Fields(w.Doc), " ")) {
+			t.Errorf("docs/workloads.md lacks the section of %s as its Doc says it", w.Name)
+		}
+	}
+}
