@@ -120,7 +120,26 @@ func (g *Grid) Check() error {
 			return fmt.Errorf("bench: level %d is outside 1..%d", l, loadgen.MaxConcurrency)
 		}
 	}
+	var names []string
+	for _, w := range g.Workloads {
+		names = append(names, w.Name)
+	}
+	for _, d := range [][2]string{{"policy", twice(g.Policies)}, {"workload", twice(names)}, {"level", twice(g.Levels)}, {"seed", twice(g.Seeds)}} {
+		if d[1] != "" {
+			return fmt.Errorf("bench: %s %s is given twice", d[0], d[1])
+		}
+	}
 	return g.Profile.Validate()
+}
+
+// twice names the first value given twice in xs, or "".
+func twice[T comparable](xs []T) string {
+	for i, x := range xs {
+		if slices.Contains(xs[:i], x) {
+			return fmt.Sprint(x)
+		}
+	}
+	return ""
 }
 
 // job is one run to do.

@@ -237,3 +237,65 @@ func FuzzParseList(f *testing.F) {
 		}
 	})
 }
+
+func TestJSONReadsBackIntoTheSameReports(t *testing.T) {
+	res := fixedResult(t)
+	var js bytes.Buffer
+	if err := WriteJSON(&js, res); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(bytes.NewReader(js.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	WriteMarkdown(&a, res)
+	WriteMarkdown(&b, back)
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatalf("the report drawn from the JSON differs:\n%s", b.Bytes())
+	}
+}
+
+func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
+	var js bytes.Buffer
+	WriteJSON(&js, fixedResult(t))
+	good := js.String()
+	tests := []struct {
+		name, edit, want string
+	}{
+		{"an unknown workload", strings.Replace(good, `"open-loop"`, `"rush-hour"`, 1), `unknown workload "rush-hour"`},
+		{"an unknown profile", strings.Replace(good, "h200-llama3.1-70b-fp8-tp1", "tpu-v9", 1), `no profile "tpu-v9"`},
+		{"a run out of order", strings.Replace(good, `"seed": 1`, `"seed": 7`, 1), "run 1 is round_robin on chat at 40, seed 7"},
+		{"an unknown field", strings.Replace(good, `"workers"`, `"gpus"`, 1), `unknown field "gpus"`},
+		{"not JSON", "<html>", "invalid character"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadJSON(strings.NewReader(tt.edit))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %v, want one line with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzReadJSON(f *testing.F) {
+	var js bytes.Buffer
+	WriteJSON(&js, fixedResult(&testing.T{}))
+	f.Add(js.Bytes())
+	f.Add([]byte(`{"runs":[]}`))
+	f.Add([]byte(`{"workers":3,"profile":"h200-llama3.1-70b-fp8-tp1","policies":["kv"],"workloads":["chat"],"levels":[1],"seeds":[1],"warmup_s":{"chat":60},"measure_s":1,"slo_ttft_ms":600,"slo_tpot_ms":60,"runs":[{"workload":"chat","policy":"kv","level":1,"seed":1}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		res, err := ReadJSON(bytes.NewReader(data))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("a two-line error: %q", err)
+			}
+			return
+		}
+		var md bytes.Buffer
+		if err := WriteMarkdown(&md, res); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

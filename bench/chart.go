@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -61,7 +62,7 @@ func WriteChart(w io.Writer, r *Result) error {
 		p.X.Label.Text = "level"
 		p.Y.Label.Text = "TTFT p95 (ms)"
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 		p.Add(plotter.NewGrid())
 		lines := make([]plotter.XYs, len(policies))
 		var rings plotter.XYs
@@ -118,4 +119,28 @@ func WriteChart(w io.Writer, r *Result) error {
 		return fmt.Errorf("bench chart: write PNG: %w", err)
 	}
 	return nil
+}
+
+// logTicks marks a log axis at 1, 2 and 5 times each power of ten, labelled,
+// and at the other digits unlabelled, so that a panel spanning less than a
+// decade still reads.
+type logTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		for d := 1.0; d < 10; d++ {
+			v := d * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if d == 1 || d == 2 || d == 5 {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
 }

@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/sim"
 )
 
 // about describes the grid in one paragraph, for the report's head.
@@ -163,4 +168,61 @@ func WriteJSON(w io.Writer, r *Result) error {
 		return fmt.Errorf("bench: write JSON: %w", err)
 	}
 	return nil
+}
+
+// ReadJSON reads back what WriteJSON wrote, so that the reports can be
+// drawn again without running the grid: the grid's settings (its workloads
+// from the suite, its profile by name) and every run, checked against them.
+func ReadJSON(r io.Reader) (*Result, error) {
+	var rep report
+	dec := json.NewDecoder(io.LimitReader(r, 256<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		return nil, fmt.Errorf("bench: read JSON: %w", err)
+	}
+	g := Grid{Workers: rep.Workers, Policies: rep.Policies, Levels: rep.Levels, Seeds: rep.Seeds,
+		Measure: time.Duration(rep.Measure * float64(time.Second)),
+		SLO:     baselines.SLO{TTFT: time.Duration(rep.SLOTTFT) * time.Millisecond, TPOT: time.Duration(rep.SLOTPOT) * time.Millisecond}}
+	var err error
+	if g.Profile, err = sim.LookupProfile(rep.Profile); err != nil {
+		return nil, fmt.Errorf("bench: read JSON: %w", err)
+	}
+	// One warmup for every workload, or each workload's own.
+	own, same := true, true
+	for i, name := range rep.Workloads {
+		w, err := loadgen.LookupWorkload(name)
+		if err != nil {
+			return nil, fmt.Errorf("bench: read JSON: %w", err)
+		}
+		g.Workloads = append(g.Workloads, w)
+		sec := rep.WarmupSec[name]
+		own = own && sec == w.Warmup.Seconds()
+		same = same && sec == rep.WarmupSec[rep.Workloads[0]]
+		if i == 0 {
+			g.Warmup = time.Duration(sec * float64(time.Second))
+		}
+	}
+	switch {
+	case own:
+		g.Warmup = 0
+	case !same:
+		return nil, fmt.Errorf("bench: read JSON: the workloads' warmups are neither their own nor one for all")
+	}
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("bench: read JSON: %s", strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	// The grid's size, in floating point so that no product overflows,
+	// before a list of that many jobs is made.
+	if n := float64(len(g.Policies)) * float64(len(g.Workloads)) * float64(len(g.Levels)) * float64(len(g.Seeds)); n != float64(len(rep.Runs)) {
+		return nil, fmt.Errorf("bench: read JSON: %d runs, but the grid has %.0f", len(rep.Runs), n)
+	}
+	want := g.jobs()
+	for i, j := range want {
+		r := rep.Runs[i]
+		if r.Workload != j.w.Name || r.Policy != j.policy || r.Level != j.level || r.Seed != j.seed {
+			return nil, fmt.Errorf("bench: read JSON: run %d is %s on %s at %d, seed %d; the grid's order wants %s on %s at %d, seed %d",
+				i+1, r.Policy, r.Workload, r.Level, r.Seed, j.policy, j.w.Name, j.level, j.seed)
+		}
+	}
+	return &Result{Grid: g, Runs: rep.Runs}, nil
 }

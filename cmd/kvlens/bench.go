@@ -63,6 +63,8 @@ func benchCmd(args []string) int {
 	fs.DurationVar(&g.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT objective of goodput")
 	fs.DurationVar(&g.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT objective of goodput")
 	fs.StringVar(&out, "out", "kvlens-bench", "path of the reports, without extension: writes OUT.md, OUT.json and OUT.png")
+	var from string
+	fs.StringVar(&from, "from", "", "draw OUT.md and OUT.png again from the JSON of an earlier run, without running anything (only --out goes with it)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
@@ -73,6 +75,9 @@ func benchCmd(args []string) int {
 	usage := func(err error) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
 		return 2
+	}
+	if from != "" {
+		return benchFrom(fs, from, out)
 	}
 	var err error
 	if g.Policies, err = parseModes(policies, false); err != nil {
@@ -145,24 +150,64 @@ func benchCmd(args []string) int {
 	return 0
 }
 
-// writeBench writes the Markdown, JSON and PNG reports next to each other.
-func writeBench(out string, res *bench.Result) ([]string, error) {
+// benchFrom draws the reports of an earlier run again from its JSON.
+func benchFrom(fs *flag.FlagSet, from, out string) int {
+	var extra []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "from" && f.Name != "out" {
+			extra = append(extra, "--"+f.Name)
+		}
+	})
+	if len(extra) > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --from draws an earlier run's reports: drop %s\n", strings.Join(extra, ", "))
+		return 2
+	}
+	f, err := os.Open(from)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	res, err := bench.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s: %v\n", from, strings.TrimPrefix(err.Error(), "bench: "))
+		return 1
+	}
+	files, err := writeBench(out, res, ".md", ".png")
+	for _, f := range files {
+		fmt.Printf("kvlens bench routing: wrote %s\n", f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// benchWriters write each report, by extension.
+var benchWriters = map[string]func(io.Writer, *bench.Result) error{
+	".md": bench.WriteMarkdown, ".json": bench.WriteJSON, ".png": bench.WriteChart,
+}
+
+// writeBench writes the reports of the given extensions (by default all
+// three) next to each other.
+func writeBench(out string, res *bench.Result, exts ...string) ([]string, error) {
+	if len(exts) == 0 {
+		exts = []string{".md", ".json", ".png"}
+	}
 	if dir := filepath.Dir(out); dir != "." {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
 	}
 	var files []string
-	for _, f := range []struct {
-		ext   string
-		write func(io.Writer, *bench.Result) error
-	}{{".md", bench.WriteMarkdown}, {".json", bench.WriteJSON}, {".png", bench.WriteChart}} {
-		path := out + f.ext
+	for _, ext := range exts {
+		path := out + ext
 		file, err := os.Create(path)
 		if err != nil {
 			return files, err
 		}
-		if err := f.write(file, res); err != nil {
+		if err := benchWriters[ext](file, res); err != nil {
 			file.Close()
 			return files, fmt.Errorf("%s: %w", path, err)
 		}
