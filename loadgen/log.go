@@ -16,7 +16,8 @@ type TurnLog struct {
 	// text, which the log stores once, in the starter.
 	Question string `json:"question"`
 	// QuestionSource says who wrote Question: "opening", "builtin",
-	// "user_model", or "fallback" (built-in after a failed user-model call).
+	// "user_model", "fallback" (built-in after a failed user-model call),
+	// or "tool" (an agent's tool result).
 	QuestionSource string `json:"question_source"`
 	// Answer is the assistant's reply; empty if the request failed.
 	Answer string `json:"answer"`

@@ -99,12 +99,19 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.Load.UserModel.URL, "user-model-url", cfg.Load.UserModel.URL, "OpenAI base URL of a model that writes follow-up questions (key from $"+loadgen.UserModelKeyEnv+"; default: built-in questions)")
 	fs.StringVar(&cfg.Load.UserModel.Model, "user-model", cfg.Load.UserModel.Model, "model name at --user-model-url")
 	fs.DurationVar(&cfg.Load.UserModel.Timeout, "user-model-timeout", cfg.Load.UserModel.Timeout, "give up on a follow-up question after this long, and fall back to a built-in one (counted)")
-	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule instead of conversations", func(p string) error {
+	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule instead of conversations (the trace workload)", func(p string) error {
 		recs, err := loadgen.LoadTrace(p)
 		cfg.Load.Trace = recs
 		return err
 	})
+	fs.Int("trace-block-size", loadgen.TraceBlockTokens, "tokens each of the trace's hash_ids names (Mooncake's traces: 512; kvlens trace gen writes its --block-size)")
+	fs.String("workload", "", workloadFlagHelp+"; trace without --trace replays a synthetic trace at --concurrency sessions in flight")
 	return fs
+}
+
+// intFlag is the value of fs's integer flag name.
+func intFlag(fs *flag.FlagSet, name string) int {
+	return fs.Lookup(name).Value.(flag.Getter).Get().(int)
 }
 
 // defaultDBText is the store's default path for the usage text.
@@ -124,7 +131,28 @@ func serve(args []string) int {
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
-	if err := checkServe(cfg); err != nil {
+	wl, chosen, err := chosenWorkload(fs, os.Stdout)
+	if errors.Is(err, errWorkloadHelp) {
+		return 0
+	}
+	if chosen {
+		// Parse again over defaults carrying the workload's values, so that
+		// flags given with it override them wherever they stand.
+		cfg = demo.DefaultConfig()
+		cfg.DB, _ = store.DefaultPath()
+		acc = accessFlags{}
+		wl.Apply(&cfg.Load)
+		fs = serveFlags(&cfg, &acc, os.Stderr)
+		err = fs.Parse(args)
+	}
+	if err == nil {
+		cfg.Load.MaxContext = traceLimit(cfg)
+		err = setTrace(wl, chosen, &cfg.Load, intFlag(fs, "trace-block-size"), cfg.Load.Concurrency, syntheticTraceLength)
+	}
+	if err == nil {
+		err = checkServe(cfg)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)
 		fs.Usage()
 		return 2
