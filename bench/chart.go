@@ -121,14 +121,15 @@ func WriteChart(w io.Writer, r *Result) error {
 	return nil
 }
 
-// logTicks marks a log axis at 1, 2 and 5 times each power of ten, labelled,
-// and at the other digits unlabelled, so that a panel spanning less than a
-// decade still reads.
+// logTicks marks a log axis at every digit times each power of ten, and
+// labels those at 1, 2 and 5, or all of them when the axis spans too little
+// for two such labels: a panel spanning less than a decade still reads.
 type logTicks struct{}
 
 // Ticks implements plot.Ticker.
 func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
+	labelled := 0
 	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
 		for d := 1.0; d < 10; d++ {
 			v := d * math.Pow(10, e)
@@ -138,8 +139,14 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 			t := plot.Tick{Value: v}
 			if d == 1 || d == 2 || d == 5 {
 				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+				labelled++
 			}
 			ticks = append(ticks, t)
+		}
+	}
+	if labelled < 2 {
+		for i := range ticks {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
 		}
 	}
 	return ticks
