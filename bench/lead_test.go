@@ -33,6 +33,8 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		{"shared-prefix at 60: kv 356 ms against least-loaded's 370", "shared-prefix", 60, "least_loaded"},
 		{"open-loop at 180: kv 4.4 s against llm-d's 5.6 s", "open-loop", 180, "llmd"},
 		{"agentic at 120: kv 598 ms against llm-d's 742", "agentic", 120, "llmd"},
+		{"reading at 40: kv 230 ms against SGLang's 255", "reading", 40, "sglang"},
+		{"trace at 80: kv 484 ms against Dynamo 0.9's 635", "trace", 80, "dynamo"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
