@@ -1,3 +1,9 @@
+//go:build !race
+
+// These run the suite's workloads over minutes of virtual time: about 45 s
+// in all, ten times that under the race detector. make unit runs them
+// without it.
+
 package loadgen
 
 import (
