@@ -303,9 +303,10 @@ func TestARepeatedPromptIsCachedAndFaster(t *testing.T) {
 	if c := second.usage.PromptTokensDetails.CachedTokens; c < second.usage.PromptTokens-32 {
 		t.Errorf("repeat had %d of %d prompt tokens cached, want all but the last block", c, second.usage.PromptTokens)
 	}
-	// About 100 ms of prefill against under 5.
-	if second.ttft >= first.ttft/2 {
-		t.Errorf("TTFT %v for the repeat, %v for the first: want the repeat much faster", second.ttft, first.ttft)
+	// About 100 ms of prefill against under 5: the repeat saves at least
+	// half of it, however late a loaded machine runs both.
+	if first.ttft-second.ttft < 50*time.Millisecond {
+		t.Errorf("TTFT %v for the repeat, %v for the first: want the repeat 50 ms faster or more", second.ttft, first.ttft)
 	}
 	if ev.kinds()["BlockStored"] == 0 {
 		t.Error("no BlockStored event published")
