@@ -277,6 +277,9 @@ type Window struct {
 	mu      sync.Mutex
 	reset   time.Time
 	buckets []*bucket // oldest first; the last one is current
+	// since, when not zero, is when Begin last ran: requests sent before it
+	// are not counted, whenever they finish.
+	since time.Time
 }
 
 // NewWindow returns a window of the given length that judges goodput by slo
@@ -296,6 +299,26 @@ func (w *Window) Reset() {
 	defer w.mu.Unlock()
 	w.reset = w.now()
 	w.buckets = []*bucket{newBucket(w.reset)}
+	w.since = time.Time{}
+}
+
+// Begin empties the window and from now on counts only requests sent after
+// this moment: a request in flight across a change (a new routing policy, a
+// new concurrency) belongs to neither side of it, so the new window never
+// mixes the two.
+func (w *Window) Begin() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reset = w.now()
+	w.buckets = []*bucket{newBucket(w.reset)}
+	w.since = w.reset
+}
+
+// before reports whether a request sent at start was sent before Begin.
+// The caller holds mu. A result without a send time (a discrete-event
+// transport's) is counted.
+func (w *Window) before(start time.Time) bool {
+	return !w.since.IsZero() && !start.IsZero() && start.Before(w.since)
 }
 
 // current returns the bucket for now, dropping buckets that slid out.
@@ -321,7 +344,11 @@ func (w *Window) current(now time.Time) *bucket {
 func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := w.current(w.now())
+	now := w.now()
+	if w.before(now.Add(-ttft)) {
+		return
+	}
+	b := w.current(now)
 	b.total.ttft.Add(ms(ttft))
 	if worker != "" {
 		b.worker(worker).ttft.Add(ms(ttft))
@@ -332,6 +359,9 @@ func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 func (w *Window) ObserveDone(r Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.before(r.Start) {
+		return
+	}
 	b := w.current(w.now())
 	b.total.done(r, w.slo)
 	if r.Worker != "" {

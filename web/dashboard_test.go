@@ -32,6 +32,16 @@ func tile(td components.TilesData, id string) components.Tile {
 	return components.Tile{}
 }
 
+// tilesNow are s's tiles at this moment.
+func tilesNow(s *Server) components.TilesData { return s.tiles(s.sides(time.Now(), s.snapshots())) }
+
+// settled is a window old and full enough to compare (SettleTime,
+// SettleRequests).
+func settled(w loadgen.Stats) loadgen.Stats {
+	w.Covered, w.Completed = time.Minute, 100
+	return w
+}
+
 func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 	set := builtinAverage(t)
 	f, _ := baselines.FieldByKey("ttft_p95_ms")
@@ -53,11 +63,11 @@ func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			load := &fakeLoad{target: tt.target}
-			load.snap.Window.TTFT = loadgen.Quantiles{Count: 10, P50: 100, P95: 2 * tt.want}
+			load.snap.Window = settled(loadgen.Stats{TTFT: loadgen.Quantiles{Count: 10, P50: 100, P95: 2 * tt.want}})
 			opts := testOptions()
 			opts.Baseline = set
 			s := New(load, newFakeRouter(tt.policy), opts)
-			got := tile(s.tiles(load.Snapshot()), "ttft-p95")
+			got := tile(tilesNow(s), "ttft-p95")
 			if !tt.has {
 				if got.Baseline != "—" || got.Delta != "" {
 					t.Fatalf("baseline %q delta %q, want a dash and no delta", got.Baseline, got.Delta)
@@ -78,7 +88,7 @@ func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 func TestTilesWithoutDataShowDashes(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	s := New(load, newFakeRouter("kv"), testOptions())
-	for _, x := range s.tiles(load.Snapshot()).Tiles {
+	for _, x := range tilesNow(s).Tiles {
 		if x.Value != "—" {
 			t.Errorf("tile %s = %q with an empty window, want a dash", x.ID, x.Value)
 		}
@@ -91,7 +101,7 @@ func TestErrorTileCountsShedRequests(t *testing.T) {
 	rt := newFakeRouter("kv")
 	rt.shed = 7
 	s := New(load, rt, testOptions())
-	got := tile(s.tiles(load.Snapshot()), "errors")
+	got := tile(tilesNow(s), "errors")
 	if got.Value != "10.0%" || got.Level != "bad" || !strings.Contains(got.Note, "7 shed") {
 		t.Fatalf("errors tile = %+v", got)
 	}
