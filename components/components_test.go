@@ -94,8 +94,7 @@ func TestComponents(t *testing.T) {
 		{"a settling tile says so instead of a difference", Tiles(settlingTiles), `[data-tile=ttft-p95][data-settling=true] [data-testid=ttft-p95-status]`, "settling (12 s of 30)"},
 		{"a settling tile shows no difference", Tiles(settlingTiles), `.delta`, ""},
 		{"the tiles say they are settling", Tiles(settlingTiles), `#tiles[data-settling=true] [data-testid=ttft-p95]`, "372 ms"},
-		{"the headline states the difference in words and numbers", Headline(headline), `[data-testid=headline]`,
-			"KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
+		{"the headline carries both lanes' TTFT for tests", Headline(headline), `[data-testid=headline][data-ttft-a="561"][data-ttft-b="372"] .delta.better`, "−34%"},
 		{"the headline carries both lanes' TTFT for tests", Headline(headline), `[data-testid=headline][data-ttft-a="561"][data-ttft-b="372"] .delta.better`, "−34%"},
 		{"a settling headline names no difference", Headline(settlingHeadline), `[data-testid=headline][data-settling=true] [data-testid=headline-settling]`, "settling (12 s of 30)"},
 		{"a settling headline has no delta", Headline(settlingHeadline), `.delta`, ""},
@@ -127,6 +126,32 @@ func TestComponents(t *testing.T) {
 			}
 			if got := strings.Join(strings.Fields(sel.Text()), ""); got != strings.Join(strings.Fields(tt.want), "") {
 				t.Fatalf("%s = %q, want %q", tt.sel, sel.Text(), tt.want)
+			}
+		})
+	}
+}
+
+func TestHeadlineReadsAsASentence(t *testing.T) {
+	h := HeadlineData{Show: true, A: "Round-robin", B: "KV-aware", TTFTA: "561 ms", TTFTB: "372 ms", TTFTAms: 561, TTFTBms: 372,
+		Delta: "−34%", Better: true, HitA: "86%", HitB: "98%", Conversations: 120}
+	settling := h
+	settling.Delta, settling.Settling = "", "settling (12 s of 30)"
+	kept := h
+	kept.AgoA = "2 min ago"
+	tests := []struct {
+		name string
+		h    HeadlineData
+		want string
+	}{
+		{"a settled headline states the difference", h, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
+		{"a settling headline says so instead", settling, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit 98% vs 86% · 120 conversations each"},
+		{"an alternation's kept side gives its age", kept, "KV-aware vs Round-robin (2 min ago): TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Exact text, spaces included: no space may slip in before a comma.
+			if got := render(t, Headline(tt.h)).Find(`[data-testid=headline]`).Text(); got != tt.want {
+				t.Fatalf("headline = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -44,9 +44,6 @@ type PageData struct {
 	// pair in plain words for the header. Both are empty in the single view.
 	Pair     PairData
 	PairText []string
-	// Lanes name the lanes the time charts draw (router and source), for
-	// their legend; empty when the charts draw one lane.
-	Lanes []string
 	// Workers is the workers panel at render time.
 	WorkerPanel WorkersData
 	// Baseline is the overlay chart's data, embedded as JSON.
@@ -80,8 +77,11 @@ type PageData struct {
 type TilesData struct {
 	// Tiles are the figures in display order.
 	Tiles []Tile
-	// Compare says what the tiles show and compare with, such as "B kvlens
-	// kv · simulated vs A round-robin · simulated".
+	// Lanes name the lanes the charts draw, each in its colour, when they
+	// draw more than one: the legend of every chart.
+	Lanes []string
+	// Compare says what the tiles show and compare with, such as "tiles: B
+	// vs A, same conversations at the same time".
 	Compare string
 	// Settling says why no tile shows a difference yet, such as "settling
 	// (12 s of 30)"; empty once the windows are settled.
@@ -104,8 +104,9 @@ type Tile struct {
 	// Delta is Value's difference from Baseline, such as "+12%"; empty when
 	// either is missing or the windows are settling.
 	Delta string
-	// Better says whether Delta is an improvement; it colours the delta.
-	Better bool
+	// Better says whether Delta is an improvement, Even that it is none
+	// either way; they colour the delta.
+	Better, Even bool
 	// Level is the SLO colour: "ok", "warn", "bad" or "none".
 	Level string
 	// Note is a small extra line, such as the shed count.
@@ -130,9 +131,10 @@ type HeadlineData struct {
 	// TTFTBms the same in ms (0 without data), for tests to read.
 	TTFTA, TTFTB     string
 	TTFTAms, TTFTBms float64
-	// Delta is B's TTFT p95 against A's, such as "−34%"; Better colours it.
-	Delta  string
-	Better bool
+	// Delta is B's TTFT p95 against A's, such as "−34%"; Better and Even
+	// colour it.
+	Delta        string
+	Better, Even bool
 	// HitA and HitB are the KV hit rates, or dashes.
 	HitA, HitB string
 	// Settling replaces Delta while a window is too young.
@@ -354,6 +356,43 @@ func msAttr(v float64, has string) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// paren is a kept window's age in brackets after a space, or nothing.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// comma separates a headline's difference from its figures, when it has one.
+func comma(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", "
+}
+
+// headlineStatusClass colours the headline's difference, or marks it as
+// settling.
+func headlineStatusClass(h HeadlineData) string {
+	switch {
+	case h.Settling != "":
+		return "settling"
+	case h.Better:
+		return "delta better"
+	case h.Even:
+		return "delta even"
+	}
+	return "delta worse"
+}
+
+func headlineStatusID(h HeadlineData) string {
+	if h.Settling != "" {
+		return "headline-settling"
+	}
+	return "headline-delta"
 }
 
 func or(s, def string) string {

@@ -160,13 +160,13 @@ func (s *Server) sideName(sd side) string {
 // compareText says what the tiles compare: lane B with lane A, or the live
 // policy with its stored curve.
 func (s *Server) compareText(sides []side) string {
+	if len(s.lanes) > 1 {
+		// The lanes' names precede this, in their colours.
+		return "tiles: B vs A, same conversations at the same time · charts: solid p95, dashed p50"
+	}
 	if len(sides) > 1 {
 		a, b := sides[0], sides[len(sides)-1]
-		how := "same conversations at the same time"
-		if s.alt != nil {
-			how = fmt.Sprintf("one fleet, taking turns of %s", s.alt.every)
-		}
-		return fmt.Sprintf("B %s vs A %s · %s", s.sideName(b), s.sideName(a), how)
+		return fmt.Sprintf("B %s vs A %s · one fleet, the two taking turns of %s", s.sideName(b), s.sideName(a), s.alt.every)
 	}
 	set := s.base()
 	if set == nil {
@@ -269,7 +269,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 	if other != nil {
 		prefix = "vs "
 	}
-	d := components.TilesData{Compare: s.compareText(sides), Settling: wait}
+	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: wait}
 	for _, m := range s.metrics() {
 		t := components.Tile{ID: m.id, Label: m.label, Value: "—", Baseline: "—", Level: "none", Settling: wait}
 		v, has := value(&main, m)
@@ -287,15 +287,15 @@ func (s *Server) tiles(sides []side) components.TilesData {
 			t.Baseline = prefix + m.format(ref)
 		}
 		if has && refOK && wait == "" {
-			t.Delta, t.Better = delta(v, ref, m.higher, m.points)
+			t.Delta, t.Better, t.Even = delta(v, ref, m.higher, m.points)
 		}
 		d.Tiles = append(d.Tiles, t)
 	}
 	// The chunk gap is the raw SSE gap; the seeds measured no such figure.
-	d.Tiles[4].Note = "raw SSE gap, not ITL"
+	d.Tiles[4].Note = "raw gap, not ITL"
 
 	errs := components.Tile{ID: "errors", Label: "Errors", Value: "—", Baseline: "—", Level: "none", Settling: wait,
-		Note: fmt.Sprintf("%d failed in window · %d shed since start", main.window.Errors, main.shed)}
+		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
 	if n := main.window.Completed + main.window.Errors; n > 0 && !main.none {
 		errs.Value = fmt.Sprintf("%.1f%%", 100*main.window.ErrorRate)
 		if wait == "" {
@@ -320,20 +320,19 @@ func (s *Server) tiles(sides []side) components.TilesData {
 
 // delta is live's difference from ref, in percent (in percentage points
 // when points), and whether it is an improvement given which direction is
-// better.
-func delta(live, ref float64, higherBetter, points bool) (string, bool) {
-	if math.IsNaN(live) || math.IsInf(live, 0) || math.IsNaN(ref) || math.IsInf(ref, 0) {
-		return "", false
+// better, or even: less than half a unit either way, shown as ±0.
+func delta(live, ref float64, higherBetter, points bool) (text string, better, even bool) {
+	if math.IsNaN(live) || math.IsInf(live, 0) || math.IsNaN(ref) || math.IsInf(ref, 0) || (!points && ref == 0) {
+		return "", false, false
 	}
-	if points {
-		d := live - ref
-		return fmt.Sprintf("%+.0f pt", d), (d > 0) == higherBetter && math.Abs(d) >= 0.5
+	d, unit := live-ref, " pt"
+	if !points {
+		d, unit = 100*(live-ref)/ref, "%"
 	}
-	if ref == 0 {
-		return "", false
+	if math.Abs(d) < 0.5 {
+		return "±0" + unit, false, true
 	}
-	d := 100 * (live - ref) / ref
-	return minus(fmt.Sprintf("%+.0f%%", d)), (d > 0) == higherBetter && math.Abs(d) >= 0.5
+	return minus(fmt.Sprintf("%+.0f", d)) + unit, (d > 0) == higherBetter, false
 }
 
 // minus writes a negative number with a minus sign rather than a hyphen.
@@ -373,7 +372,7 @@ func (s *Server) headline(sides []side) components.HeadlineData {
 		h.TTFTB, h.TTFTBms = p95.format(vb), vb
 	}
 	if okA && okB && h.Settling == "" {
-		h.Delta, h.Better = delta(vb, va, false, false)
+		h.Delta, h.Better, h.Even = delta(vb, va, false, false)
 	}
 	if v, ok := get(a, hit); ok {
 		h.HitA = hit.format(v)

@@ -222,9 +222,6 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i), Live: livePoint(snaps[i], mode)}
 		if i == 0 {
 			f.Mode, f.ModeText, f.Name, f.Points, f.Live = lf.Mode, lf.ModeText, lf.Name, lf.Points, lf.Live
-			if len(s.lanes) == 1 {
-				f.Name = "" // the single view's charts name p50 and p95
-			}
 			continue
 		}
 		f.Lanes = append(f.Lanes, lf)
@@ -253,6 +250,9 @@ func (s *Server) frames() [][]byte {
 	points := make([]Point, len(s.lanes))
 	for i, l := range s.lanes {
 		points[i] = point(snaps[i])
+		// One tick is one second of every lane's chart, whichever side of
+		// a second boundary each snapshot fell.
+		points[i].T = now.Unix()
 		points[i].ShedPerSec = s.history.shedRate(i, l.Router.Counts().Shed, snaps[i].Time)
 		s.history.add(i, points[i])
 	}
@@ -280,9 +280,6 @@ func (s *Server) panelsHTML(now time.Time, snaps []loadgen.Snapshot) []byte {
 	if s.ab() {
 		components.PairNames(s.pairNames()).Render(ctx, &b)
 		components.Headline(s.headline(sides)).Render(ctx, &b)
-	}
-	if names := s.laneNames(); len(names) > 1 {
-		components.LaneLegend(names).Render(ctx, &b)
 	}
 	components.Tiles(s.tiles(sides)).Render(ctx, &b)
 	components.LiveCount(liveCounts(snaps)).Render(ctx, &b)

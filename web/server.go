@@ -275,7 +275,6 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		for _, p := range s.pairPolicies() {
 			d.PairText = append(d.PairText, s.opts.Describe(p))
 		}
-		d.Lanes = s.laneNames()
 	}
 	components.Page(d).Render(r.Context(), w)
 }
