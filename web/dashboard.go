@@ -78,7 +78,7 @@ func BaselineMode(policy string) string {
 func (s *Server) modes(operator bool) components.ModeData {
 	m := components.ModeData{Active: s.lanes[0].Router.PolicyName(), Operator: operator}
 	for _, name := range router.Policies {
-		o := components.ModeOption{Name: name, Text: RouterName(name), Title: s.opts.Describe(name)}
+		o := components.ModeOption{Name: name, Text: s.laneName(name), Title: s.opts.Describe(name)}
 		if slices.Contains(mainModes, name) {
 			m.Main = append(m.Main, o)
 		} else {
@@ -526,30 +526,32 @@ func HardwareCaveat(set *baselines.Set, simulatedFleet bool) string {
 }
 
 // EnvelopeSentence says, from the stored curves, up to which concurrency
-// each mode holds the SLO on p95 TTFT and TPOT.
-func EnvelopeSentence(set *baselines.Set, slo baselines.SLO, describe func(string) string) string {
+// each mode holds the SLO on p95 TTFT and TPOT, naming the router that made
+// each curve and where the figures come from.
+func EnvelopeSentence(set *baselines.Set, slo baselines.SLO) string {
 	if set == nil {
 		return "No stored baseline: the SLO envelope is unknown."
 	}
 	var parts []string
 	for _, mode := range []string{"kv", "round_robin"} {
 		curve := set.Curve(mode)
+		name := CurveRouter(set, mode)
 		if len(curve) == 0 {
-			parts = append(parts, describe(mode)+" was not measured")
+			parts = append(parts, name+" was not measured")
 			continue
 		}
 		lo, hi := curve[0].Concurrency, curve[len(curve)-1].Concurrency
 		n, ok := set.Envelope(mode, slo)
 		switch {
 		case !ok:
-			parts = append(parts, fmt.Sprintf("%s misses it even at %d, the lowest level measured", describe(mode), lo))
+			parts = append(parts, fmt.Sprintf("%s misses it even at %d, the lowest level measured", name, lo))
 		case n == hi:
-			parts = append(parts, fmt.Sprintf("%s holds it at every level measured, up to %d and perhaps beyond", describe(mode), hi))
+			parts = append(parts, fmt.Sprintf("%s holds it at every level measured, up to %d and perhaps beyond", name, hi))
 		default:
-			parts = append(parts, fmt.Sprintf("%s holds it up to %d conversations", describe(mode), n))
+			parts = append(parts, fmt.Sprintf("%s holds it up to %d conversations", name, n))
 		}
 	}
-	return fmt.Sprintf("SLO (p95 TTFT ≤ %s, TPOT ≤ %s): %s.", slo.TTFT, slo.TPOT, strings.Join(parts, "; "))
+	return fmt.Sprintf("SLO (p95 TTFT ≤ %s, TPOT ≤ %s), %s: %s.", slo.TTFT, slo.TPOT, CurveSource(set), strings.Join(parts, "; "))
 }
 
 // conversations lists the first lane's conversations; in the A/B view each

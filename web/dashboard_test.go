@@ -109,29 +109,32 @@ func TestErrorTileCountsShedRequests(t *testing.T) {
 
 func TestEnvelopeSentence(t *testing.T) {
 	m := func(ttft float64) baselines.Metrics { return baselines.Metrics{TTFTP95: ttft, TPOTP95: 30} }
-	set := &baselines.Set{Levels: []baselines.Level{
+	measured := "3× H200 (3 nodes); TensorRT-LLM via Dynamo 0.9.0"
+	set := &baselines.Set{Deployment: measured, Levels: []baselines.Level{
 		{Concurrency: 60, Mode: "kv", Metrics: m(300)}, {Concurrency: 80, Mode: "kv", Metrics: m(500)}, {Concurrency: 100, Mode: "kv", Metrics: m(700)},
 		{Concurrency: 60, Mode: "round_robin", Metrics: m(900)},
 	}}
-	describe := func(s string) string { return map[string]string{"kv": "KV-aware", "round_robin": "Round-robin"}[s] }
 	tests := []struct {
 		name string
 		set  *baselines.Set
 		want string
 	}{
-		{"a mode that fails inside the range holds it up to the last good level", set, "KV-aware holds it up to 80 conversations"},
-		{"a mode that fails at the lowest level says so", set, "Round-robin misses it even at 60, the lowest level measured"},
+		{"a mode that fails inside the range holds it up to the last good level", set, "Dynamo 0.9 KV router holds it up to 80 conversations"},
+		{"a mode that fails at the lowest level says so", set, "round-robin misses it even at 60, the lowest level measured"},
+		{"the sentence says where the curves come from", set, "SLO (p95 TTFT ≤ 600ms, TPOT ≤ 60ms), 3×H200 · measured: "},
 		{"a mode good everywhere is not claimed beyond the range", &baselines.Set{Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
-			"KV-aware holds it at every level measured, up to 60 and perhaps beyond"},
+			"KV router holds it at every level measured, up to 60 and perhaps beyond"},
 		{"a mode without a curve says it was not measured", &baselines.Set{Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
-			"Round-robin was not measured"},
+			"round-robin was not measured"},
+		{"a simulated set names kvlens's policy", &baselines.Set{Deployment: "Simulated: yes", Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
+			"simulated: kvlens kv holds it at every level measured"},
 		{"no set at all says so", nil, "No stored baseline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := EnvelopeSentence(tt.set, baselines.DefaultSLO, describe)
+			got := EnvelopeSentence(tt.set, baselines.DefaultSLO)
 			if !strings.Contains(got, tt.want) {
-				t.Fatalf("%q lacks %q", got, tt.want)
+				t.Fatalf("sentence = %q, want it to contain %q", got, tt.want)
 			}
 		})
 	}

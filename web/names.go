@@ -65,31 +65,45 @@ func simulatedSet(set *baselines.Set) bool {
 }
 
 // CurveName names a stored curve: the router that made it, the fleet and
-// whether it was measured or simulated. A measured set that ran Dynamo
-// names Dynamo's router for its KV mode; a simulated set ran kvlens's own.
+// whether it was measured or simulated, such as "Dynamo 0.9 KV router ·
+// 3×H200 · measured".
 func CurveName(set *baselines.Set, mode string) string {
 	if set == nil {
 		return RouterName(mode)
 	}
-	if simulatedSet(set) {
-		return RouterName(mode) + " · simulated"
-	}
+	return CurveRouter(set, mode) + " · " + CurveSource(set)
+}
+
+// CurveRouter names the router that made a stored curve: a measured set
+// that ran Dynamo names Dynamo's router for its KV mode; a simulated set
+// ran kvlens's own policy.
+func CurveRouter(set *baselines.Set, mode string) string {
 	router := RouterName(mode)
+	if set == nil || simulatedSet(set) {
+		return router
+	}
 	if m := dynamoVersion.FindStringSubmatch(set.Deployment); m != nil {
-		switch BaselineMode(mode) {
-		case "kv":
-			router = "Dynamo " + m[1] + " KV router"
-		default:
-			router = strings.TrimPrefix(router, "kvlens ")
+		if BaselineMode(mode) == "kv" {
+			return "Dynamo " + m[1] + " KV router"
 		}
-	} else if mode == "kv" {
-		router = "KV router"
+		return strings.TrimPrefix(router, "kvlens ")
 	}
-	parts := []string{router}
+	if mode == "kv" {
+		return "KV router"
+	}
+	return router
+}
+
+// CurveSource says where a stored set's figures come from: "simulated", or
+// the fleet measured, such as "3×H200 · measured".
+func CurveSource(set *baselines.Set) string {
+	if simulatedSet(set) {
+		return "simulated"
+	}
 	if m := gpus.FindStringSubmatch(set.Deployment); m != nil {
-		parts = append(parts, m[1]+"×"+m[2])
+		return m[1] + "×" + m[2] + " · measured"
 	}
-	return strings.Join(append(parts, "measured"), " · ")
+	return "measured"
 }
 
 func or(s, def string) string {

@@ -263,7 +263,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		Sim:          s.simStatusData(operator),
 		BaselineName: name,
 		Caveat:       HardwareCaveat(s.base(), s.opts.Faults != nil),
-		Envelope:     EnvelopeSentence(s.base(), slo, s.opts.Describe),
+		Envelope:     EnvelopeSentence(s.base(), slo),
 		Operator:     operator,
 		CanLogin:     s.rule.Token != "",
 		QR:           s.opts.PublicURL != "",
