@@ -101,7 +101,7 @@ func TestComponents(t *testing.T) {
 		{"the pair has one select per lane", PairSwitch(pair), `[data-testid=pair-b] option[selected]`, "kvlens kv"},
 		{"a pair select posts its lane", PairSwitch(pair), `[data-testid=pair-a][hx-vals='{"lane":"a"}'] option[selected]`, "round-robin"},
 		{"the header names the pair in lane colours", PairNames([]string{"Round-robin", "KV-aware"}), `#pair-names .lane-b`, "KV-aware"},
-		{"the workers panel heads each fleet", Workers(twoFleets), `tr.lane-b[data-testid=worker-lane]`, "B · kvlens kv · simulated"},
+		{"the workers panel marks each fleet with its lane", Workers(twoFleets), `th.lane-b[data-testid=worker-lane][title="B · kvlens kv · simulated"]`, "B"},
 		{"the single view has no fleet headings", Workers(workers), `[data-testid=worker-lane]`, ""},
 		{"a mode button says what it does on hover", ModeSwitch(modes), `[data-testid=mode-kv][title=KV-aware]`, "kvlens kv"},
 		{"the live mode in the more menu is selected", ModeSwitch(modes), `[data-testid=mode-more] option[selected]`, "kvlens copy of Dynamo 0.9's cost"},

@@ -268,6 +268,7 @@ func TestWindowBeginCountsOnlyRequestsSentAfterIt(t *testing.T) {
 	}{
 		// sent 3 s ago, 2 s before Begin: it was routed under the old setting
 		{"a request sent before Begin and finishing after is not counted", func() { w.ObserveDone(sentAt(-3 * time.Second)) }, false},
+		{"a failure sent before Begin is not counted", func() { w.ObserveDone(Result{Start: clk.t.Add(-3 * time.Second), Err: errors.New("x")}) }, false},
 		{"a request sent after Begin is counted", func() { w.ObserveDone(sentAt(-500 * time.Millisecond)) }, true},
 		{"a result without a send time (virtual time) is counted", func() { w.ObserveDone(ok(time.Millisecond, time.Second, 10)) }, true},
 		// a first token 4 s after its send, 1 s after Begin: sent before it
@@ -279,11 +280,16 @@ func TestWindowBeginCountsOnlyRequestsSentAfterIt(t *testing.T) {
 			before := w.Stats()
 			tt.observe()
 			after := w.Stats()
-			counted := after.Completed > before.Completed || after.TTFT.Count > before.TTFT.Count
+			counted := after.Completed > before.Completed || after.TTFT.Count > before.TTFT.Count || after.Errors > before.Errors
 			if counted != tt.counted {
 				t.Fatalf("counted = %v, want %v", counted, tt.counted)
 			}
 		})
+	}
+	// The rates count the request sent before Begin: 3 completed, of 100,
+	// 100 and 10 tokens, over the 1 s the window has covered.
+	if s := w.Stats(); s.Completed != 2 || s.RequestsPerSec != 3 || s.OutputTokensPerSec != 210 {
+		t.Fatalf("after Begin: %d completed, %v req/s, %v tok/s; want 2 counted, the rates of all 3", s.Completed, s.RequestsPerSec, s.OutputTokensPerSec)
 	}
 	// A plain Reset forgets Begin: the sweep's warmup flush counts everything.
 	w.Reset()

@@ -206,9 +206,13 @@ func (s *Server) metrics() []metric {
 			return x.P50, true
 		}
 	}
-	// A window that has covered no time yet has no rate.
+	// A window that has covered no time, or seen no request end, has no
+	// rate. Rates count requests sent before the window began too
+	// (loadgen.Window.Begin).
 	rate := func(f func(loadgen.Stats) float64) func(loadgen.Stats) (float64, bool) {
-		return func(w loadgen.Stats) (float64, bool) { return f(w), w.Covered > 0 && w.Completed+w.Errors > 0 }
+		return func(w loadgen.Stats) (float64, bool) {
+			return f(w), w.Covered > 0 && (w.RequestsPerSec > 0 || w.Completed+w.Errors > 0)
+		}
 	}
 	ttft := func(w loadgen.Stats) loadgen.Quantiles { return w.TTFT }
 	tpot := func(w loadgen.Stats) loadgen.Quantiles { return w.TPOT }

@@ -99,7 +99,7 @@ func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
 	if w.TPOT.Count > 0 {
 		lp.Values["tpot_p50_ms"], lp.Values["tpot_p95_ms"] = w.TPOT.P50, w.TPOT.P95
 	}
-	if w.Covered > 0 && w.Completed > 0 {
+	if w.Covered > 0 && w.OutputTokensPerSec > 0 {
 		lp.Values["tops"] = w.OutputTokensPerSec
 	}
 	return lp

@@ -26,6 +26,8 @@
         const ctx = u.ctx, r = devicePixelRatio;
         ctx.save();
         ctx.font = `${12 * r}px system-ui, sans-serif`;
+        ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
+        ctx.textBaseline = "alphabetic";
         const seen = {}; // labels already at each x: the next goes below
         for (const c of clipped) {
           const row = (seen[c.x] = (seen[c.x] || 0) + 1) - 1;

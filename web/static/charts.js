@@ -50,6 +50,8 @@
           const [x0, x1] = [u.scales.x.min, u.scales.x.max];
           ctx.save();
           ctx.font = `${12 * devicePixelRatio}px system-ui, sans-serif`;
+          ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
+          ctx.textBaseline = "alphabetic";
           let lastX = -1e9, row = 0;
           for (const m of marks) {
             if (m.t < x0 || m.t > x1) continue;
@@ -144,7 +146,13 @@
       // addPoints appends rows (or replaces the charts' rows with them),
       // keeping the last 10 minutes.
       addPoints(more, replace) {
-        rows = replace ? more.slice() : rows.concat(more);
+        rows = replace ? [] : rows;
+        for (const r of more) {
+          // Two ticks in one second (a late one, then one on time): the
+          // later replaces the earlier, so the x axis never repeats.
+          if (rows.length && rows[rows.length - 1].t >= r.t) rows[rows.length - 1] = r;
+          else rows.push(r);
+        }
         if (rows.length > windowSecs) rows = rows.slice(rows.length - windowSecs);
         draw();
       },
