@@ -5,6 +5,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -113,9 +114,14 @@ func choose(sel, value string) string {
 // difference computed across it; the board fits 1080p and a phone's first
 // screen holds the headline and the key tiles.
 func TestBrowserAB(t *testing.T) {
+	// Chromium is up before the demo starts, so its first frame is the
+	// demo's first second or two.
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
 	started := time.Now()
 	d := startDemo(t)
-	ctx := newBrowser(t, 1920, 1080)
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1920, 1080),
 		chromedp.Navigate(d.URL),
@@ -123,6 +129,7 @@ func TestBrowserAB(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("first frame %s after start", time.Since(started).Round(100*time.Millisecond))
 	screenshot(t, ctx, "ab-first-frame-1920x1080.png", false)
 	if mode := text(t, ctx, `[data-testid=mode]`); !strings.Contains(mode, "Round-robin") || !strings.Contains(mode, "KV-aware") {
 		t.Fatalf("header %q does not name the pair", mode)
@@ -168,7 +175,7 @@ func TestBrowserAB(t *testing.T) {
 	for _, step := range steps {
 		last = change(t, ctx, step.what, step.js, step.done)
 		// Read the tiles each second for a while: never a difference.
-		for range 5 {
+		for range 4 {
 			time.Sleep(time.Second)
 			if st := readState(t, ctx); !st.Settling || st.Deltas > 0 || st.Coloured > 0 {
 				t.Fatalf("%s, %s later: %+v; want the tiles settling, without a difference or colour", step.what, time.Since(last).Round(time.Second), st)
@@ -180,7 +187,7 @@ func TestBrowserAB(t *testing.T) {
 		t.Fatalf("settled after the last change, the tiles show no difference: %+v", st)
 	}
 	time.Sleep(2 * time.Second) // one more frame on the charts
-	screenshot(t, ctx, "dashboard-1920x1080.png", false)
+	screenshot(t, ctx, "ab-after-changes-1920x1080.png", false)
 
 	// A phone: the headline and the key tiles on the first screen.
 	if err := chromedp.Do(ctx,
@@ -199,6 +206,41 @@ func TestBrowserAB(t *testing.T) {
 		if err != nil || bottom > 844 {
 			t.Errorf("%s ends at %.0f px (%v), below a 390x844 phone's first screen", sel, bottom, err)
 		}
+	}
+	screenshot(t, ctx, "ab-390x844.png", false)
+}
+
+// heroAfter, when set, makes TestBrowserHero run: the README's pictures of
+// the default demo in its steady state, this long after start.
+var heroAfter = flag.Duration("hero-after", 0, "run TestBrowserHero: screenshots of the default demo this long after start (the README's pictures)")
+
+// TestBrowserHero takes the README's pictures: the default demo, left to
+// run for -hero-after, at 1920x1080 and on a 390x844 phone. It is not part
+// of the browser test's two minutes unless asked for.
+func TestBrowserHero(t *testing.T) {
+	if *heroAfter <= 0 {
+		t.Skip("the README's pictures are taken with -hero-after, such as -hero-after 3m")
+	}
+	d := startDemo(t)
+	time.Sleep(*heroAfter)
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+		chromedp.Sleep(3*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("headline: %s", text(t, ctx, `[data-testid=headline]`))
+	screenshot(t, ctx, "dashboard-1920x1080.png", false)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+		chromedp.Sleep(3*time.Second),
+	); err != nil {
+		t.Fatal(err)
 	}
 	screenshot(t, ctx, "dashboard-390x844.png", false)
 }

@@ -206,12 +206,12 @@ func (s *Server) metrics() []metric {
 			return x.P50, true
 		}
 	}
-	// A window that has covered no time, or seen no request end, has no
+	// A window younger than rateSpan, or that saw no request end, has no
 	// rate. Rates count requests sent before the window began too
 	// (loadgen.Window.Begin).
 	rate := func(f func(loadgen.Stats) float64) func(loadgen.Stats) (float64, bool) {
 		return func(w loadgen.Stats) (float64, bool) {
-			return f(w), w.Covered > 0 && (w.RequestsPerSec > 0 || w.Completed+w.Errors > 0)
+			return f(w), w.Covered >= rateSpan && (w.RequestsPerSec > 0 || w.Completed+w.Errors > 0)
 		}
 	}
 	ttft := func(w loadgen.Stats) loadgen.Quantiles { return w.TTFT }

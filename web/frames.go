@@ -15,6 +15,11 @@ import (
 // historyLen is how many 1 Hz points the charts show: 10 minutes.
 const historyLen = 600
 
+// rateSpan is how much time a window must cover before its rates mean
+// anything: one answer ending 0.1 s after a window began would read as
+// 10,000 tokens/s.
+const rateSpan = 5 * time.Second
+
 // Point is one second of the live charts: the rolling window's figures as of
 // that second (definitions in shared/reference/metrics.md).
 type Point struct {
@@ -26,10 +31,12 @@ type Point struct {
 	// TPOTp50 and TPOTp95 are in ms; null when the window had no data.
 	TPOTp50 *float64 `json:"tpot_p50"`
 	TPOTp95 *float64 `json:"tpot_p95"`
-	// OutputTokensPerSec is the window's output throughput.
-	OutputTokensPerSec float64 `json:"tops"`
-	// RequestsPerSec is the window's completed requests per second.
-	RequestsPerSec float64 `json:"rps"`
+	// OutputTokensPerSec is the window's output throughput; null until the
+	// window has covered rateSpan.
+	OutputTokensPerSec *float64 `json:"tops"`
+	// RequestsPerSec is the window's completed requests per second; null
+	// until the window has covered rateSpan.
+	RequestsPerSec *float64 `json:"rps"`
 	// ErrorPct is the window's error rate, in percent.
 	ErrorPct float64 `json:"error_pct"`
 	// ShedPerSec is requests the router shed during the last tick, per second.
@@ -99,7 +106,7 @@ func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
 	if w.TPOT.Count > 0 {
 		lp.Values["tpot_p50_ms"], lp.Values["tpot_p95_ms"] = w.TPOT.P50, w.TPOT.P95
 	}
-	if w.Covered > 0 && w.OutputTokensPerSec > 0 {
+	if w.Covered >= rateSpan && w.OutputTokensPerSec > 0 {
 		lp.Values["tops"] = w.OutputTokensPerSec
 	}
 	return lp
@@ -184,11 +191,10 @@ func (h *history) all(i int) []Point {
 
 func point(snap loadgen.Snapshot) Point {
 	w := snap.Window
-	p := Point{
-		T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live,
-		OutputTokensPerSec: w.OutputTokensPerSec,
-		RequestsPerSec:     w.RequestsPerSec,
-		ErrorPct:           100 * w.ErrorRate,
+	p := Point{T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live, ErrorPct: 100 * w.ErrorRate}
+	if w.Covered >= rateSpan {
+		tops, rps := w.OutputTokensPerSec, w.RequestsPerSec
+		p.OutputTokensPerSec, p.RequestsPerSec = &tops, &rps
 	}
 	p.TTFTp50, p.TTFTp95 = pair(w.TTFT)
 	p.TPOTp50, p.TPOTp95 = pair(w.TPOT)

@@ -33,3 +33,29 @@ func TestSettling(t *testing.T) {
 		})
 	}
 }
+
+func TestRatesWaitForAFewSecondsOfWindow(t *testing.T) {
+	tests := []struct {
+		name    string
+		covered time.Duration
+		want    bool
+	}{
+		// one 1,000-token answer ending 0.2 s into a window is not 5,000 tok/s
+		{"a window 0.2 s old has no rate", 200 * time.Millisecond, false},
+		{"a window just short of rateSpan has none", rateSpan - time.Millisecond, false},
+		{"a window of rateSpan has its rates", rateSpan, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := loadgen.Snapshot{Window: loadgen.Stats{Covered: tt.covered, Completed: 1, RequestsPerSec: 5, OutputTokensPerSec: 5000}}
+			p := point(snap)
+			if got := p.OutputTokensPerSec != nil && p.RequestsPerSec != nil; got != tt.want {
+				t.Fatalf("rates in the chart point: %v, want %v", got, tt.want)
+			}
+			s := New(&fakeLoad{snap: snap}, newFakeRouter("kv"), testOptions())
+			if got := tile(tilesNow(s), "tops").Value != "—"; got != tt.want {
+				t.Fatalf("throughput tile shows a figure: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

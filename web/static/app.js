@@ -28,10 +28,12 @@
         ctx.font = `${12 * r}px system-ui, sans-serif`;
         ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
         ctx.textBaseline = "alphabetic";
-        const seen = {}; // labels already at each x: the next goes below
-        for (const c of clipped) {
-          const row = (seen[c.x] = (seen[c.x] || 0) + 1) - 1;
-          const x = u.valToPos(c.x, "x", true), y = u.bbox.top + 2 * r + 14 * r * row;
+        const placed = []; // x of the labels drawn: a near one goes below
+        for (const c of [...clipped].sort((a, b) => a.x - b.x)) {
+          const x = u.valToPos(c.x, "x", true);
+          const row = placed.filter((px) => Math.abs(px - x) < 90 * r).length;
+          placed.push(x);
+          const y = u.bbox.top + 2 * r + 14 * r * row;
           ctx.fillStyle = c.colour;
           ctx.beginPath();
           ctx.moveTo(x, y);
