@@ -221,7 +221,8 @@ func TestBrowserHero(t *testing.T) {
 	if *heroAfter <= 0 {
 		t.Skip("the README's pictures are taken with -hero-after, such as -hero-after 3m")
 	}
-	d := startDemo(t)
+	// Seen from the booth machine: the operator's page, controls enabled.
+	d := startDemo(t, func(cfg *Config) { cfg.Dashboard.Access = web.Access{} })
 	time.Sleep(*heroAfter)
 	ctx := newBrowser(t, 1920, 1080)
 	if err := chromedp.Do(ctx,

@@ -28,7 +28,13 @@
   // Legends name the series only: a live legend shows the value under the
   // cursor, and without a cursor it is a row of dashes.
   const legend = { live: false };
-  const axis = (label) => [{ stroke: "#ccc", grid: { stroke: "#333" } }, { stroke: "#ccc", grid: { stroke: "#333" }, label }];
+  // The time axis says the time of day on one row: uPlot's own adds a date
+  // row whose labels overlap when the minute turns.
+  const clock = (t) => new Date(t * 1000).toLocaleTimeString("en-GB", { hour12: false });
+  const axis = (label) => [
+    { stroke: "#ccc", grid: { stroke: "#333" }, space: 70, values: (u, ts) => ts.map(clock) },
+    { stroke: "#ccc", grid: { stroke: "#333" }, label },
+  ];
 
   // lanesOf is a row's points, one per lane.
   const lanesOf = (row) => row.lanes || [row];
