@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,16 +21,8 @@ type Lane struct {
 	Gauges func() map[string]Gauge
 }
 
-// laneIDs name the lanes on the page, in the API and in marks.
-var laneIDs = []string{"a", "b", "c", "d"}
-
-// laneID is lane i's name: a, b, …
-func laneID(i int) string {
-	if i < len(laneIDs) {
-		return laneIDs[i]
-	}
-	return fmt.Sprint(i)
-}
+// laneID is lane i's name on the page, in the API and in marks: a, b, …
+func laneID(i int) string { return string(rune('a' + i)) }
 
 // laneIndex is the lane an API request names ("a", "b"; "" is the first).
 func (s *Server) laneIndex(id string) (int, error) {
@@ -106,12 +99,6 @@ func (s *Server) watch(now time.Time, snaps []loadgen.Snapshot) bool {
 	}
 	for i, l := range s.lanes {
 		if p := l.Router.PolicyName(); p != s.seen.policies[i] {
-			if s.alt != nil {
-				// The alternation's own turns go through change; another
-				// switch is the operator's, outside the pair.
-				s.beginLocked(now, "mode", s.opts.Describe(p))
-				return true
-			}
 			s.beginLocked(now, "mode", s.laneLabel(i, s.opts.Describe(p)))
 			return true
 		}
@@ -131,9 +118,5 @@ func (s *Server) laneLabel(i int, label string) string {
 	return fmt.Sprintf("%s: %s", upper(laneID(i)), label)
 }
 
-func upper(id string) string {
-	if id == "" {
-		return id
-	}
-	return string(id[0]-'a'+'A') + id[1:]
-}
+// upper is a lane's id as the page shows it: A, B.
+func upper(id string) string { return strings.ToUpper(id) }

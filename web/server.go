@@ -38,9 +38,9 @@ type Loadgen interface {
 	Stop()
 	SetConcurrency(n int) error
 	Snapshot() loadgen.Snapshot
-	// BeginWindow empties the metrics window and counts in it only requests
-	// sent from now on, so that no figure mixes what came before a change
-	// with what came after.
+	// BeginWindow empties the metrics window, whose per-request figures
+	// then count only requests sent from now on, so that none mixes what
+	// came before a change with what came after (loadgen.Window.Begin).
 	BeginWindow()
 	// Conversations lists live and recent conversations, newest first.
 	Conversations() []loadgen.ConversationSummary
@@ -271,16 +271,13 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()},
 	}
 	if s.ab() {
-		d.Pair = s.pair(operator)
-		for _, p := range s.pairPolicies() {
-			d.PairText = append(d.PairText, s.opts.Describe(p))
-		}
+		d.Pair, d.PairText = s.pair(operator), s.pairNames()
 	}
 	components.Page(d).Render(r.Context(), w)
 }
 
-// laneNames name the lanes the time charts draw, for their legend: each
-// lane's router and source, or the alternating lane's pair.
+// laneNames name the lanes the time charts draw, for the legend above the
+// tiles: each lane's router and source; none when the charts draw one.
 func (s *Server) laneNames() []string {
 	if len(s.lanes) < 2 {
 		return nil

@@ -6,7 +6,6 @@
   const body = document.body;
   const { colours, laneColours, fmt, chartHeight, legend, rowsOf } = window.kvlens;
   const charts = window.kvlens.timeCharts();
-  const ab = body.dataset.ab === "true";
   let lastFrame = 0;
 
   // The baseline overlay: stored round-robin and KV curves by concurrency,
