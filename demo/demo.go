@@ -157,7 +157,10 @@ type Demo struct {
 	sim *simulator // "simulate this curve"; nil for real workers
 
 	// lanes are the fleets: one, or A and B side by side.
-	lanes   []*lane
+	lanes []*lane
+	// turns says, for the startup lines, that the pair takes turns on one
+	// fleet; "" when it does not.
+	turns   string
 	fleet   *sim.Fleet // the first lane's simulated workers; nil for real ones
 	scraper *scraper   // real workers' /metrics; nil for the simulated fleet
 	srv     *http.Server
@@ -322,6 +325,11 @@ func Start(cfg Config) (*Demo, error) {
 		opts.Source = fmt.Sprintf("%d real %s", len(workers), plural(len(workers), "worker"))
 		if len(pair) == 2 {
 			opts.Alternate = &web.Alternation{Pair: [2]string{pair[0], pair[1]}, Every: cfg.ABTurn}
+			turn := cfg.ABTurn
+			if turn <= 0 {
+				turn = web.DefaultTurn
+			}
+			d.turns = fmt.Sprintf("A/B: %s and %s take turns of %s on these workers, which cannot be split into two fleets", pair[0], pair[1], turn)
 		}
 	}
 	var rec *recording.Recorder
@@ -452,6 +460,9 @@ func (d *Demo) Lines() []string {
 		}
 	case len(d.WorkerURLs) > 0:
 		lines = append(lines, fmt.Sprintf("routing %s over %d workers: %s", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " ")))
+		if d.turns != "" {
+			lines = append(lines, d.turns)
+		}
 	case d.Target != "":
 		lines = append(lines, "running no workers: --target given without --workers")
 	}
