@@ -12,11 +12,13 @@ run:
 
 test: deps lint unit browser
 
-# unit runs every Go test, with the race detector, except the browser test.
+# unit runs every Go test, with the race detector, except the browser test
+# and bench's lead tests, which run without it.
 # deploy/ is its own module so that the Kubernetes types it tests against
 # stay out of the binary's dependencies.
 unit:
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run KVLeads ./bench  # deterministic simulations, too slow under -race
 	cd deploy && $(GO) test -count=1 ./...
 
 # browser drives the dashboard in a real Chromium (build tag `browser`).

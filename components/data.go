@@ -245,6 +245,8 @@ type ConversationItem struct {
 	Turns, Planned, Errs int
 	Done                 bool
 	Worker               string
+	// Asking says that a turn is out, waiting for its answer.
+	Asking bool
 }
 
 // ConversationData is one conversation, turn by turn.
@@ -255,6 +257,16 @@ type ConversationData struct {
 	// Lane names the lane that played it, in the A/B view.
 	Lane  string
 	Turns []TurnData
+	// Asking is the question waiting for its answer; nil when none is.
+	Asking *AskingData
+}
+
+// AskingData is a question sent and not yet answered.
+type AskingData struct {
+	Index            int
+	Question, Source string
+	// Waiting is how long it has waited, formatted ("12 s").
+	Waiting string
 }
 
 // TurnData is one turn of a conversation; times are formatted.
@@ -438,4 +450,6 @@ func storedText(stored bool) string {
 // Option is one choice of a select.
 type Option struct {
 	Value, Label string
+	// Selected marks the option in force.
+	Selected bool
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/store"
+	"github.com/kvlens/kvlens/tokenizer"
 	"github.com/kvlens/kvlens/web"
 )
 
@@ -51,11 +52,18 @@ type Config struct {
 	// no workers of its own: it measures the target.
 	Target string
 	// Tokenizer is "auto" or "" (embedded for the simulated fleet; for real
-	// workers, embedded while it matches every worker's /tokenize on a
-	// sample chat, else worker), "embedded" (kvlens's own, which the
-	// simulated workers share) or "worker" (each request tokenized by a
-	// worker's /tokenize, for models whose tokenizer kvlens does not embed).
+	// workers, the first of AutoFiles and the embedded tokenizer that
+	// matches every worker's /tokenize on a sample chat, else worker),
+	// "embedded" (kvlens's own, which the simulated workers share),
+	// "worker" (each request tokenized by a worker's /tokenize), or
+	// "files" (TokenizerFiles).
 	Tokenizer string
+	// TokenizerFiles is the model's own tokenizer and chat template
+	// (tokenizer.LoadFiles), for Tokenizer "files".
+	TokenizerFiles *tokenizer.Engine
+	// AutoFiles is the model's own tokenizer and chat template that auto
+	// tries first; nil tries none.
+	AutoFiles *tokenizer.Engine
 	// FrontendMetrics is a Dynamo frontend's /metrics URL to read its KV hit
 	// rate and queueing from, when Dynamo routes; empty reads none.
 	FrontendMetrics string
@@ -242,36 +250,8 @@ func Start(cfg Config) (*Demo, error) {
 	first := d.lanes[0]
 	d.Proxy, d.WorkerURLs, d.fleet = first.proxy, first.workerURLs, first.fleet
 	pool := first.pool
-	switch cfg.Tokenizer {
-	case "embedded":
-	case "", "auto":
-		if d.fleet != nil {
-			// The simulated workers share the embedded tokenizer.
-			fmt.Println("kvlens: tokenizer auto: embedded (cl100k, kvlens template): the workers are kvlens's simulated fleet")
-			break
-		}
-		auto := &router.Auto{Worker: &router.WorkerTokenize{Pool: pool, Client: d.Proxy.Client()}, Model: cfg.Model}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		fmt.Println("kvlens: " + auto.Choose(ctx, pool))
-		cancel()
-		pool.OnHealthChange(func(w *router.Worker, healthy bool) {
-			if !healthy || !auto.IsEmbedded() {
-				return
-			}
-			// A re-admitted worker may be a new engine; check it again.
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if line, err := auto.Check(ctx, w); err == nil && !auto.IsEmbedded() {
-					fmt.Println("kvlens: tokenizer auto: worker (each worker's /tokenize): " + line)
-				}
-			}()
-		})
-		d.Proxy.SetTokenizer(auto)
-	case "worker":
-		d.Proxy.SetTokenizer(&router.WorkerTokenize{Pool: pool, Client: d.Proxy.Client()})
-	default:
-		return fail(fmt.Errorf("--tokenizer %q: want auto, embedded or worker", cfg.Tokenizer))
+	if err := d.setTokenizer(cfg, pool); err != nil {
+		return fail(err)
 	}
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -88,6 +89,9 @@ func (s *simulator) SimStatus() web.SimStatus {
 
 func (s *simulator) run() {
 	defer s.wg.Done()
+	if err := lowerPriority(); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens: simulate this curve: could not lower its priority (%v); the live demo may slow while it runs\n", err)
+	}
 	start := time.Now()
 	c := s.sweep
 	c.Name = "simulated " + start.Format("2006-01-02 15:04:05")

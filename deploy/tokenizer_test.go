@@ -47,8 +47,8 @@ func TestEveryOverlayChoosesATokenizerThatWorksForIt(t *testing.T) {
 	tests := []struct {
 		name, overlay, want string
 	}{
-		{"vLLM publishes events over its own token ids: ask its /tokenize", "direct-vllm", "--tokenizer=worker"},
-		{"TensorRT-LLM without events is predicted from kvlens's own tokens", "direct-trtllm", "--tokenizer=embedded"},
+		{"vLLM publishes events over its own token ids: auto checks the model's files against its /tokenize", "direct-vllm", "--tokenizer=auto,--tokenizer-dir=/models/Llama-3.1-70B-Instruct-FP8"},
+		{"TensorRT-LLM has no /tokenize: the model's own files", "direct-trtllm", "--tokenizer=/models/Llama-3.1-70B-Instruct-FP8"},
 		{"the simulated workers share the embedded tokenizer", "direct-sim", "--tokenizer=embedded"},
 		{"with Dynamo routing, kvlens's router is out of the path", "dynamo", "--tokenizer=embedded"},
 		{"an overlay built on the simulated one keeps its choice", "example-custom-starters", "--tokenizer=embedded"},
@@ -61,9 +61,44 @@ func TestEveryOverlayChoosesATokenizerThatWorksForIt(t *testing.T) {
 					got = append(got, a)
 				}
 			}
-			if len(got) != 1 || got[0] != tt.want {
+			if strings.Join(got, ",") != tt.want {
 				t.Fatalf("kvlens's tokenizer flags %q, want exactly %s", got, tt.want)
 			}
+		})
+	}
+}
+
+// TestRouterMountsTheModelReadOnly checks that the overlays whose router
+// reads the model's tokenizer files mount the workers' model volume into
+// it, read-only, where the flags say.
+func TestRouterMountsTheModelReadOnly(t *testing.T) {
+	for _, overlay := range []string{"direct-vllm", "direct-trtllm"} {
+		t.Run(overlay, func(t *testing.T) {
+			for _, doc := range bytes.Split(render(t, overlay), []byte("\n---\n")) {
+				var o object
+				yaml.Unmarshal(doc, &o)
+				if o.Kind != "Deployment" || o.Metadata.Name != "kvlens" {
+					continue
+				}
+				var d appsv1.Deployment
+				if err := decodeStrict(doc, &d); err != nil {
+					t.Fatal(err)
+				}
+				spec := d.Spec.Template.Spec
+				mounted := false
+				for _, m := range spec.Containers[0].VolumeMounts {
+					mounted = mounted || (m.Name == "models" && m.MountPath == "/models" && m.ReadOnly)
+				}
+				claimed := false
+				for _, v := range spec.Volumes {
+					claimed = claimed || (v.Name == "models" && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "model-nfs-pvc" && v.PersistentVolumeClaim.ReadOnly)
+				}
+				if !mounted || !claimed {
+					t.Errorf("kvlens mounts the models volume read-only at /models: %v; from the workers' claim, read-only: %v", mounted, claimed)
+				}
+				return
+			}
+			t.Fatal("no kvlens Deployment")
 		})
 	}
 }

@@ -28,14 +28,19 @@ func openingQuestion(s *Starter) string {
 	return "Please explain the following text about " + s.Topic + "."
 }
 
-func newConversation(s *Starter, turns int, rng *rand.Rand) *conversation {
+// newConversation opens a chat on s with the given system prompt (empty:
+// the built-in one).
+func newConversation(s *Starter, turns int, rng *rand.Rand, system string) *conversation {
+	if system == "" {
+		system = systemPrompt
+	}
 	return &conversation{
 		starter:  s,
 		headings: cues(s.Text),
 		turns:    turns,
 		rng:      rng,
 		messages: []tokenizer.Message{
-			{Role: "system", Content: systemPrompt},
+			{Role: "system", Content: system},
 			{Role: "user", Content: openingQuestion(s) + "\n\n" + s.Text},
 		},
 	}

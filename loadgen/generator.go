@@ -35,8 +35,30 @@ type Config struct {
 	MaxTokens int
 	// Turns is the distribution of turns per conversation.
 	Turns TurnDist
-	// ThinkTime is the pause between a turn's answer and the next question.
+	// ThinkTime is the pause between a turn's answer and the next question,
+	// or with ThinkDist ThinkExponential its mean.
 	ThinkTime time.Duration
+	// ThinkDist says how each pause is drawn; the zero value is ThinkFixed.
+	ThinkDist ThinkDist
+	// ReadingWPM is ThinkReading's reading speed, in words per minute.
+	ReadingWPM float64
+	// SystemPrompt opens every conversation; empty means the built-in
+	// one-line prompt.
+	SystemPrompt string
+	// ToolTokens, when its Max is positive, makes every follow-up a tool
+	// result of Min..Max tokens (uniform) instead of a question, as an
+	// agent's loop feeds tool outputs back to the model.
+	ToolTokens TokenRange
+	// SessionLength, when positive, opens the loop: conversations arrive as
+	// a Poisson process at Concurrency / SessionLength per second, whatever
+	// those in flight are doing, so that by Little's law Concurrency of them
+	// are in flight when a conversation lasts SessionLength on average.
+	// See OpenLoopRate.
+	SessionLength time.Duration
+	// MaxContext, when positive, ends a conversation before a turn whose
+	// prompt plus MaxTokens would pass it, in tokens, as a user starts a
+	// new chat when the old one is full; Snapshot.ContextFull counts them.
+	MaxContext int
 	// StartRate paces new conversations, per second; 0 means unpaced.
 	StartRate float64
 	// RequestTimeout bounds each request, send to last byte; 0 means none.
@@ -129,6 +151,12 @@ type Snapshot struct {
 	User UserStats `json:"user"`
 	// Trace is the replay's progress; nil for conversations.
 	Trace *TraceStats `json:"trace,omitempty"`
+	// ArrivalRate is an open loop's conversation arrival rate, per second;
+	// 0 for a closed loop or a trace.
+	ArrivalRate float64 `json:"arrival_rate,omitempty"`
+	// ContextFull counts conversations ended before their planned turns
+	// because the next prompt would not fit Config.MaxContext.
+	ContextFull int64 `json:"context_full,omitempty"`
 }
 
 // UserStats counts follow-up questions since the generator was made.
@@ -189,6 +217,7 @@ type Generator struct {
 	traceSent int
 	traceDone int
 	lag       *ddsketch.DDSketchWithExactSummaryStatistics
+	full      int64 // conversations ended at MaxContext
 }
 
 // run is one Start..Stop period. Its fields are guarded by Generator.mu.
@@ -214,6 +243,13 @@ type run struct {
 	// seq numbers waits and turns, so that Stop cancels them in the order
 	// they began: a virtual-time run stays reproducible.
 	seq uint64
+	// warm counts an open loop's conversations still to start at once,
+	// part-way through, so that the number in flight starts near its
+	// steady state instead of ramping up over a whole session.
+	warm int
+	// arrival numbers an open loop's pending arrival; a change of rate
+	// makes the pending one stale.
+	arrival uint64
 }
 
 // wait is a pending timer of a run. cancelled, if not nil, runs instead of
@@ -257,14 +293,22 @@ func NewAsync(t AsyncTransport, cfg Config, metrics *Metrics) (*Generator, error
 		return nil, fmt.Errorf("loadgen: start rate %v: need 0 (unpaced) or a finite rate", cfg.StartRate)
 	case cfg.Window < windowBuckets*time.Millisecond:
 		return nil, fmt.Errorf("loadgen: window %v is too short", cfg.Window)
-	case cfg.ThinkTime < 0 || cfg.RequestTimeout < 0 || cfg.ErrorPause < 0:
-		return nil, fmt.Errorf("loadgen: think time %v, request timeout %v and error pause %v must not be negative", cfg.ThinkTime, cfg.RequestTimeout, cfg.ErrorPause)
+	case cfg.ThinkTime < 0 || cfg.RequestTimeout < 0 || cfg.ErrorPause < 0 || cfg.SessionLength < 0:
+		return nil, fmt.Errorf("loadgen: think time %v, request timeout %v, error pause %v and session length %v must not be negative", cfg.ThinkTime, cfg.RequestTimeout, cfg.ErrorPause, cfg.SessionLength)
+	case cfg.MaxContext < 0:
+		return nil, fmt.Errorf("loadgen: max context %d: need 0 (none) or a positive number of tokens", cfg.MaxContext)
 	case cfg.SLO.TTFT <= 0 || cfg.SLO.TPOT <= 0:
 		return nil, fmt.Errorf("loadgen: SLO TTFT %v and TPOT %v must be positive", cfg.SLO.TTFT, cfg.SLO.TPOT)
 	}
 	if len(cfg.Trace) == 0 {
 		if err := cfg.Turns.valid(); err != nil {
 			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+		if err := cfg.checkThink(); err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+		if err := cfg.ToolTokens.valid(); err != nil {
+			return nil, fmt.Errorf("loadgen: tool tokens: %w", err)
 		}
 	} else {
 		blockVocab() // tens of ms, once: not at the first record's due time
@@ -323,6 +367,10 @@ func (g *Generator) Start() {
 		g.afterLocked(r, 0, func() { g.dispatch(r, start, 0) }, nil)
 		g.mu.Unlock()
 		return
+	}
+	if g.cfg.SessionLength > 0 {
+		r.warm = g.target
+		g.scheduleArrivalLocked(r)
 	}
 	g.mu.Unlock()
 	g.fill(r)
@@ -404,8 +452,16 @@ func (g *Generator) SetConcurrency(n int) error {
 		return err
 	}
 	g.mu.Lock()
+	old := g.target
 	g.target = n
 	r := g.run
+	if r != nil && g.cfg.SessionLength > 0 && len(g.cfg.Trace) == 0 {
+		// A higher level starts its extra conversations part-way through,
+		// as Start does; a lower one lets those in flight finish. Arrivals
+		// are memoryless, so the pending one is redrawn at the new rate.
+		r.warm += max(n-old, 0)
+		g.scheduleArrivalLocked(r)
+	}
 	g.mu.Unlock()
 	if r != nil && len(g.cfg.Trace) == 0 {
 		g.fill(r)
@@ -438,7 +494,12 @@ func (g *Generator) Snapshot() Snapshot {
 		Workers:  workers,
 		User:     g.user,
 	}
+	s.ContextFull = g.full
+	if g.cfg.SessionLength > 0 {
+		s.ArrivalRate = OpenLoopRate(g.target, g.cfg.SessionLength)
+	}
 	if len(g.cfg.Trace) > 0 {
+		s.ArrivalRate = 0
 		s.Workload = "trace"
 		s.Live = g.inFlight
 		s.Trace = &TraceStats{Records: len(g.cfg.Trace), Sent: g.traceSent, Finished: g.traceDone, Lag: summarise(g.lag)}
@@ -458,7 +519,10 @@ func (g *Generator) Conversation(id uint64) (ConversationLog, bool) { return g.l
 // rate: when the next start is not yet allowed, it sets one timer that calls
 // it again. It runs whenever the target may have been missed: at Start, when
 // the target changes, when a conversation ends and when the pacing allows.
+// In an open loop it starts only the warm conversations; arrivals start the
+// rest.
 func (g *Generator) fill(r *run) {
+	open := g.cfg.SessionLength > 0
 	var interval time.Duration // between starts; 0 is unpaced
 	if g.cfg.StartRate > 0 {
 		interval = time.Duration(float64(time.Second) / g.cfg.StartRate)
@@ -466,7 +530,7 @@ func (g *Generator) fill(r *run) {
 	for {
 		g.wakeups.Add(1)
 		g.mu.Lock()
-		if r.stopped || r.pacing || g.live >= g.target {
+		if r.stopped || r.pacing || (!open && g.live >= g.target) || (open && r.warm == 0) {
 			g.mu.Unlock()
 			return
 		}
@@ -487,17 +551,67 @@ func (g *Generator) fill(r *run) {
 		}
 		g.live++
 		r.convs++
-		s := &g.cfg.Starters[g.rng.IntN(len(g.cfg.Starters))]
-		turns := g.cfg.Turns.sample(g.rng)
-		rng := rand.New(rand.NewPCG(g.rng.Uint64(), g.rng.Uint64()))
+		if open {
+			r.warm--
+		}
+		c := g.pickLocked(open)
 		g.mu.Unlock()
-		c := newConversation(s, turns, rng)
-		c.log = g.log.open(c.starter, c.turns, g.clk.Now())
-		c.question, c.source = openingQuestion(c.starter), "opening"
-		g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
-			g.answered(r, c, res, stopped)
-		})
+		g.begin(r, c)
 	}
+}
+
+// pickLocked draws a new conversation's starter, turns and seed; partway
+// says it is caught part-way through (see TurnDist.sampleRemaining). g.mu
+// is held.
+func (g *Generator) pickLocked(partway bool) *conversation {
+	s := &g.cfg.Starters[g.rng.IntN(len(g.cfg.Starters))]
+	var turns int
+	if partway {
+		turns = g.cfg.Turns.sampleRemaining(g.rng)
+	} else {
+		turns = g.cfg.Turns.sample(g.rng)
+	}
+	rng := rand.New(rand.NewPCG(g.rng.Uint64(), g.rng.Uint64()))
+	return newConversation(s, turns, rng, g.cfg.SystemPrompt)
+}
+
+// begin sends a new conversation's opening turn.
+func (g *Generator) begin(r *run, c *conversation) {
+	c.log = g.log.open(c.starter, c.turns, g.clk.Now())
+	c.question, c.source = openingQuestion(c.starter), "opening"
+	g.log.ask(c.log, c.turn, c.question, c.source, g.clk.Now())
+	g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
+		g.answered(r, c, res, stopped)
+	})
+}
+
+// scheduleArrivalLocked draws the time to an open loop's next arrival at
+// the current target's rate, making any pending arrival stale. g.mu is held.
+func (g *Generator) scheduleArrivalLocked(r *run) {
+	r.arrival++
+	rate := OpenLoopRate(g.target, g.cfg.SessionLength)
+	if rate == 0 {
+		return
+	}
+	seq := r.arrival
+	gap := time.Duration(g.rng.ExpFloat64() / rate * float64(time.Second))
+	g.afterLocked(r, gap, func() { g.arrive(r, seq) }, nil)
+}
+
+// arrive starts an open loop's arriving conversation, unless a change of
+// rate made this arrival stale, and draws the next.
+func (g *Generator) arrive(r *run, seq uint64) {
+	g.mu.Lock()
+	if r.stopped || seq != r.arrival {
+		g.mu.Unlock()
+		return
+	}
+	g.scheduleArrivalLocked(r)
+	g.live++
+	r.convs++
+	c := g.pickLocked(false)
+	g.mu.Unlock()
+	g.begin(r, c)
 }
 
 // send starts one request, counting it in flight and bounding it by the
@@ -605,12 +719,20 @@ func (g *Generator) answered(r *run, c *conversation, res Result, stopped bool) 
 	}
 	next := func(question, source string) {
 		c.question, c.source = question, source
+		if g.cfg.MaxContext > 0 && res.ISL+res.OSL+tokenizer.Count(question)+contextMargin+g.cfg.MaxTokens > g.cfg.MaxContext {
+			g.mu.Lock()
+			g.full++
+			g.mu.Unlock()
+			g.endConversation(r, c, false)
+			return
+		}
 		c.messages = append(c.messages, tokenizer.Message{Role: "user", Content: question})
+		think := g.think(c, res)
 		g.mu.Lock()
-		g.afterLocked(r, g.cfg.ThinkTime, func() { g.nextTurn(r, c) }, func() { g.endConversation(r, c, false) })
+		g.afterLocked(r, think, func() { g.nextTurn(r, c) }, func() { g.endConversation(r, c, false) })
 		g.mu.Unlock()
 	}
-	if g.cfg.User == nil {
+	if g.cfg.User == nil || g.cfg.ToolTokens.Max > 0 {
 		next(g.followUp(r.ctx, c))
 		return
 	}
@@ -627,10 +749,11 @@ func (g *Generator) answered(r *run, c *conversation, res Result, stopped bool) 
 // nextTurn sends a conversation's next question after its think time, unless
 // it is surplus to the target.
 func (g *Generator) nextTurn(r *run, c *conversation) {
-	if g.leaveIfSurplus() {
+	if g.cfg.SessionLength == 0 && g.leaveIfSurplus() {
 		g.endConversation(r, c, true)
 		return
 	}
+	g.log.ask(c.log, c.turn, c.question, c.source, g.clk.Now())
 	g.send(r, TurnRequest{Messages: c.messages, MaxTokens: g.cfg.MaxTokens}, func(res Result, stopped bool) {
 		g.answered(r, c, res, stopped)
 	})
@@ -658,6 +781,12 @@ func (g *Generator) retire(r *run, counted bool) {
 // followUp asks the user simulator for the next question, falling back to the
 // built-in generator, counted and never silently, when it fails.
 func (g *Generator) followUp(ctx context.Context, c *conversation) (question, source string) {
+	if g.cfg.ToolTokens.Max > 0 {
+		g.mu.Lock()
+		g.user.Builtin++
+		g.mu.Unlock()
+		return toolResult(g.cfg.ToolTokens, c.rng), "tool"
+	}
 	if g.cfg.User == nil {
 		g.mu.Lock()
 		g.user.Builtin++

@@ -318,6 +318,44 @@ func TestConversationLogKeepsTheLast200WithText(t *testing.T) {
 	}
 }
 
+func TestConversationLogShowsTheQuestionWaitingForItsAnswer(t *testing.T) {
+	tr := newGate() // every request waits at the gate
+	cfg := testConfig(3)
+	cfg.Turns = UniformTurns(2, 2)
+	g, _ := New(tr, cfg, nil)
+	g.Start()
+	defer g.Stop()
+	waitFor(t, "3 requests out", func() bool { return tr.open.Load() == 3 })
+	list := g.Conversations()
+	if len(list) != 3 {
+		t.Fatalf("%d conversations listed, want 3", len(list))
+	}
+	for _, s := range list {
+		if !s.Asking || s.Turns != 0 {
+			t.Errorf("conversation %d: asking %v with %d turns answered, want its first question out", s.ID, s.Asking, s.Turns)
+		}
+		c, _ := g.Conversation(s.ID)
+		if c.Asking == nil || c.Asking.Index != 0 || c.Asking.QuestionSource != "opening" || c.Asking.Question == "" || c.Asking.Sent.IsZero() {
+			t.Errorf("conversation %d: asking %+v, want the opening question with its time", s.ID, c.Asking)
+		}
+	}
+	close(tr.gate) // answers come; follow-ups go out and are answered at once
+	waitFor(t, "a conversation done", func() bool {
+		for _, s := range g.Conversations() {
+			if s.Done {
+				return true
+			}
+		}
+		return false
+	})
+	for _, s := range g.Conversations() {
+		c, _ := g.Conversation(s.ID)
+		if s.Done && (s.Asking || c.Asking != nil || len(c.Turns) != 2) {
+			t.Errorf("done conversation %d: asking %v, %d turns; want nothing asked and both turns logged", s.ID, c.Asking, len(c.Turns))
+		}
+	}
+}
+
 // TestAnAbortBeforeTheTransportStartsIsAppliedWhenItStarts covers Stop
 // landing between a turn's registration and its transport's Start: the
 // abort must neither panic on the missing cancel nor be lost.

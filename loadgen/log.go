@@ -16,7 +16,8 @@ type TurnLog struct {
 	// text, which the log stores once, in the starter.
 	Question string `json:"question"`
 	// QuestionSource says who wrote Question: "opening", "builtin",
-	// "user_model", or "fallback" (built-in after a failed user-model call).
+	// "user_model", "fallback" (built-in after a failed user-model call),
+	// or "tool" (an agent's tool result).
 	QuestionSource string `json:"question_source"`
 	// Answer is the assistant's reply; empty if the request failed.
 	Answer string `json:"answer"`
@@ -54,8 +55,21 @@ type ConversationLog struct {
 	Planned int `json:"planned"`
 	// Done says whether it has ended.
 	Done bool `json:"done"`
-	// Turns are the turns sent so far.
+	// Turns are the turns answered (or failed) so far.
 	Turns []TurnLog `json:"turns"`
+	// Asking is the turn sent and not yet answered; nil when none is.
+	Asking *AskingTurn `json:"asking,omitempty"`
+}
+
+// AskingTurn is a question waiting for its answer.
+type AskingTurn struct {
+	// Index is the turn's index, from 0.
+	Index int `json:"index"`
+	// Question and QuestionSource are as in TurnLog.
+	Question       string `json:"question"`
+	QuestionSource string `json:"question_source"`
+	// Sent is when the request went out.
+	Sent time.Time `json:"sent"`
 }
 
 // ConversationSummary is a conversation's line in the list.
@@ -76,6 +90,8 @@ type ConversationSummary struct {
 	Errors int `json:"errors"`
 	// LastWorker is the worker that served its latest turn.
 	LastWorker string `json:"last_worker,omitempty"`
+	// Asking says that a turn is out, waiting for its answer.
+	Asking bool `json:"asking,omitempty"`
 }
 
 // convLog keeps the last LogSize conversations in a ring.
@@ -100,16 +116,24 @@ func (l *convLog) open(s *Starter, planned int, now time.Time) *ConversationLog 
 	return c
 }
 
+// ask records a question sent, until its answer comes.
+func (l *convLog) ask(c *ConversationLog, turn int, question, source string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.Asking = &AskingTurn{Index: turn, Question: question, QuestionSource: source, Sent: now}
+}
+
 func (l *convLog) addTurn(c *ConversationLog, t TurnLog) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c.Turns = append(c.Turns, t)
+	c.Asking = nil
 }
 
 func (l *convLog) end(c *ConversationLog) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c.Done = true
+	c.Done, c.Asking = true, nil
 }
 
 // list returns the summaries, newest first.
@@ -119,7 +143,7 @@ func (l *convLog) list() []ConversationSummary {
 	out := make([]ConversationSummary, 0, len(l.ring))
 	for i := len(l.ring) - 1; i >= 0; i-- {
 		c := l.ring[(l.head+i)%len(l.ring)]
-		s := ConversationSummary{ID: c.ID, Title: c.Title, Started: c.Started, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done}
+		s := ConversationSummary{ID: c.ID, Title: c.Title, Started: c.Started, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done, Asking: c.Asking != nil}
 		for _, t := range c.Turns {
 			if t.Class != "" {
 				s.Errors++
@@ -140,6 +164,10 @@ func (l *convLog) get(id uint64) (ConversationLog, bool) {
 		if c.ID == id {
 			cp := *c
 			cp.Turns = append([]TurnLog(nil), c.Turns...)
+			if c.Asking != nil {
+				a := *c.Asking
+				cp.Asking = &a
+			}
 			return cp, true
 		}
 	}

@@ -32,6 +32,17 @@ type TraceRecord struct {
 	HashIDs []int64 `json:"hash_ids"`
 	// Line is the record's line in its file, from 1.
 	Line int `json:"-"`
+	// BlockTokens is how many tokens each hash id names; 0 means
+	// TraceBlockTokens, Mooncake's 512.
+	BlockTokens int `json:"-"`
+}
+
+// blockTokens is the tokens each of the record's hash ids names.
+func (r *TraceRecord) blockTokens() int {
+	if r.BlockTokens > 0 {
+		return r.BlockTokens
+	}
+	return TraceBlockTokens
 }
 
 // traceLine has pointers so a missing field can be told from a zero.
@@ -148,8 +159,8 @@ func blockVocab() []string {
 	return vocab
 }
 
-// blockWords appends to b the first n of the 512 words of the block named by
-// seed: the same seed gives the same words, every time.
+// blockWords appends to b the first n words of the block named by seed: the
+// same seed gives the same words, every time.
 func blockWords(b *strings.Builder, seed uint64, n int) {
 	v := blockVocab()
 	rng := rand.New(rand.NewPCG(seed, 0x6b766c656e73))
@@ -159,17 +170,18 @@ func blockWords(b *strings.Builder, seed uint64, n int) {
 }
 
 // TracePrompt synthesizes the prompt of rec: InputLength tokens, where the
-// i-th 512-token block is determined by HashIDs[i] alone, so equal hash_ids
-// become identical token blocks. Tokens beyond the hash_ids' reach are unique
-// to the record.
+// i-th block (of rec.BlockTokens, by default 512) is determined by
+// HashIDs[i] alone, so equal hash_ids become identical token blocks. Tokens
+// beyond the hash_ids' reach are unique to the record.
 func TracePrompt(rec TraceRecord) string {
 	var b strings.Builder
 	left := rec.InputLength
+	bs := rec.blockTokens()
 	for _, h := range rec.HashIDs {
 		if left <= 0 {
 			break
 		}
-		n := min(left, TraceBlockTokens)
+		n := min(left, bs)
 		blockWords(&b, uint64(h), n)
 		left -= n
 	}
@@ -208,7 +220,7 @@ func FitTrace(recs []TraceRecord, maxModelLen int) ([]TraceRecord, string) {
 			r.OutputLength = budget / 2
 		}
 		r.InputLength = budget - r.OutputLength
-		if blocks := (r.InputLength + TraceBlockTokens - 1) / TraceBlockTokens; len(r.HashIDs) > blocks {
+		if blocks := (r.InputLength + r.blockTokens() - 1) / r.blockTokens(); len(r.HashIDs) > blocks {
 			r.HashIDs = r.HashIDs[:blocks]
 		}
 	}

@@ -67,6 +67,7 @@ type snapshotBody struct {
 		Live     int      `json:"live"`
 	} `json:"points"`
 	Marks []struct {
+		T     int64  `json:"t"` // Unix seconds
 		Kind  string `json:"kind"`
 		Label string `json:"label"`
 	} `json:"marks"`
@@ -77,9 +78,11 @@ var CSVHeader = []string{"time", "kind", "mode", "target", "live",
 	"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms",
 	"output_tokens_per_s", "requests_per_s", "error_pct", "event"}
 
-// WriteCSV writes one row per snapshot and per event: the figures a
-// spreadsheet needs to redraw the session. Missing figures are empty cells,
-// not zeros.
+// WriteCSV writes one row per snapshot and one per event (a concurrency
+// change, a mode switch, a start, stop, reset or fault), in time order: the
+// figures a spreadsheet needs to redraw the session. An event row has its
+// kind, the mode, and what happened in "event"; its figures are empty.
+// Missing figures are empty cells, not zeros.
 func WriteCSV(w io.Writer, frames []store.Frame) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
@@ -91,13 +94,27 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 		}
 		return strconv.FormatFloat(*p, 'f', 1, 64)
 	}
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	for i, f := range frames {
 		var b snapshotBody
 		if err := json.Unmarshal(f.Body, &b); err != nil {
-			return fmt.Errorf("recording: frame %d (%s at %s): %w", i, f.Kind, f.T.UTC().Format(time.RFC3339), err)
+			return fmt.Errorf("recording: frame %d (%s at %s): %w", i, f.Kind, stamp(f.T), err)
+		}
+		// A snapshot carries the marks made since the one before it; each
+		// becomes a row of its own, before the snapshot that first shows it.
+		for _, m := range b.Marks {
+			t := f.T
+			if m.T > 0 {
+				t = time.Unix(m.T, 0)
+			}
+			row := make([]string, len(CSVHeader))
+			row[0], row[1], row[2], row[12] = stamp(t), m.Kind, b.Mode, m.Label
+			if err := cw.Write(row); err != nil {
+				return err
+			}
 		}
 		row := make([]string, len(CSVHeader))
-		row[0], row[1], row[2] = f.T.UTC().Format(time.RFC3339Nano), f.Kind, b.Mode
+		row[0], row[1], row[2] = stamp(f.T), f.Kind, b.Mode
 		if len(b.Points) > 0 {
 			p := b.Points[len(b.Points)-1]
 			row[3], row[4] = strconv.Itoa(p.Target), strconv.Itoa(p.Live)
@@ -105,12 +122,6 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 			row[9] = strconv.FormatFloat(p.TOPS, 'f', 1, 64)
 			row[10] = strconv.FormatFloat(p.RPS, 'f', 3, 64)
 			row[11] = strconv.FormatFloat(p.ErrorPct, 'f', 2, 64)
-		}
-		for _, m := range b.Marks {
-			if row[12] != "" {
-				row[12] += "; "
-			}
-			row[12] += m.Kind + " " + m.Label
 		}
 		if err := cw.Write(row); err != nil {
 			return err

@@ -104,3 +104,28 @@ func (r *Recorder) Run(ctx context.Context) {
 
 // Name is a default recording name for a session that starts at t.
 func Name(t time.Time) string { return fmt.Sprintf("session %s", t.Format("2006-01-02 15:04:05")) }
+
+// Quiet is how long a recording with no end may go without a new frame
+// before it counts as cut off (its process killed, or the machine lost
+// power). A live recorder writes every FlushEvery, with a frame a second.
+const Quiet = 6 * FlushEvery
+
+// Length says how long a recording is, or that it is still going on, or
+// that it was cut off: the column people read in a list of recordings.
+// current says that this process is the one recording it.
+func Length(rec store.Recording, current bool, now time.Time) string {
+	switch {
+	case current:
+		return "recording now"
+	case !rec.Ended.IsZero():
+		return rec.Ended.Sub(rec.Started).Round(time.Second).String()
+	}
+	last := rec.Started
+	if rec.LastFrame.After(last) {
+		last = rec.LastFrame
+	}
+	if now.Sub(last) < Quiet {
+		return "recording (another kvlens)"
+	}
+	return fmt.Sprintf("cut off after %s (no end recorded)", last.Sub(rec.Started).Round(time.Second))
+}

@@ -25,12 +25,13 @@ func openDB(t *testing.T) *store.DB {
 	return db
 }
 
-// frames is a short session as the dashboard pushes it: two seconds of
-// snapshots, the first before any request finished, and a mode switch.
+// frames is a short session as the dashboard records it: three seconds of
+// snapshots, the first before any request finished, the third carrying the
+// mode switch made since the second.
 var frames = []store.Frame{
 	{T: time.Unix(1_700_000_000, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000000,"ttft_p50":null,"ttft_p95":null,"tpot_p50":null,"tpot_p95":null,"tops":0,"rps":0,"error_pct":0,"target":60,"live":12}]}`)},
 	{T: time.Unix(1_700_000_001, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000001,"ttft_p50":231.4,"ttft_p95":402.9,"tpot_p50":25.1,"tpot_p95":27.3,"tops":1520.5,"rps":1.875,"error_pct":0.5,"target":60,"live":60}]}`)},
-	{T: time.Unix(1_700_000_001, 500e6), Kind: "mark", Body: []byte(`{"marks":[{"t":1700000001,"kind":"mode","label":"KV-aware"}]}`)},
+	{T: time.Unix(1_700_000_002, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"kv","points":[{"t":1700000002,"ttft_p50":228.0,"ttft_p95":398.5,"tpot_p50":25.0,"tpot_p95":27.1,"tops":1533.0,"rps":1.9,"error_pct":0,"target":60,"live":60}],"marks":[{"t":1700000001,"kind":"mode","label":"KV-aware"}]}`)},
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -94,5 +95,29 @@ func TestRecorderWritesFramesAndEnds(t *testing.T) {
 	}
 	if rec, _ := db.Recording(ctx, r.ID()); rec.Ended.IsZero() {
 		t.Fatal("the recording was not marked ended")
+	}
+}
+
+func TestLengthTellsACutOffRecordingFromALiveOne(t *testing.T) {
+	start := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	now := start.Add(2 * time.Hour)
+	for _, tt := range []struct {
+		name    string
+		rec     store.Recording
+		current bool
+		want    string
+	}{
+		{"an ended recording gives its length", store.Recording{Started: start, Ended: start.Add(90 * time.Second), LastFrame: start.Add(89 * time.Second)}, false, "1m30s"},
+		{"this process's recording is recording now", store.Recording{Started: start, LastFrame: now}, true, "recording now"},
+		{"a recording with a fresh frame is another kvlens's", store.Recording{Started: start, LastFrame: now.Add(-15 * time.Second)}, false, "recording (another kvlens)"},
+		{"a recording silent past Quiet was cut off at its last frame", store.Recording{Started: start, LastFrame: start.Add(12*time.Minute + 30*time.Second)}, false, "cut off after 12m30s (no end recorded)"},
+		{"a recording with no frame, started long ago, was cut off at once", store.Recording{Started: start}, false, "cut off after 0s (no end recorded)"},
+		{"a recording with no frame, started a moment ago, is going on", store.Recording{Started: now.Add(-5 * time.Second)}, false, "recording (another kvlens)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Length(tt.rec, tt.current, now); got != tt.want {
+				t.Errorf("Length = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

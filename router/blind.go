@@ -121,6 +121,19 @@ func (d *detector) reset(worker string) {
 	delete(d.windows, worker)
 }
 
+// resetAll forgets every window.
+func (d *detector) resetAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.windows)
+}
+
+// ClearBlind forgets every worker's blindness window, for when the
+// router's tokens change (--tokenizer auto switched source): predictions
+// made with the old tokens say nothing of the new ones, and would keep a
+// worker blind for a whole window after the cause is gone.
+func (r *Router) ClearBlind() { r.blind.resetAll() }
+
 // ObserveCache records that b's worker reported cached tokens for the
 // prompt b was decided on. The proxy calls it when a worker's answer
 // carried usage.prompt_tokens_details.cached_tokens; answers without it

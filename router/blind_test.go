@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -162,7 +163,12 @@ func engineTokenize(t *testing.T, eng *tokenizer.Engine) *httptest.Server {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		json.NewEncoder(w).Encode(map[string]any{"tokens": eng.Encode(eng.Render(req.Messages))})
+		text, err := eng.Render(req.Messages)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"tokens": eng.Encode(text)})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -230,6 +236,48 @@ func TestBlindSummary(t *testing.T) {
 			got := BlindSummary(tt.bs)
 			if !strings.HasPrefix(got, tt.want) || (tt.want == "") != (got == "") {
 				t.Errorf("BlindSummary = %q, want it to start %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBlindnessWindowStartsAgain checks that what was measured before the
+// router's tokens changed, or before a worker's index was cleared, no
+// longer counts: the verdict needs a whole new window of evidence.
+func TestBlindnessWindowStartsAgain(t *testing.T) {
+	tests := []struct {
+		name      string
+		clear     func(rt *Router)
+		wantBlind []string // workers still blind after the clear
+	}{
+		{"a tokenizer switch clears every worker's window", func(rt *Router) { rt.ClearBlind() }, nil},
+		{"clearing one worker's index clears its window only", func(rt *Router) { rt.Index().ClearWorker("a") }, []string{"b"}},
+		{"a worker leaving the index clears its window", func(rt *Router) { rt.Index().RemoveWorker("b") }, []string{"a"}},
+		{"clearing the whole index clears every window", func(rt *Router) { rt.Index().Clear() }, nil},
+		// sad path: nothing cleared, both stay blind
+		{"without a clear both workers stay blind", func(*Router) {}, []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := fleet(2)
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{})
+			for _, w := range ws {
+				// Each worker has stored a block, so the index knows it.
+				rt.Index().Apply(w.Name, &kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: make([]uint32, DefaultBlockSize), BlockSize: DefaultBlockSize})
+				for range blindMinRequests {
+					rt.ObserveCache(&Booking{Worker: w, isl: 2000}, 1000)
+				}
+			}
+			if len(rt.Blind()) != 2 {
+				t.Fatalf("before the clear, Blind = %v; want both workers", rt.Blind())
+			}
+			tt.clear(rt)
+			var got []string
+			for _, b := range rt.Blind() {
+				got = append(got, b.Worker)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.wantBlind, ",") {
+				t.Errorf("after the clear, blind workers = %v; want %v", got, tt.wantBlind)
 			}
 		})
 	}

@@ -1,7 +1,7 @@
 package router
 
-// This file holds every routing cost kvlens computes. Both costs are in
-// blocks of work; lower is better.
+// This file holds every routing cost kvlens computes; lower is better.
+// Dynamo's is in blocks of work, kvlens's in tokens.
 
 // uncachedTokens is the part of the request's prompt c would have to prefill:
 // ISL − overlap·B, never negative.
@@ -25,28 +25,30 @@ func DynamoCost(r *Request, c *Candidate, weight float64) float64 {
 	return weight*prefill/b + decode
 }
 
-// KVCost is kvlens's cost for sending r to c:
+// LoadTokens is what one request in flight on a worker weighs in KVCost, in
+// prompt tokens of prefill: chosen on kvlens's workload suite
+// (docs/routing.md), and the same for every workload.
+const LoadTokens = 32
+
+// KVCost is kvlens's cost for sending r to c, in tokens:
 //
-//	cost = W · (queued_prefill_tokens + max(0, ISL − overlap·B)) / B + context_tokens / B
+//	cost = W · (queued_prefill_tokens + max(0, ISL − overlap·B)) + LoadTokens · in_flight
 //
-// The prefill term is Dynamo's: work that must finish before this request's
-// first token. The decode term differs on purpose: it counts every in-flight
-// request's whole prompt, shared prefix included, because each sequence
-// reads its entire context at every decode step even when the blocks are
-// shared in memory. Dynamo counts a shared prefix once, which is why one
-// long system prompt drew every request to one worker (Dynamo issue #737).
+// The prefill term is the work that must finish on c before this request's
+// first token: the prefill queued there and this prompt's uncached part.
+// The load term stands for everything else a busier worker costs (slower
+// steps, a longer queue for a batch slot), at LoadTokens tokens a request.
 func KVCost(r *Request, c *Candidate, weight float64) float64 {
-	b := float64(max(1, r.BlockSize))
 	prefill := float64(c.PrefillTokens + uncachedTokens(r, c))
-	return weight*prefill/b + float64(c.ContextTokens)/b
+	return weight*prefill + LoadTokens*float64(c.InFlight)
 }
 
-// nearTie reports whether two costs are too close to tell apart: within half
-// a block, or within 2% of the smaller.
-func nearTie(a, b float64) bool {
+// nearTie reports whether two costs in tokens are too close to tell apart:
+// within half a block of b tokens, or within 2% of the smaller.
+func nearTie(a, b float64, blockSize int) bool {
 	d := a - b
 	if d < 0 {
 		d = -d
 	}
-	return d <= max(0.5, 0.02*min(a, b))
+	return d <= max(float64(blockSize)/2, 0.02*min(a, b))
 }

@@ -161,6 +161,18 @@ type Index struct {
 	// oracle, if set, learns every block stored, before any limit of the
 	// index's own applies.
 	oracle *Oracle
+	// onClear, if set, learns of every worker whose blocks are cleared.
+	onClear func(worker string)
+}
+
+// OnClear makes the index call f with a worker's name whenever it clears
+// that worker's blocks (a sequence gap, a publisher restart, a reset, a
+// worker leaving, the index's own bound). f runs under the index's lock
+// and must not call the index.
+func (x *Index) OnClear(f func(worker string)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.onClear = f
 }
 
 // SetOracle makes the index tell o of every block a worker stores.
@@ -445,6 +457,9 @@ func (x *Index) pruneLocked() {
 }
 
 func (x *Index) clearLocked(worker string) {
+	if x.onClear != nil {
+		x.onClear(worker)
+	}
 	s, ok := x.slots.get(worker)
 	if !ok {
 		return

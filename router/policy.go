@@ -118,6 +118,34 @@ func Describe(name string) string {
 	return name
 }
 
+// Rule says in one sentence how a policy picks a worker, for the
+// dashboard's "How it works"; each policy's doc comment has it in full.
+func Rule(name string) string {
+	switch name {
+	case "round_robin":
+		return "Each request goes to the next healthy worker in turn."
+	case "random":
+		return "Each request goes to a healthy worker chosen uniformly at random."
+	case "least_loaded":
+		return "Each request goes to the worker with the fewest requests in flight."
+	case "dynamo":
+		return "The lowest Dynamo cost (W = 1), ties to the worker whose overlapping index is smallest, then at random: NVIDIA Dynamo 0.9's KV router with its defaults."
+	case "dynamo_latest":
+		return "Dynamo's newest cost, with its defaults: cached blocks earn an overlap credit, and requests in flight add decode load."
+	case "dynamo_tuned":
+		return "Dynamo's newest cost with the knobs that change decisions turned (decode weight per active request 64, credit decay 1)."
+	case "sglang":
+		return "The worker whose tree of prompts it was sent matches most, if at least 30% matches and the load is balanced; else the least loaded (SGLang's cache_aware, as the vLLM router forked it). It reads no KV events."
+	case "llmd":
+		return "The highest weighted score of prefix match 3, queue depth 2 and KV-cache use 2 (llm-d's default scheduling profile). Its prefix match remembers what it sent where, not what workers stored."
+	case "kv":
+		return "The lowest kvlens cost: the prefill the request would wait for on the worker, plus 32 tokens for each request already in flight there; near-ties (half a block or 2%) go to the worker with fewer requests in flight, never to chance."
+	case "kv_approx":
+		return "KV-aware, predicting each worker's cache from its own decisions, for workers that publish no KV events."
+	}
+	return ""
+}
+
 // NewPolicy returns the policy called name with DefaultKnobs.
 func NewPolicy(name string) (Policy, error) { return NewPolicyWith(name, DefaultKnobs()) }
 

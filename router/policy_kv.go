@@ -1,24 +1,33 @@
 package router
 
-// KV sends each request to the worker with the lowest KVCost among those
-// below their batch capacity, breaking near-ties by load.
+// KV sends each request to the worker where it would wait for the least
+// prefill, counting every request already in flight there as LoadTokens
+// tokens of prefill more (KVCost).
 //
-// The rule in full: a worker at or above its batch capacity (max_batch_size)
-// is never chosen while any other healthy worker has room, because past that
-// point the engine queues the request and every cached block saved is paid
-// back in waiting (seed 003, Dynamo issues #7836 and #737). Among workers
-// with room the cost is KVCost: queued plus own uncached prefill tokens,
-// weighted by W, plus the full context of every in-flight request, so a
-// shared system prompt no longer makes a loaded worker look cheap. Costs
-// within half a block or 2% of each other are treated as equal and the tie
-// goes to the worker with fewer in-flight requests, then less queued prefill,
-// then less context in flight, then fewer cached blocks, then the earlier
-// worker in the list — never to chance, so a conversation does not
-// alternate between equally good workers (Dynamo issue #3581).
-// When every worker is full, the request goes to the one least full for its
-// capacity. Approximate selects the predicted index instead of KV events.
+// The rule in full: cost(w) = W · (prefill queued on w + this prompt's
+// tokens not cached on w) + LoadTokens · requests in flight on w, in tokens;
+// the lowest cost wins. Costs within half a block or 2% of each other are
+// equal, and the tie goes to the worker with fewer requests in flight, then
+// less queued prefill, then less context in flight, then fewer cached
+// blocks, then the earlier worker in the list: never to chance, so a
+// conversation does not alternate between equally good workers (Dynamo
+// issue #3581). One rule comes first: a worker at or above its batch
+// capacity (max_batch_size) is not chosen while another has room, because
+// past that point the engine queues the request for a batch slot, a wait
+// no count of tokens prices (seed 003, Dynamo issues #7836 and #737). When
+// every worker is full, the cost alone decides, so a follow-up still goes
+// where its cache is. Nothing depends on the workload.
+//
+// Why this shape: a follow-up's cache saving is thousands of tokens (its
+// whole conversation), while one request more or less in flight changes a
+// worker's speed by a few percent. The old cost charged every in-flight
+// request's whole prompt as load (160–250 blocks each), which outweighed
+// the saving and scattered conversations as soon as users paused; one
+// request is worth LoadTokens tokens, 32, chosen on kvlens's workload suite
+// (docs/routing.md: from 32 to 128 the results move by a few percent).
+// Approximate selects the predicted index instead of KV events.
 type KV struct {
-	// Weight is W in KVCost (default 1).
+	// Weight is W, the weight of prefill tokens (default 1).
 	Weight float64
 	// Approximate makes the router feed this policy from the predicted index
 	// (the kv_approx policy), for workers that publish no KV events.
@@ -41,25 +50,19 @@ func (p *KV) predicted() bool { return p.Approximate }
 func (p *KV) Pick(r *Request, cands []Candidate) int {
 	room := false
 	for i := range cands {
-		if cands[i].InFlight < cands[i].Capacity {
-			room = true
-			break
-		}
-	}
-	if !room {
-		return leastFull(cands)
+		room = room || cands[i].InFlight < cands[i].Capacity
 	}
 	best, bestCost := -1, 0.0
 	for i := range cands {
 		c := &cands[i]
-		if c.InFlight >= c.Capacity {
+		if room && c.InFlight >= c.Capacity {
 			continue
 		}
 		v := KVCost(r, c, p.Weight)
 		switch {
 		case best < 0:
 			best, bestCost = i, v
-		case nearTie(v, bestCost):
+		case nearTie(v, bestCost, r.BlockSize):
 			if lighter(c, &cands[best]) {
 				best, bestCost = i, min(v, bestCost)
 			}
@@ -83,17 +86,4 @@ func lighter(a, b *Candidate) bool {
 		return a.ContextTokens < b.ContextTokens
 	}
 	return a.IndexBlocks < b.IndexBlocks
-}
-
-// leastFull returns the candidate with the lowest in-flight to capacity
-// ratio, the first on equality.
-func leastFull(cands []Candidate) int {
-	best := 0
-	for i := range cands[1:] {
-		c, b := &cands[i+1], &cands[best]
-		if c.InFlight*max(1, b.Capacity) < b.InFlight*max(1, c.Capacity) {
-			best = i + 1
-		}
-	}
-	return best
 }

@@ -208,21 +208,29 @@ func TestKVPolicy(t *testing.T) {
 		{"queued prefill counts against a worker", func(cs []Candidate) {
 			cs[0].Overlap, cs[0].PrefillTokens = 50, 40000
 		}, 1},
-		{"a shared prefix does not hide in-flight load", func(cs []Candidate) {
-			// Worker a holds the shared prompt for 20 requests; Dynamo counts
-			// its blocks once, KV counts each request's context.
-			cs[0].Overlap, cs[0].InFlight, cs[0].ContextTokens, cs[0].ActiveBlocks = 100, 20, 20*3200, 110
+		{"a cached prompt outweighs a moderate load", func(cs []Candidate) {
+			// 3,200 tokens saved against 20 requests × 32 tokens.
+			cs[0].Overlap, cs[0].InFlight = 100, 20
+		}, 0},
+		{"load outweighs a small saving", func(cs []Candidate) {
+			// 320 tokens saved against 20 requests × 32 tokens.
+			cs[0].Overlap, cs[0].InFlight = 10, 20
 		}, 1},
 		{"near-ties go to the worker with fewer requests, not to chance", func(cs []Candidate) {
 			cs[0].InFlight, cs[0].ContextTokens = 3, 30
 			cs[1].InFlight, cs[1].ContextTokens = 1, 40
 			cs[2].InFlight, cs[2].ContextTokens = 2, 20
 		}, 1},
-		{"when every worker is full, the least full for its capacity takes it", func(cs []Candidate) {
+		{"when every worker is full, the follow-up still goes where its cache is", func(cs []Candidate) {
+			cs[0].InFlight, cs[0].Capacity = 70, 64
+			cs[1].InFlight, cs[1].Capacity, cs[1].Overlap = 130, 128, 100
+			cs[2].InFlight, cs[2].Capacity = 66, 64
+		}, 1},
+		{"when every worker is full and none holds the prompt, the least loaded takes it", func(cs []Candidate) {
 			cs[0].InFlight, cs[0].Capacity = 70, 64
 			cs[1].InFlight, cs[1].Capacity = 130, 128
 			cs[2].InFlight, cs[2].Capacity = 66, 64
-		}, 1},
+		}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,6 +279,9 @@ func TestNewPolicy(t *testing.T) {
 		}
 		if Describe(name) == name {
 			t.Errorf("Describe(%s) has no plain words", name)
+		}
+		if Rule(name) == "" {
+			t.Errorf("Rule(%s) says nothing: the dashboard's How it works lists every policy", name)
 		}
 	}
 	if _, err := NewPolicy("magic"); err == nil || !strings.Contains(err.Error(), "available: round_robin") {

@@ -143,6 +143,9 @@ func NewRouter(pool *Pool, p Policy, cfg Config) *Router {
 	}
 	r.maxModelLen = cfg.MaxModelLen
 	r.index.SetOracle(r.oracle)
+	// What the index predicted before a clear says nothing of what it
+	// predicts after, so a worker's blindness window starts again.
+	r.index.OnClear(r.blind.reset)
 	r.metrics = NewMetrics(cfg.Registerer, r.index)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(workerCollector{r})

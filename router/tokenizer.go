@@ -9,9 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/kvlens/kvlens/tokenizer"
@@ -46,10 +44,51 @@ func isEmbedded(t Tokenizer) bool {
 	return false
 }
 
+// Files tokenizes with a model's own tokenizer and chat template, read
+// from its files (tokenizer.LoadFiles): the engine's very ids, with no
+// round trip. A chat is rendered with the template and encoded without
+// adding special tokens (the template writes them), a completion's prompt
+// with them, as vLLM does.
+type Files struct {
+	Engine *tokenizer.Engine
+}
+
+var _ Tokenizer = Files{}
+
+// Tokens implements Tokenizer. The engine caches the ids of the text
+// between special tokens, so a conversation's next turn only merges its
+// new messages.
+func (f Files) Tokens(_ context.Context, path string, body []byte) ([]uint32, error) {
+	var req promptBody
+	if json.Unmarshal(body, &req) != nil {
+		return nil, nil // the worker will judge the body
+	}
+	const noLimit = math.MaxInt / tokenizer.MaxTokenBytes // the proxy checks the limit
+	if path == "/v1/chat/completions" {
+		if len(req.Messages) == 0 {
+			return nil, nil
+		}
+		text, err := f.Engine.Render(req.Messages)
+		if err != nil {
+			return nil, fmt.Errorf("router: %w", err)
+		}
+		return f.Engine.EncodeLimit(text, noLimit)
+	}
+	if s, ok := req.text(); ok {
+		return f.Engine.EncodePrompt(s, noLimit)
+	}
+	var ids []uint32
+	if json.Unmarshal(req.Prompt, &ids) == nil {
+		return ids, nil
+	}
+	return nil, nil
+}
+
 // WorkerTokenize asks a healthy worker's POST /tokenize, in vLLM's shape,
-// for deployments whose model tokenizer kvlens does not embed: the tokens
-// then match the workers' own exactly, at the cost of one round trip per
-// request.
+// for deployments whose model tokenizer kvlens does not have: the tokens
+// then match the workers' own exactly, at the cost of a round trip per
+// request. A conversation's follow-up turn costs one round trip for its
+// new messages only (see splice.go).
 type WorkerTokenize struct {
 	// Pool gives the workers to ask; the first healthy one answers.
 	Pool *Pool
@@ -57,9 +96,12 @@ type WorkerTokenize struct {
 	Client *http.Client
 	// Timeout bounds the call; 0 means 2 s.
 	Timeout time.Duration
+	// Logf, if set, says when splicing turns off (see splice.go).
+	Logf func(format string, args ...any)
 
 	mu    sync.Mutex
 	cache map[string][]uint32 // request payload -> tokens
+	chats splicer
 }
 
 var _ Tokenizer = (*WorkerTokenize)(nil)
@@ -70,6 +112,9 @@ type tokenizeBody struct {
 	Model    string          `json:"model,omitempty"`
 	Messages json.RawMessage `json:"messages,omitempty"`
 	Prompt   json.RawMessage `json:"prompt,omitempty"`
+	// AddGenerationPrompt, for messages, is vLLM's add_generation_prompt
+	// (default true); the splicer asks for a chat without it.
+	AddGenerationPrompt *bool `json:"add_generation_prompt,omitempty"`
 }
 
 // Tokens implements Tokenizer.
@@ -84,13 +129,7 @@ func (t *WorkerTokenize) Tokens(ctx context.Context, path string, body []byte) (
 		req.Messages = nil
 	}
 	payload, _ := json.Marshal(req)
-	var wk *Worker
-	for _, w := range t.Pool.Workers() {
-		if w.Healthy() {
-			wk = w
-			break
-		}
-	}
+	wk := t.healthy()
 	if wk == nil {
 		return nil, errors.New("router: tokenize: no healthy worker to ask")
 	}
@@ -98,22 +137,39 @@ func (t *WorkerTokenize) Tokens(ctx context.Context, path string, body []byte) (
 	if ids, ok := t.cached(key); ok {
 		return ids, nil
 	}
-	ids, err := tokenizeOn(ctx, t.Client, wk, payload, t.Timeout)
+	var ids []uint32
+	var err error
+	if len(req.Messages) > 0 {
+		ids, err = t.chats.tokens(ctx, t, wk, req.Model, req.Messages)
+	} else {
+		ids, err = t.ask(ctx, wk, payload)
+	}
 	if err == nil {
 		t.remember(key, ids)
 	}
 	return ids, err
 }
 
+// healthy returns the first healthy worker, nil when there is none.
+func (t *WorkerTokenize) healthy() *Worker {
+	for _, w := range t.Pool.Workers() {
+		if w.Healthy() {
+			return w
+		}
+	}
+	return nil
+}
+
+// ask is one round trip to wk's /tokenize.
+func (t *WorkerTokenize) ask(ctx context.Context, wk *Worker, payload []byte) ([]uint32, error) {
+	return tokenizeOn(ctx, t.Client, wk, payload, t.Timeout)
+}
+
 // workerCacheEntries bounds WorkerTokenize's cache of answers, in entries.
 const workerCacheEntries = 4096
 
 // cached and remember keep the latest answers by exact request: a retried
-// or repeated prompt costs no round trip. A follow-up turn still costs one
-// round trip for the whole chat: an engine's template may render a message
-// differently once it is no longer last (Llama 3 adds the assistant header
-// only at the end) and BPE may merge across a message boundary, so reusing
-// a prefix's tokens would be exact only for templates known to allow it.
+// or repeated prompt costs no round trip.
 func (t *WorkerTokenize) cached(key string) ([]uint32, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -186,98 +242,4 @@ func parseTokenizeAnswer(r io.Reader) ([]uint32, error) {
 		ids[i] = uint32(id)
 	}
 	return ids, nil
-}
-
-// Auto tokenizes with the embedded tokenizer while it matches the workers'
-// own, and with the workers' /tokenize once one does not: --tokenizer auto.
-// Choose probes every healthy worker at start, and Check a worker when it
-// is (re)admitted; a mismatch switches to the workers' tokenizer for good.
-type Auto struct {
-	// Worker asks the workers' /tokenize once Auto has switched.
-	Worker *WorkerTokenize
-	// Model is the model name the probe asks for; empty sends none.
-	Model string
-
-	useWorker atomic.Bool
-}
-
-var _ Tokenizer = (*Auto)(nil)
-
-// IsEmbedded reports whether Auto tokenizes with the embedded tokenizer.
-func (a *Auto) IsEmbedded() bool { return !a.useWorker.Load() }
-
-// Tokens implements Tokenizer.
-func (a *Auto) Tokens(ctx context.Context, path string, body []byte) ([]uint32, error) {
-	if a.useWorker.Load() {
-		return a.Worker.Tokens(ctx, path, body)
-	}
-	return Embedded{}.Tokens(ctx, path, body)
-}
-
-// probeChat is the sample chat Auto compares: a system prompt, a turn and
-// an answer, with punctuation, digits and a newline, so that templates and
-// BPEs that differ anywhere common tend to differ here.
-var probeChat = []tokenizer.Message{
-	{Role: "system", Content: "You are a helpful assistant. Answer briefly."},
-	{Role: "user", Content: "What's 12 + 30? Reply with the number,\nthen a haiku."},
-	{Role: "assistant", Content: "42.\nQuiet prefix cache / blocks remembered, reused / the router sees all"},
-	{Role: "user", Content: "Thanks!"},
-}
-
-// Check probes wk: it compares the embedded tokens of a sample chat with
-// wk's /tokenize answer and switches to the workers' tokenizer when they
-// differ. It returns one line saying what it found; an error when wk could
-// not be asked, which changes nothing.
-func (a *Auto) Check(ctx context.Context, wk *Worker) (string, error) {
-	msgs, _ := json.Marshal(probeChat)
-	payload, _ := json.Marshal(tokenizeBody{Model: a.Model, Messages: msgs})
-	theirs, err := tokenizeOn(ctx, a.Worker.Client, wk, payload, a.Worker.Timeout)
-	if err != nil {
-		return "", err
-	}
-	ours := ChatTokens(probeChat)
-	if slices.Equal(ours, theirs) {
-		return fmt.Sprintf("%s tokenizes a sample chat exactly as the embedded tokenizer (%d tokens)", wk.Name, len(ours)), nil
-	}
-	a.useWorker.Store(true)
-	return fmt.Sprintf("%s tokenizes a sample chat differently from the embedded tokenizer (%d tokens against %d%s)", wk.Name, len(theirs), len(ours), firstDiff(ours, theirs)), nil
-}
-
-// firstDiff describes where two token lists part, as ", first at token 3".
-func firstDiff(a, b []uint32) string {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return fmt.Sprintf(", first differing at token %d", i)
-		}
-	}
-	return ""
-}
-
-// Choose probes every healthy worker (see Check) and returns one line
-// naming the tokenizer chosen and why.
-func (a *Auto) Choose(ctx context.Context, pool *Pool) string {
-	var why, failed []string
-	for _, wk := range pool.Workers() {
-		if !wk.Healthy() {
-			continue
-		}
-		line, err := a.Check(ctx, wk)
-		if err != nil {
-			failed = append(failed, oneLine(err))
-			continue
-		}
-		why = append(why, line)
-		if !a.IsEmbedded() {
-			break // one mismatch decides
-		}
-	}
-	switch {
-	case !a.IsEmbedded():
-		return "tokenizer auto: worker (each worker's /tokenize): " + why[len(why)-1]
-	case len(why) > 0:
-		return "tokenizer auto: embedded (cl100k, kvlens template): every worker asked matches; " + why[0]
-	case len(failed) > 0:
-		return "tokenizer auto: embedded, unverified: " + failed[0]
-	}
-	return "tokenizer auto: embedded, unverified: no healthy worker to ask yet"
 }

@@ -406,7 +406,9 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if err := s.checkModel(req.Model); err != nil {
 			return genRequest{}, http.StatusNotFound, err
 		}
-		prompt = s.tok.Render(req.Messages)
+		if prompt, err = s.tok.Render(req.Messages); err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
 		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
@@ -423,7 +425,12 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
 	}
-	g.ids, err = s.tok.EncodeLimit(prompt, limit)
+	if chat {
+		// The template wrote the special tokens; vLLM adds none.
+		g.ids, err = s.tok.EncodeLimit(prompt, limit)
+	} else {
+		g.ids, err = s.tok.EncodePrompt(prompt, limit)
+	}
 	if err != nil {
 		return genRequest{}, http.StatusBadRequest, err
 	}
@@ -631,29 +638,45 @@ type tokenizeRequest struct {
 	Model    string              `json:"model"`
 	Prompt   *string             `json:"prompt"`
 	Messages []tokenizer.Message `json:"messages"`
+	// AddGenerationPrompt ends rendered messages with the assistant's
+	// header; vLLM's default is true.
+	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// AddSpecialTokens adds the tokenizer's BOS (a model's own tokenizer's);
+	// vLLM's default is true for a prompt, false for messages, whose
+	// template writes its own.
+	AddSpecialTokens *bool `json:"add_special_tokens"`
 }
 
 // parseTokenizeRequest decodes a /tokenize body and returns the text to
 // tokenize: the prompt, or the messages rendered with the chat template.
 func parseTokenizeRequest(body io.Reader) (string, error) {
-	return parseTokenizeRequestWith(body, tokenizer.Embedded)
+	text, _, err := parseTokenizeRequestWith(body, tokenizer.Embedded)
+	return text, err
 }
 
-// parseTokenizeRequestWith is parseTokenizeRequest with eng's chat template.
-func parseTokenizeRequestWith(body io.Reader, eng *tokenizer.Engine) (string, error) {
+// parseTokenizeRequestWith is parseTokenizeRequest with eng's chat
+// template; special says whether to add special tokens.
+func parseTokenizeRequestWith(body io.Reader, eng *tokenizer.Engine) (text string, special bool, err error) {
 	var req tokenizeRequest
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		return "", fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+		return "", false, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+	}
+	orDefault := func(b *bool, def bool) bool {
+		if b == nil {
+			return def
+		}
+		return *b
 	}
 	switch {
 	case req.Prompt != nil && len(req.Messages) > 0:
-		return "", errors.New("give either prompt or messages, not both")
+		return "", false, errors.New("give either prompt or messages, not both")
 	case req.Prompt != nil:
-		return *req.Prompt, nil
+		return *req.Prompt, orDefault(req.AddSpecialTokens, true), nil
 	case len(req.Messages) > 0:
-		return eng.Render(req.Messages), nil
+		text, err := eng.Apply(req.Messages, orDefault(req.AddGenerationPrompt, true))
+		return text, orDefault(req.AddSpecialTokens, false), err
 	}
-	return "", errors.New("give a prompt or messages to tokenize")
+	return "", false, errors.New("give a prompt or messages to tokenize")
 }
 
 // tokenize serves vLLM's POST /tokenize. Like vLLM it refuses a prompt
@@ -666,12 +689,16 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	text, err := parseTokenizeRequestWith(bytes.NewReader(body), s.tok)
+	text, special, err := parseTokenizeRequestWith(bytes.NewReader(body), s.tok)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ids, err := s.tok.EncodeLimit(text, s.prof.MaxModelLen)
+	encode := s.tok.EncodeLimit
+	if special {
+		encode = s.tok.EncodePrompt
+	}
+	ids, err := encode(text, s.prof.MaxModelLen)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

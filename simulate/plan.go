@@ -2,10 +2,12 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
+	"sync"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -16,6 +18,13 @@ import (
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/loadgen"
+)
+
+// An envelope is searched on a grid no coarser than DefaultPlanStep
+// conversations, each level under at least MinPlanSeeds seeds.
+const (
+	DefaultPlanStep = 5
+	MinPlanSeeds    = 3
 )
 
 // PlanConfig asks the capacity planner a question.
@@ -38,15 +47,25 @@ type PlanConfig struct {
 	Warmup, Measure time.Duration
 	// PerWorker bounds the concurrency searched: PerWorker × workers.
 	PerWorker int
-	// OnProbe, if not nil, sees every probe as it finishes.
+	// Step is the envelope's grid, in conversations (at most 5; 0 means 5).
+	Step int
+	// Seeds are the seeds every level is probed with (at least 3); a level
+	// holds only if it holds under each. Empty means Base.Seed and the two
+	// after it.
+	Seeds []uint64
+	// Parallel is how many probes run at once; 0 means 2.
+	Parallel int
+	// OnProbe, if not nil, sees every probe once its level is done, one
+	// call at a time, in seed order.
 	OnProbe func(Probe)
 }
 
-// Probe is one simulated level.
+// Probe is one simulated level under one seed.
 type Probe struct {
 	Policy      string
 	Workers     int
 	Concurrency int
+	Seed        uint64
 	// Level holds the level's figures, as a sweep stores them.
 	Level baselines.Level
 	// Holds says the level met the SLO with no failed request.
@@ -57,11 +76,16 @@ type Probe struct {
 type Capacity struct {
 	Policy  string
 	Workers int
-	// MaxConcurrency is the highest concurrency that holds the SLO; 0 if
-	// none does.
+	// MaxConcurrency is the envelope: the highest level of the grid such
+	// that it and every level below it hold the SLO under every seed; 0 if
+	// the first level does not.
 	MaxConcurrency int
-	// At is the level measured at MaxConcurrency.
+	// At is the level measured at MaxConcurrency (the first seed's).
 	At baselines.Level
+	// FirstFail is the grid's first level that failed under some seed, and
+	// FailSeed that seed; 0 when every level searched held.
+	FirstFail int
+	FailSeed  uint64
 }
 
 // PlanResult is the planner's answer.
@@ -80,10 +104,10 @@ func holds(l baselines.Level, slo baselines.SLO) bool {
 	return l.TTFTP95 > 0 && l.TTFTP95 <= ms(slo.TTFT) && l.TPOTP95 <= ms(slo.TPOT) && l.ErrorPct != nil && *l.ErrorPct == 0
 }
 
-// probe simulates one level on a fresh pipeline.
-func (pc *PlanConfig) probe(ctx context.Context, policy string, workers, concurrency int) (Probe, error) {
+// probe simulates one level under one seed on a fresh pipeline.
+func (pc *PlanConfig) probe(ctx context.Context, policy string, workers, concurrency int, seed uint64) (Probe, error) {
 	cfg := pc.Base
-	cfg.Workers, cfg.Policy = workers, policy
+	cfg.Workers, cfg.Policy, cfg.Seed = workers, policy, seed
 	cfg.Load.Concurrency = concurrency
 	cfg.Load.SLO = loadgen.SLO{TTFT: pc.SLO.TTFT, TPOT: pc.SLO.TPOT}
 	p, err := New(cfg)
@@ -99,31 +123,58 @@ func (pc *PlanConfig) probe(ctx context.Context, policy string, workers, concurr
 		return Probe{}, err
 	}
 	l := levels[0].Level
-	pr := Probe{Policy: policy, Workers: workers, Concurrency: concurrency, Level: l, Holds: holds(l, pc.SLO)}
-	if pc.OnProbe != nil {
-		pc.OnProbe(pr)
-	}
-	return pr, nil
+	return Probe{Policy: policy, Workers: workers, Concurrency: concurrency, Seed: seed, Level: l, Holds: holds(l, pc.SLO)}, nil
 }
 
-// maxConcurrency bisects for the highest concurrency that holds, assuming
-// that a level holding implies every lower one does.
+// level probes one grid level under every seed, Parallel at a time, and
+// returns the first seed's probe and the first seed under which the level
+// fails (ok false), in seed order.
+func (pc *PlanConfig) level(ctx context.Context, policy string, workers, concurrency int) (first Probe, failSeed uint64, ok bool, err error) {
+	probes := make([]Probe, len(pc.Seeds))
+	errs := make([]error, len(pc.Seeds))
+	sem := make(chan struct{}, max(1, pc.Parallel))
+	var wg sync.WaitGroup
+	for i, seed := range pc.Seeds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			probes[i], errs[i] = pc.probe(ctx, policy, workers, concurrency, seed)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return Probe{}, 0, false, err
+	}
+	if pc.OnProbe != nil {
+		for _, pr := range probes {
+			pc.OnProbe(pr)
+		}
+	}
+	for _, pr := range probes {
+		if !pr.Holds {
+			return probes[0], pr.Seed, false, nil
+		}
+	}
+	return probes[0], 0, true, nil
+}
+
+// maxConcurrency walks the grid up from its first level, each level under
+// every seed, and stops at the first level that fails under any: the
+// envelope is the level below it. Nothing is assumed about levels not
+// probed, so a curve that holds again above a failure does not count.
 func (pc *PlanConfig) maxConcurrency(ctx context.Context, policy string, workers int) (Capacity, error) {
 	c := Capacity{Policy: policy, Workers: workers}
-	lo, hi := 0, pc.PerWorker*workers+1 // lo holds (0 trivially), hi does not
-	// Resolution: 2% of the range, at least 1 conversation.
-	step := max(1, hi/50)
-	for hi-lo > step {
-		mid := (lo + hi) / 2
-		pr, err := pc.probe(ctx, policy, workers, mid)
+	for n := pc.Step; n <= pc.PerWorker*workers; n += pc.Step {
+		pr, seed, ok, err := pc.level(ctx, policy, workers, n)
 		if err != nil {
 			return c, err
 		}
-		if pr.Holds {
-			lo, c.MaxConcurrency, c.At = mid, mid, pr.Level
-		} else {
-			hi = mid
+		if !ok {
+			c.FirstFail, c.FailSeed = n, seed
+			return c, nil
 		}
+		c.MaxConcurrency, c.At = n, pr.Level
 	}
 	return c, nil
 }
@@ -143,6 +194,21 @@ func Plan(ctx context.Context, pc PlanConfig) (PlanResult, error) {
 	if pc.MaxWorkers < 1 {
 		pc.MaxWorkers = 64
 	}
+	switch {
+	case pc.Step == 0:
+		pc.Step = DefaultPlanStep
+	case pc.Step < 1 || pc.Step > DefaultPlanStep:
+		return PlanResult{}, fmt.Errorf("simulate: plan: a grid step of %d conversations; want 1 to %d", pc.Step, DefaultPlanStep)
+	}
+	if len(pc.Seeds) == 0 {
+		pc.Seeds = []uint64{pc.Base.Seed, pc.Base.Seed + 1, pc.Base.Seed + 2}
+	}
+	if len(pc.Seeds) < MinPlanSeeds {
+		return PlanResult{}, fmt.Errorf("simulate: plan: %d seeds; an envelope needs at least %d", len(pc.Seeds), MinPlanSeeds)
+	}
+	if pc.Parallel == 0 {
+		pc.Parallel = 2
+	}
 	res := PlanResult{Needed: map[string]int{}}
 	for _, pol := range pc.Policies {
 		for _, n := range pc.Workers {
@@ -159,8 +225,8 @@ func Plan(ctx context.Context, pc PlanConfig) (PlanResult, error) {
 		// search, and the rest is probed at the target concurrency.
 		lo, hi := targetBounds(res.Capacities, pol, pc.Target)
 		n, err := fewestWorkers(lo, hi, pc.MaxWorkers, func(n int) (bool, error) {
-			pr, err := pc.probe(ctx, pol, n, pc.Target)
-			return pr.Holds, err
+			_, _, ok, err := pc.level(ctx, pol, n, pc.Target)
+			return ok, err
 		})
 		if err != nil {
 			return res, err

@@ -201,15 +201,23 @@ func TestPlanFindsTheKneeAndTheWorkersForATarget(t *testing.T) {
 	if c.MaxConcurrency < 8 || c.MaxConcurrency > 24 {
 		t.Fatalf("one worker with a batch of 16 holds the SLO up to %d conversations, want about 16 (probes %+v)", c.MaxConcurrency, probes)
 	}
-	var above bool
+	// The envelope is honest: every grid level up to it was probed under
+	// every seed and held; the next level failed under the seed it names.
+	held := map[[2]int]bool{}
 	for _, p := range probes {
-		if p.Workers == 1 && p.Concurrency > c.MaxConcurrency && p.Holds {
-			t.Errorf("probe at %d held, above the answer %d", p.Concurrency, c.MaxConcurrency)
+		if p.Workers == 1 && p.Holds {
+			held[[2]int{p.Concurrency, int(p.Seed)}] = true
 		}
-		above = above || (p.Workers == 1 && p.Concurrency > c.MaxConcurrency)
 	}
-	if !above {
-		t.Error("no probe above the answer failed: the search never found the knee")
+	for n := DefaultPlanStep; n <= c.MaxConcurrency; n += DefaultPlanStep {
+		for _, seed := range []int{1, 2, 3} {
+			if !held[[2]int{n, seed}] {
+				t.Errorf("level %d under seed %d is below the envelope %d but did not hold", n, seed, c.MaxConcurrency)
+			}
+		}
+	}
+	if c.FirstFail != c.MaxConcurrency+DefaultPlanStep || held[[2]int{c.FirstFail, int(c.FailSeed)}] {
+		t.Errorf("first failure %d under seed %d, want the next grid level %d, failing under that seed", c.FirstFail, c.FailSeed, c.MaxConcurrency+DefaultPlanStep)
 	}
 	if n := res.Needed["kv"]; n < 2 || n > 4 {
 		t.Errorf("%d workers needed for 30 conversations at about 16 each, want 2 to 4", n)
@@ -288,6 +296,8 @@ func TestPlanRefusesAnEmptyQuestion(t *testing.T) {
 		{"no policies", PlanConfig{Workers: []int{1}, PerWorker: 10, Measure: time.Second}},
 		{"neither worker counts nor a target", PlanConfig{Policies: []string{"kv"}, PerWorker: 10, Measure: time.Second}},
 		{"no measurement", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10}},
+		{"a grid coarser than 5 conversations", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Step: 10}},
+		{"fewer than 3 seeds", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Seeds: []uint64{1, 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

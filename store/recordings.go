@@ -23,6 +23,8 @@ type Recording struct {
 	// Frames counts its frames; Bytes is their stored (compressed) size.
 	Frames int
 	Bytes  int64
+	// LastFrame is the time of its newest frame; zero when it has none.
+	LastFrame time.Time
 }
 
 // Frame is one moment of a recording: a snapshot or an event.
@@ -98,13 +100,18 @@ func (db *DB) EndRecording(ctx context.Context, id int64, end time.Time) error {
 
 const recordingColumns = `r.id, r.name, r.config, r.started_at, r.ended_at,
 	(SELECT COUNT(*) FROM recording_frames f WHERE f.recording_id = r.id),
-	(SELECT COALESCE(SUM(LENGTH(f.body)), 0) FROM recording_frames f WHERE f.recording_id = r.id)`
+	(SELECT COALESCE(SUM(LENGTH(f.body)), 0) FROM recording_frames f WHERE f.recording_id = r.id),
+	(SELECT COALESCE(MAX(f.t_ms), 0) FROM recording_frames f WHERE f.recording_id = r.id)`
 
 func scanRecording(row interface{ Scan(...any) error }) (Recording, error) {
 	var r Recording
 	var config, started, ended string
-	if err := row.Scan(&r.ID, &r.Name, &config, &started, &ended, &r.Frames, &r.Bytes); err != nil {
+	var last int64 // Unix milliseconds
+	if err := row.Scan(&r.ID, &r.Name, &config, &started, &ended, &r.Frames, &r.Bytes, &last); err != nil {
 		return r, err
+	}
+	if last > 0 {
+		r.LastFrame = time.UnixMilli(last)
 	}
 	r.Config, r.Started = []byte(config), parseTime(started)
 	if ended != "" {

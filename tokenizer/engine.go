@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -15,10 +16,14 @@ import (
 // so that the router's failure to match it can be tested with real
 // processes.
 type Engine struct {
-	// Encoding is the BPE: "cl100k" or "o200k".
+	// Encoding is the BPE: "cl100k" or "o200k", or "tokenizer.json" for a
+	// model's own (see LoadFiles).
 	Encoding string
-	// Template is the chat template: "kvlens" or "llama3".
+	// Template is the chat template: "kvlens" or "llama3", or the file a
+	// model's own came from.
 	Template string
+
+	files *modelFiles // a model's own tokenizer and template (LoadFiles)
 
 	once  sync.Once
 	codec tokenizer.Codec
@@ -54,14 +59,23 @@ func NewEngine(encoding, template string) (*Engine, error) {
 	return &Engine{Encoding: encoding, Template: template}, nil
 }
 
-// String names the engine, as "o200k/llama3".
-func (e *Engine) String() string { return e.Encoding + "/" + e.Template }
+// String names the engine, as "o200k/llama3", or the directory of a
+// model's own files.
+func (e *Engine) String() string {
+	if e.files != nil {
+		return e.files.dir
+	}
+	return e.Encoding + "/" + e.Template
+}
 
 // IsEmbedded reports whether e tokenizes exactly as the package-level
 // functions do.
 func (e *Engine) IsEmbedded() bool {
-	return e == nil || (e.Encoding == "cl100k" && e.Template == "kvlens")
+	return e == nil || (e.files == nil && e.Encoding == "cl100k" && e.Template == "kvlens")
 }
+
+// FromFiles reports whether e is a model's own tokenizer, read by LoadFiles.
+func (e *Engine) FromFiles() bool { return e != nil && e.files != nil }
 
 func (e *Engine) get() tokenizer.Codec {
 	if e.IsEmbedded() {
@@ -75,8 +89,35 @@ func (e *Engine) get() tokenizer.Codec {
 }
 
 // Render renders msgs with the engine's chat template, leaving the prompt
-// open for the assistant's reply.
-func (e *Engine) Render(msgs []Message) string {
+// open for the assistant's reply, as vLLM does for /v1/chat/completions.
+// Only a model's own template can fail (raise_exception, say).
+func (e *Engine) Render(msgs []Message) (string, error) { return e.Apply(msgs, true) }
+
+// Apply is transformers' apply_chat_template(msgs, add_generation_prompt=
+// gen, tokenize=False).
+func (e *Engine) Apply(msgs []Message, gen bool) (string, error) {
+	if e.FromFiles() {
+		return e.files.tmpl.render(msgs, gen)
+	}
+	s := e.render(msgs)
+	if !gen {
+		s = strings.TrimSuffix(s, e.generationPrompt())
+	}
+	return s, nil
+}
+
+// generationPrompt is what a built-in template adds for the reply.
+func (e *Engine) generationPrompt() string {
+	if e.IsEmbedded() || e.Template == "kvlens" {
+		return assistantOpen
+	}
+	return llama3Open
+}
+
+const llama3Open = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+
+// render is Render for the built-in templates.
+func (e *Engine) render(msgs []Message) string {
 	if e.IsEmbedded() || e.Template == "kvlens" {
 		return RenderChat(msgs)
 	}
@@ -93,12 +134,17 @@ func (e *Engine) Render(msgs []Message) string {
 		b.WriteString(strings.TrimSpace(m.Content))
 		b.WriteString("<|eot_id|>")
 	}
-	b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
+	b.WriteString(llama3Open)
 	return b.String()
 }
 
-// RenderBytes bounds len(Render(msgs)) from above without rendering.
+// RenderBytes is len(Render(msgs)) without rendering, for the built-in
+// templates; for a model's own it is 0, a bound that refuses nothing, as
+// only rendering tells what such a template makes of the messages.
 func (e *Engine) RenderBytes(msgs []Message) int {
+	if e.FromFiles() {
+		return 0
+	}
 	if e.IsEmbedded() || e.Template == "kvlens" {
 		return ChatBytes(msgs)
 	}
@@ -109,10 +155,15 @@ func (e *Engine) RenderBytes(msgs []Message) int {
 	return n
 }
 
-// Encode returns the token ids of text.
+// Encode returns the token ids of text, as vLLM encodes a rendered chat:
+// special tokens in the text map to their ids, and none are added.
 func (e *Engine) Encode(text string) []uint32 {
 	if e.IsEmbedded() {
 		return Encode(text)
+	}
+	if e.FromFiles() {
+		ids, _ := e.files.bpe.encode(text, nil, 0)
+		return ids
 	}
 	return encodeWith(e.get(), text, nil)
 }
@@ -125,7 +176,38 @@ func (e *Engine) EncodeLimit(text string, limit int) ([]uint32, error) {
 	if err := CheckBytes(len(text), limit); err != nil {
 		return nil, err
 	}
-	ids := encodeWith(e.get(), text, nil)
+	var ids []uint32
+	if e.FromFiles() {
+		var err error
+		if ids, err = e.files.bpe.encode(text, nil, limit); err != nil {
+			return nil, err
+		}
+	} else {
+		ids = encodeWith(e.get(), text, nil)
+	}
+	if len(ids) > limit {
+		return nil, &TooLongError{AtLeast: len(ids), Limit: limit}
+	}
+	return ids, nil
+}
+
+// EncodePrompt is EncodeLimit for a completion's prompt, which vLLM encodes
+// with special tokens added: a model's own tokenizer puts its BOS (and
+// whatever else its post-processor or add_bos_token says) around the text.
+// The built-in engines add none.
+func (e *Engine) EncodePrompt(text string, limit int) ([]uint32, error) {
+	if !e.FromFiles() {
+		return e.EncodeLimit(text, limit)
+	}
+	b := e.files.bpe
+	if err := CheckBytes(len(text), limit); err != nil {
+		return nil, err
+	}
+	ids, err := b.encode(text, slices.Clone(b.bos), limit)
+	if err != nil {
+		return nil, err
+	}
+	ids = append(ids, b.eos...)
 	if len(ids) > limit {
 		return nil, &TooLongError{AtLeast: len(ids), Limit: limit}
 	}

@@ -473,7 +473,23 @@ func (s *Server) costExample() *components.CostExample {
 			Cost: cost(&d.Request, c, 1),
 		})
 	}
+	lowest := 0
+	for i, r := range ex.Rows {
+		if r.Cost < ex.Rows[lowest].Cost {
+			lowest = i
+		}
+	}
+	ex.Lowest = ex.Rows[lowest].Worker
 	return ex
+}
+
+// policyRules lists every routing policy with its rule, for How it works.
+func (s *Server) policyRules() []components.PolicyRule {
+	var out []components.PolicyRule
+	for _, name := range router.Policies {
+		out = append(out, components.PolicyRule{Text: s.opts.Describe(name), Rule: router.Rule(name)})
+	}
+	return out
 }
 
 // baselineJSON is the overlay chart's data, embedded in the page.
@@ -566,7 +582,7 @@ func (s *Server) conversations() components.ConversationsData {
 	// The log lists newest first; 50 are plenty to pick one to read.
 	for _, c := range list[:min(len(list), 50)] {
 		d.Items = append(d.Items, components.ConversationItem{ID: c.ID, Title: c.Title, Turns: c.Turns, Planned: c.Planned,
-			Errs: c.Errors, Done: c.Done, Worker: c.LastWorker})
+			Errs: c.Errors, Done: c.Done, Worker: c.LastWorker, Asking: c.Asking})
 	}
 	return d
 }
@@ -585,6 +601,10 @@ func conversation(c loadgen.ConversationLog, starter string) components.Conversa
 		d.Turns = append(d.Turns, components.TurnData{Index: t.Index, Question: t.Question, Answer: t.Answer,
 			Source: t.QuestionSource, Worker: t.Worker, TTFT: ttft, TPOT: tpot, ISL: t.ISL, OSL: t.OSL,
 			Cached: t.CachedTokens, Error: t.Error})
+	}
+	if a := c.Asking; a != nil {
+		d.Asking = &components.AskingData{Index: a.Index, Question: a.Question, Source: a.QuestionSource,
+			Waiting: fmt.Sprintf("%.0f s", time.Since(a.Sent).Seconds())}
 	}
 	return d
 }

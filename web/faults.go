@@ -78,5 +78,18 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	value := kind
+	if kind != "none" {
+		value = kind + ":" + strconv.FormatFloat(amount, 'g', -1, 64)
+	}
+	s.faultInForce.Store(&value)
 	fmt.Fprintf(w, "%s: every simulated worker", label)
+}
+
+// currentFault is the fault in force, as /api/fault takes it.
+func (s *Server) currentFault() string {
+	if v := s.faultInForce.Load(); v != nil {
+		return *v
+	}
+	return "none"
 }

@@ -1,11 +1,14 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
 )
 
 type fakeFaults struct {
@@ -77,5 +80,49 @@ func TestInjectedFaultsAreMarkedAndOperatorOnly(t *testing.T) {
 	// The injection is a mark on the charts, and so in the recording.
 	if frame := string(srv.frames()[0]); !strings.Contains(frame, `"kind":"fault","label":"fault: 10% cut streams"`) {
 		t.Fatalf("no fault mark in %s", frame)
+	}
+}
+
+func TestTheFaultInForceSurvivesAPageLoad(t *testing.T) {
+	opts := testOptions()
+	opts.Faults = &fakeFaults{}
+	srv := New(&fakeLoad{}, newFakeRouter("kv"), opts)
+	for _, tt := range []struct {
+		name      string
+		inject    string // "" injects nothing
+		state     string // /api/state's fault
+		selected  string // the page's selected option
+		wantLabel string
+	}{
+		{"a fresh dashboard has no fault", "", "none", "none", "no faults"},
+		{"a preset is selected on the next page load", "503:10", "503:10", "503:10", "10% HTTP 503"},
+		{"a fault that is no preset gets an option of its own", "slow:3", "slow:3", "slow:3", "fault: 3× slower"},
+		{"turning faults off shows none again", "none", "none", "none", "no faults"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.inject != "" {
+				r := httptest.NewRequest("POST", "/api/fault", strings.NewReader(url.Values{"fault": {tt.inject}}.Encode()))
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				r.RemoteAddr = "127.0.0.1:4000"
+				w := httptest.NewRecorder()
+				srv.Handler().ServeHTTP(w, r)
+				if w.Code != 200 {
+					t.Fatalf("inject %s: %d %s", tt.inject, w.Code, w.Body)
+				}
+			}
+			w := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/api/state", nil))
+			var st struct{ Fault string }
+			if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st.Fault != tt.state {
+				t.Errorf("/api/state fault = %q (%v), want %q", st.Fault, err, tt.state)
+			}
+			w = httptest.NewRecorder()
+			srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			doc, _ := goquery.NewDocumentFromReader(w.Body)
+			sel := doc.Find(`[data-testid=fault] option[selected]`)
+			if sel.Length() != 1 || sel.AttrOr("value", "") != tt.selected || sel.Text() != tt.wantLabel {
+				t.Errorf("selected options: %d, value %q, label %q; want one, %q, %q", sel.Length(), sel.AttrOr("value", ""), sel.Text(), tt.selected, tt.wantLabel)
+			}
+		})
 	}
 }

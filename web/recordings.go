@@ -44,16 +44,9 @@ func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func recordingItem(rec store.Recording, current bool) components.RecordingItem {
-	length := "cut off (no end recorded)"
-	switch {
-	case current:
-		length = "recording now"
-	case !rec.Ended.IsZero():
-		length = rec.Ended.Sub(rec.Started).Round(time.Second).String()
-	}
 	return components.RecordingItem{
 		ID: rec.ID, Name: rec.Name, Started: rec.Started.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Length: length, Frames: rec.Frames, Size: fmt.Sprintf("%.1f KB", float64(rec.Bytes)/1000), Current: current,
+		Length: recording.Length(rec, current, time.Now()), Frames: rec.Frames, Size: fmt.Sprintf("%.1f KB", float64(rec.Bytes)/1000), Current: current,
 	}
 }
 

@@ -159,12 +159,12 @@ func TestRecordingRoutes(t *testing.T) {
 				t.Fatalf("second frame = %+v", f)
 			}
 		}},
-		{"the CSV export is a download with a row per frame", "/recordings/1/export.csv", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+		{"the CSV export is a download with a row per snapshot and per event", "/recordings/1/export.csv", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
 			if cd := w.Header().Get("Content-Disposition"); cd != `attachment; filename="kvlens-recording-1.csv"` {
 				t.Errorf("Content-Disposition = %q", cd)
 			}
 			lines := strings.Split(strings.TrimSpace(w.Body.String()), "\n")
-			if len(lines) != 4 || lines[0] != strings.Join(recording.CSVHeader, ",") || !strings.Contains(lines[2], ",kv,") {
+			if len(lines) != 5 || lines[0] != strings.Join(recording.CSVHeader, ",") || !strings.HasPrefix(strings.SplitN(lines[2], ",", 2)[1], "mode,kv,") || !strings.Contains(lines[3], ",snapshot,kv,") {
 				t.Fatalf("CSV:\n%s", w.Body.String())
 			}
 		}},

@@ -141,6 +141,8 @@ type Server struct {
 	rule access.Rule
 	// history holds the charts' last 10 minutes, for browsers that connect late.
 	history history
+	// fault is the fault in force, as /api/fault takes it; "" means none.
+	faultInForce atomic.Pointer[string]
 	// baseline is the set the tiles and the overlay compare with; it starts
 	// as Options.Baseline and changes when a simulated curve is put in use.
 	baseline atomic.Pointer[baselines.Set]
@@ -227,6 +229,13 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/api/state", s.state)
 		static, _ := fs.Sub(staticFiles, "static")
 		r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
+		// Pages link /static/favicon.svg, but some clients ask for
+		// /favicon.ico whatever a page links.
+		r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "image/svg+xml")
+			w.Header().Set("Cache-Control", "max-age=86400")
+			http.ServeFileFS(w, r, static, "favicon.svg")
+		})
 	})
 	return r
 }
@@ -268,7 +277,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		CanLogin:     s.rule.Token != "",
 		QR:           s.opts.PublicURL != "",
 		PublicURL:    s.opts.PublicURL,
-		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()},
+		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()},
 	}
 	if s.ab() {
 		d.Pair, d.PairText = s.pair(operator), s.pairNames()
@@ -435,7 +444,7 @@ func (s *Server) howData() components.HowData {
 	if s.opts.Profile != "" {
 		workers += " (" + s.opts.Profile + ")"
 	}
-	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, Example: s.costExample()}
+	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()}
 }
 
 // how is the "How it works" panel with the router's latest decision.
@@ -473,7 +482,11 @@ func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
 // stateJSON is the body of GET /api/state.
 type stateJSON struct {
 	// Mode and Snapshot are the first lane's (lane A's in the A/B view).
-	Mode     string           `json:"mode"`
+	Mode string `json:"mode"`
+	// Fault is the fault the dashboard injected into the simulated fleet,
+	// as /api/fault takes it ("none", "503:10", "slow:2"); empty for real
+	// workers.
+	Fault    string           `json:"fault,omitempty"`
 	Snapshot loadgen.Snapshot `json:"snapshot"`
 	// Pair are the policies the A/B view compares, A then B; absent in the
 	// single view.
@@ -516,6 +529,9 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 			}
 			st.Lanes = append(st.Lanes, ls)
 		}
+	}
+	if s.opts.Faults != nil {
+		st.Fault = s.currentFault()
 	}
 	if s.opts.Frontend != nil {
 		f := s.opts.Frontend.Stats()
@@ -569,14 +585,22 @@ func (s *Server) blind() string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// faultOptions are the fault presets the page offers; none for real workers.
+// faultOptions are the fault presets the page offers, the one in force
+// selected (and added when it is not a preset); none for real workers.
 func (s *Server) faultOptions() []components.Option {
 	if s.opts.Faults == nil {
 		return nil
 	}
+	now := s.currentFault()
 	var out []components.Option
+	found := false
 	for _, p := range FaultPresets {
-		out = append(out, components.Option{Value: p[0], Label: p[1]})
+		out = append(out, components.Option{Value: p[0], Label: p[1], Selected: p[0] == now})
+		found = found || p[0] == now
+	}
+	if !found {
+		kind, amount, _ := ParseFault(now)
+		out = append(out, components.Option{Value: now, Label: faultLabel(kind, amount), Selected: true})
 	}
 	return out
 }

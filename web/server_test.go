@@ -53,7 +53,7 @@ func (f *fakeLoad) BeginWindow() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
 func (f *fakeLoad) Conversations() []loadgen.ConversationSummary {
 	var out []loadgen.ConversationSummary
 	for _, c := range f.convs {
-		out = append(out, loadgen.ConversationSummary{ID: c.ID, Title: c.Title, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done})
+		out = append(out, loadgen.ConversationSummary{ID: c.ID, Title: c.Title, Turns: len(c.Turns), Planned: c.Planned, Done: c.Done, Asking: c.Asking != nil})
 	}
 	return out
 }
@@ -452,6 +452,22 @@ func TestQRCode(t *testing.T) {
 	}
 }
 
+func TestTheFaviconIsServedOnBothPaths(t *testing.T) {
+	srv := New(&fakeLoad{}, newFakeRouter("kv"), testOptions())
+	for _, path := range []string{"/favicon.ico", "/static/favicon.svg"} {
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != 200 || w.Header().Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(w.Body.String(), "<svg") {
+			t.Errorf("GET %s = %d %s", path, w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+	page := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
+	if !strings.Contains(page.Body.String(), `<link rel="icon" href="/static/favicon.svg"`) {
+		t.Error("the page links no icon")
+	}
+}
+
 func TestFirstLoadIsLightAndSelfContained(t *testing.T) {
 	// The booth may have no network: everything the page needs comes from
 	// the binary, and the first load stays under 300 KB.
@@ -650,7 +666,8 @@ func TestConversations(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	load.convs = []loadgen.ConversationLog{{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
 		{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
-	}}}
+	}}, {ID: 9, Title: "Prefix caching", Planned: 3,
+		Asking: &loadgen.AskingTurn{Index: 0, Question: "Why cache prefixes?", QuestionSource: "opening", Sent: time.Now()}}}
 	ts := httptest.NewServer(New(load, newFakeRouter("kv"), testOptions()).Handler())
 	defer ts.Close()
 	get := func(path string) (int, string) {
@@ -670,6 +687,9 @@ func TestConversations(t *testing.T) {
 		{"the list links each conversation", "/conversations", 200, `hx-get="/conversations/7"`},
 		{"a turn shows its worker and timings", "/conversations/7", 200, "worker <strong>sim-1</strong> · TTFT 312 ms · TPOT 21.5 ms"},
 		{"text is escaped", "/conversations/7", 200, "Explain &lt;this&gt;"},
+		{"a conversation waiting for its first answer says so in the list", "/conversations", 200, "answering turn 1/3"},
+		{"a conversation waiting for its first answer shows the question, not a blank pane", "/conversations/9", 200, "waiting for the answer"},
+		{"the waiting question is shown", "/conversations/9", 200, "Why cache prefixes?"},
 		{"an unknown conversation is a 404 with a reason", "/conversations/8", 404, "conversation 8 is not in the log"},
 		{"a malformed id is a 400", "/conversations/x", 400, `conversation "x": not a number`},
 	}
@@ -688,32 +708,54 @@ func TestHowItWorksShowsTheLastDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newFakeRouter("kv")
 	// A 1,000-token prompt in blocks of 100: b caches 8 blocks, a none.
-	rt.decision = &router.Decision{Policy: "kv", Chosen: 1,
-		Request: router.Request{Tokens: 1000, BlockSize: 100, Chain: make([]uint64, 10)},
-		Candidates: []router.Candidate{
-			{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
-			{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
-		}}
-	opts := testOptions()
-	opts.BlockSize = 100
-	srv := New(&fakeLoad{}, rt, opts)
-	w := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/how", nil))
-	doc, _ := goquery.NewDocumentFromReader(w.Body)
-	rows := doc.Find(`[data-testid=cost-example] tbody tr`)
-	if rows.Length() != 2 {
-		t.Fatalf("worked example has %d rows, want 2", rows.Length())
+	// KVCost, in tokens: a = (0 + 1000) + 32·2 = 1064; b = (100 + 200) + 32·3 = 396.
+	cands := []router.Candidate{
+		{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
+		{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
 	}
-	// KVCost: a = (0 + 1000)/100 + 500/100 = 15; b = (100 + 200)/100 + 900/100 = 12.
-	for i, want := range []string{"15.0", "12.0"} {
-		if got := rows.Eq(i).Find("td").Last().Text(); got != want {
-			t.Errorf("row %d cost = %q, want %s", i, got, want)
-		}
-	}
-	if chosen := doc.Find(`tr.chosen td`).First().Text(); chosen != "b" {
-		t.Fatalf("chosen = %q, want b", chosen)
+	for _, tt := range []struct {
+		name   string
+		policy string
+		chosen int
+		marks  []string
+	}{
+		{"kv chose the worker of lowest cost, and the row says both", "kv", 1, []string{"", "chosen · lowest cost"}},
+		{"round-robin chose a worker that is not the cheapest, and the rows tell them apart", "round_robin", 0,
+			[]string{"chosen, by Plain round_robin's rule below", "lowest cost"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := newFakeRouter(tt.policy)
+			rt.decision = &router.Decision{Policy: tt.policy, Chosen: tt.chosen,
+				Request: router.Request{Tokens: 1000, BlockSize: 100, Chain: make([]uint64, 10)}, Candidates: cands}
+			opts := testOptions()
+			opts.BlockSize = 100
+			srv := New(&fakeLoad{}, rt, opts)
+			w := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/how", nil))
+			doc, _ := goquery.NewDocumentFromReader(w.Body)
+			rows := doc.Find(`[data-testid=cost-example] tbody tr`)
+			if rows.Length() != 2 {
+				t.Fatalf("worked example has %d rows, want 2", rows.Length())
+			}
+			for i, want := range []string{"1064.0", "396.0"} {
+				if got := rows.Eq(i).Find("td").Eq(6).Text(); got != want {
+					t.Errorf("row %d cost = %q, want %s", i, got, want)
+				}
+				if got := rows.Eq(i).Find("td.why").Text(); got != tt.marks[i] {
+					t.Errorf("row %d says %q, want %q", i, got, tt.marks[i])
+				}
+			}
+			if chosen := doc.Find(`tr.chosen td`).First().Text(); chosen != cands[tt.chosen].Worker.Name {
+				t.Errorf("highlighted = %q, want %s", chosen, cands[tt.chosen].Worker.Name)
+			}
+			if n := doc.Find(`[data-testid=formulas] li`).Length(); n != 5 {
+				t.Errorf("%d formula lines, want 5, one per line", n)
+			}
+			if n := doc.Find(`[data-testid=policies] dd`).Length(); n != len(router.Policies) {
+				t.Errorf("%d policies explained, want every one of %d", n, len(router.Policies))
+			}
+		})
 	}
 }
 

@@ -120,8 +120,10 @@ func TestSweepInterruptedThenResumed(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			db := filepath.Join(dir, "kvlens.db")
+			// 3 s of measurement: with max_tokens 4 a turn takes well under a
+			// second, but a loaded 2-core machine must still finish one per level.
 			args := []string{"sweep", "--db", db, "--out", dir, "--name", "tiny", "--levels", "2,3,4", "--modes", "rr",
-				"--warmup", "200ms", "--measure", "1s", "--snapshots", "2", "--max-tokens", "4", "--target-rps", "0"}
+				"--warmup", "200ms", "--measure", "3s", "--snapshots", "2", "--max-tokens", "4", "--target-rps", "0"}
 
 			cmd := kvlens(args...)
 			stderr, _ := cmd.StderrPipe()

@@ -116,6 +116,10 @@ func TestEveryCommandLineInTheDocsParses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	fixtureModel, err := filepath.Abs(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmds := docCommands(t, files)
 	if len(cmds) < 20 {
 		t.Fatalf("found %d kvlens command lines in %d documents; the extraction is broken", len(cmds), len(files))
@@ -125,6 +129,15 @@ func TestEveryCommandLineInTheDocsParses(t *testing.T) {
 	t.Chdir(t.TempDir())
 	if err := os.WriteFile("my-gpu.json", []byte(`{"name":"my-gpu"}`), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The docs' model directory is the fixture model.
+	os.Mkdir("Llama-3.1-70B-Instruct", 0o755)
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(fixtureModel, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join("Llama-3.1-70B-Instruct", f), b, 0o644)
 	}
 
 	checkOnly = true

@@ -42,6 +42,12 @@ func run(args []string) int {
 		return recordingsCmd(rest)
 	case "plan":
 		return planCmd(rest)
+	case "bench":
+		return benchCmd(rest)
+	case "workloads":
+		return workloadsCmd(rest)
+	case "trace":
+		return traceCmd(rest)
 	case "help":
 		fmt.Fprint(os.Stdout, usage)
 		return 0
@@ -91,6 +97,9 @@ Commands:
   baselines   list, show, import, export or delete stored baseline sets
   recordings  list, export (CSV or JSON) or delete recorded live sessions
   plan        plan capacity in virtual time: concurrency per policy and worker count within SLOs
+  bench       benchmark in virtual time: bench routing runs policies × workloads × levels × seeds
+  workloads   list the workload suite (--workload NAME of serve and sweep), one paragraph each
+  trace       trace gen writes a synthetic Mooncake trace with a given prefix-sharing structure
   help        show this text
   version     show the version (also --version)
 

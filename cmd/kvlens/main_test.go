@@ -77,7 +77,9 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a stray argument", []string{"serve", "extra"}, `unexpected argument "extra"`},
 		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be at least 1"},
 		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
-		{"an unknown tokenizer", []string{"--tokenizer", "sentencepiece"}, `--tokenizer "sentencepiece": want auto, embedded or worker`},
+		{"a tokenizer that is neither a name nor a path", []string{"--tokenizer", "sentencepiece"}, `invalid value "sentencepiece" for flag -tokenizer: tokenizer: sentencepiece: no such file or directory`},
+		{"a model directory without tokenizer.json", []string{"--tokenizer-dir", "."}, `invalid value "." for flag -tokenizer-dir: tokenizer: tokenizer.json: no such file or directory`},
+		{"a model directory that auto would not try", []string{"--tokenizer", "embedded", "--tokenizer-dir", "../../tokenizer/testdata/llama3"}, "--tokenizer-dir is tried by --tokenizer auto"},
 		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more"},
 		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0"},
 	}

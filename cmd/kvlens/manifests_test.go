@@ -55,6 +55,8 @@ func expand(arg string) string {
 	return strings.NewReplacer(
 		"$(KVLENS_SLO_TTFT)", "600ms", "$(KVLENS_SLO_TPOT)", "60ms", "$(KVLENS_ALLOW_HOST)", "kvlens.example.com",
 		"=/config/starters", "=../../deploy/k8s/components/custom-starters/starters",
+		// The fixture model stands in for the model volume.
+		"=/models/Llama-3.1-70B-Instruct-FP8", "="+modelDir,
 	).Replace(arg)
 }
 

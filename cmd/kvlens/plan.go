@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/bench"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
@@ -24,9 +25,9 @@ import (
 // planCmd is `kvlens plan`: capacity planning on the virtual-time pipeline.
 func planCmd(args []string) int {
 	var (
-		modes, workers, profile, admission, out string
-		pc                                      = simulate.PlanConfig{SLO: baselines.DefaultSLO}
-		load                                    = loadgen.DefaultConfig()
+		modes, workers, profile, admission, out, seeds string
+		pc                                             = simulate.PlanConfig{SLO: baselines.DefaultSLO}
+		load                                           = loadgen.DefaultConfig()
 	)
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.StringVar(&modes, "modes", "rr,dynamo,kv", "comma-separated routing policies to plan for (rr = round_robin)")
@@ -34,6 +35,9 @@ func planCmd(args []string) int {
 	fs.IntVar(&pc.Target, "target", 0, "a concurrency to find the fewest workers for (0: skip)")
 	fs.IntVar(&pc.MaxWorkers, "max-workers", 64, "largest worker count tried for --target")
 	fs.IntVar(&pc.PerWorker, "per-worker", 100, "highest concurrency searched, per worker")
+	fs.IntVar(&pc.Step, "step", simulate.DefaultPlanStep, "grid of the envelope, in conversations: every level from step up is probed until one fails (at most 5)")
+	fs.StringVar(&seeds, "seeds", "", "seeds every level is probed with, a list or a range such as 1-3 (at least 3; default: --seed and the two after it); a level holds only under every one")
+	fs.IntVar(&pc.Parallel, "parallel", 2, "probes simulated at once")
 	fs.StringVar(&profile, "sim-profile", sim.DefaultProfile, "engine profile of the simulated workers: a built-in name or a JSON file")
 	fs.StringVar(&admission, "admission", router.AdmitQueue, "router admission: queue (never shed), or shed. "+router.ShedRule)
 	fs.DurationVar(&pc.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT p95 objective")
@@ -92,6 +96,21 @@ Flags:
 	if fs.NArg() > 0 {
 		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
+	if seeds != "" {
+		ss, err := bench.ParseList(seeds, 0, 1<<31)
+		if err != nil {
+			return usage(fmt.Errorf("--seeds: %w", err))
+		}
+		for _, v := range ss {
+			pc.Seeds = append(pc.Seeds, uint64(v))
+		}
+	}
+	if pc.Step < 1 || pc.Step > simulate.DefaultPlanStep {
+		return usage(fmt.Errorf("--step %d: want 1 to %d conversations", pc.Step, simulate.DefaultPlanStep))
+	}
+	if pc.Seeds != nil && len(pc.Seeds) < simulate.MinPlanSeeds {
+		return usage(fmt.Errorf("--seeds %s: an envelope needs at least %d seeds", seeds, simulate.MinPlanSeeds))
+	}
 	pc.Base = simulate.Config{Profile: prof, Load: load, Seed: load.Seed, Router: router.Config{Admission: admission}}
 	if study != "" {
 		return studyCmd(pc, study, perWorkerLoad)
@@ -101,8 +120,8 @@ Flags:
 		if p.Holds {
 			verdict = "holds"
 		}
-		fmt.Fprintf(os.Stderr, "kvlens plan: %s, %d workers, concurrency %d: TTFT p95 %.0f ms, TPOT p95 %.1f ms, errors %.1f%%: %s\n",
-			p.Policy, p.Workers, p.Concurrency, p.Level.TTFTP95, p.Level.TPOTP95, deref(p.Level.ErrorPct), verdict)
+		fmt.Fprintf(os.Stderr, "kvlens plan: %s, %d workers, concurrency %d, seed %d: TTFT p95 %.0f ms, TPOT p95 %.1f ms, errors %.1f%%: %s\n",
+			p.Policy, p.Workers, p.Concurrency, p.Seed, p.Level.TTFTP95, p.Level.TPOTP95, deref(p.Level.ErrorPct), verdict)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -140,14 +159,20 @@ func deref(p *float64) float64 {
 func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission string, res simulate.PlanResult) {
 	fmt.Fprintf(w, "Capacity plan, simulated in virtual time: profile %s (max batch %d, %d KV blocks), admission %s\n",
 		prof.Name, prof.MaxBatchSize, prof.KVBlocks, admission)
-	fmt.Fprintf(w, "SLO: TTFT p95 ≤ %v, TPOT p95 ≤ %v, no failed or shed request; each probe %v warmup + %v measure\n\n",
+	fmt.Fprintf(w, "SLO: TTFT p95 ≤ %v, TPOT p95 ≤ %v, no failed or shed request; each probe %v warmup + %v measure\n",
 		pc.SLO.TTFT, pc.SLO.TPOT, pc.Warmup, pc.Measure)
+	fmt.Fprintf(w, "Envelope: the highest level on a grid of %d conversations such that it and every level below it hold under each of the seeds %v\n\n",
+		pc.Step, pc.Seeds)
 	if len(res.Capacities) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "policy\tworkers\tmax concurrency\tper worker\tTTFT p95 ms\tTPOT p95 ms\tKV hit %\t")
+		fmt.Fprintln(tw, "policy\tworkers\tenvelope\tper worker\tTTFT p95 ms\tTPOT p95 ms\tKV hit %\tfirst failure\t")
 		for _, c := range res.Capacities {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t\n", c.Policy, c.Workers, c.MaxConcurrency,
-				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, c.At.KVHitRate)
+			fail := "none searched"
+			if c.FirstFail > 0 {
+				fail = fmt.Sprintf("%d (seed %d)", c.FirstFail, c.FailSeed)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t\n", c.Policy, c.Workers, c.MaxConcurrency,
+				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, c.At.KVHitRate, fail)
 		}
 		tw.Flush()
 	}

@@ -44,11 +44,7 @@ func recordingsList(ctx context.Context, fs *flag.FlagSet, dbPath *string, args 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTARTED\tLENGTH\tFRAMES\tSIZE")
 	for _, r := range recs {
-		length := "recording (or cut off)"
-		if !r.Ended.IsZero() {
-			length = r.Ended.Sub(r.Started).Round(time.Second).String()
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f KB\n", r.ID, r.Name, r.Started.Local().Format("2006-01-02 15:04:05"), length, r.Frames, float64(r.Bytes)/1000)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%.1f KB\n", r.ID, r.Name, r.Started.Local().Format("2006-01-02 15:04:05"), recording.Length(r, false, time.Now()), r.Frames, float64(r.Bytes)/1000)
 	}
 	return tw.Flush()
 }

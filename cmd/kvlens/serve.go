@@ -21,6 +21,7 @@ import (
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/store"
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // serveFlags binds serve's flags to cfg, and those that say who may change
@@ -45,7 +46,21 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		return nil
 	})
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
-	fs.StringVar(&cfg.Tokenizer, "tokenizer", "auto", "how the router tokenizes prompts to hash their blocks: auto (embedded for the simulated fleet; for real workers, embedded if it matches each worker's /tokenize on a sample chat, else worker), embedded (cl100k and kvlens's chat template, as the simulated workers) or worker (each worker's /tokenize, for other models)")
+	fs.Func("tokenizer", "how the router tokenizes prompts to hash their blocks: auto (embedded for the simulated fleet; for real workers, the first of --tokenizer-dir's files and the embedded tokenizer that matches each worker's /tokenize on a sample chat, else worker), embedded (cl100k and kvlens's chat template, as the simulated workers), worker (each worker's /tokenize), or PATH: the model's own tokenizer and chat template, a directory holding tokenizer.json and tokenizer_config.json, or the path of tokenizer.json (default auto)", func(s string) error {
+		switch s {
+		case "auto", "embedded", "worker":
+			cfg.Tokenizer = s
+			return nil
+		}
+		e, err := tokenizer.LoadFiles(s)
+		cfg.Tokenizer, cfg.TokenizerFiles = "files", e
+		return err
+	})
+	fs.Func("tokenizer-dir", "with --tokenizer auto, a directory holding the model's tokenizer.json and tokenizer_config.json (such as the mounted model) to try before the embedded tokenizer", func(s string) error {
+		e, err := tokenizer.LoadFiles(s)
+		cfg.AutoFiles = e
+		return err
+	})
 	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy of the single view (--ab off; giving --policy alone turns A/B off): "+strings.Join(router.Policies, ", "))
@@ -100,11 +115,13 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.Load.UserModel.URL, "user-model-url", cfg.Load.UserModel.URL, "OpenAI base URL of a model that writes follow-up questions (key from $"+loadgen.UserModelKeyEnv+"; default: built-in questions)")
 	fs.StringVar(&cfg.Load.UserModel.Model, "user-model", cfg.Load.UserModel.Model, "model name at --user-model-url")
 	fs.DurationVar(&cfg.Load.UserModel.Timeout, "user-model-timeout", cfg.Load.UserModel.Timeout, "give up on a follow-up question after this long, and fall back to a built-in one (counted)")
-	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule instead of conversations", func(p string) error {
+	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule instead of conversations (the trace workload)", func(p string) error {
 		recs, err := loadgen.LoadTrace(p)
 		cfg.Load.Trace = recs
 		return err
 	})
+	fs.Int("trace-block-size", loadgen.TraceBlockTokens, "tokens each of the trace's hash_ids names (Mooncake's traces: 512; kvlens trace gen writes its --block-size)")
+	fs.String("workload", "", workloadFlagHelp+"; trace without --trace replays a synthetic trace at --concurrency sessions in flight")
 	return fs
 }
 
@@ -118,6 +135,11 @@ func abDefault(cfg *demo.Config, set map[string]bool) {
 	if set["workers"] || set["target"] || set["policy"] {
 		cfg.AB = nil
 	}
+}
+
+// intFlag is the value of fs's integer flag name.
+func intFlag(fs *flag.FlagSet, name string) int {
+	return fs.Lookup(name).Value.(flag.Getter).Get().(int)
 }
 
 // defaultDBText is the store's default path for the usage text.
@@ -137,15 +159,36 @@ func serve(args []string) int {
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	abDefault(&cfg, set)
-	if set["ab"] && cfg.AB != nil && cfg.Target != "" {
-		fmt.Fprintln(os.Stderr, "kvlens serve: --ab compares kvlens's own routing policies, and with --target the load bypasses kvlens's router: drop one of them")
-		fs.Usage()
-		return 2
+	wl, chosen, err := chosenWorkload(fs, os.Stdout)
+	if errors.Is(err, errWorkloadHelp) {
+		return 0
 	}
-	if err := checkServe(cfg); err != nil {
+	if chosen {
+		// Parse again over defaults carrying the workload's values, so that
+		// flags given with it override them wherever they stand.
+		cfg = demo.DefaultConfig()
+		cfg.DB, _ = store.DefaultPath()
+		acc = accessFlags{}
+		wl.Apply(&cfg.Load)
+		fs = serveFlags(&cfg, &acc, os.Stderr)
+		err = fs.Parse(args)
+	}
+	if err == nil {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		abDefault(&cfg, set)
+		if set["ab"] && cfg.AB != nil && cfg.Target != "" {
+			err = errors.New("--ab compares kvlens's own routing policies, and with --target the load bypasses kvlens's router: drop one of them")
+		}
+	}
+	if err == nil {
+		cfg.Load.MaxContext = traceLimit(cfg)
+		err = setTrace(wl, chosen, &cfg.Load, intFlag(fs, "trace-block-size"), cfg.Load.Concurrency, syntheticTraceLength)
+	}
+	if err == nil {
+		err = checkServe(cfg)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)
 		fs.Usage()
 		return 2
@@ -315,8 +358,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
 	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
 		return fmt.Errorf("--slider-min %d and --slider-max %d: need 0 <= min <= max", cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
-	case cfg.Tokenizer != "auto" && cfg.Tokenizer != "embedded" && cfg.Tokenizer != "worker" && cfg.Tokenizer != "":
-		return fmt.Errorf("--tokenizer %q: want auto, embedded or worker", cfg.Tokenizer)
+	case cfg.AutoFiles != nil && cfg.Tokenizer != "auto" && cfg.Tokenizer != "":
+		return fmt.Errorf("--tokenizer-dir is tried by --tokenizer auto; with --tokenizer %s, drop it", cfg.Tokenizer)
 	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
 		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
 	case cfg.Dashboard.Viewers.MaxViewers < 1:

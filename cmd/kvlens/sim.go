@@ -43,8 +43,8 @@ func simCmd(args []string) int {
 	profile := sim.DefaultProfile
 	var acc accessFlags
 	fs := simFlags(&cfg, &profile, &acc)
-	encoding := fs.String("tokenizer", "cl100k", "the workers' tokenizer: cl100k (the router's embedded one) or o200k (a foreign engine, as a real model's would be)")
-	template := fs.String("chat-template", "kvlens", "the workers' chat template: kvlens (the router's embedded one) or llama3 (a foreign engine)")
+	encoding := fs.String("tokenizer", "cl100k", "the workers' tokenizer: cl100k (the router's embedded one), o200k (a foreign engine, as a real model's would be), or PATH: a model's own tokenizer and chat template, a directory holding tokenizer.json and tokenizer_config.json, or the path of tokenizer.json")
+	template := fs.String("chat-template", "", "the workers' chat template with a built-in --tokenizer: kvlens (the router's embedded one, the default) or llama3 (a foreign engine)")
 	maxModelLen := fs.Int("max-model-len", 0, "longest prompt plus output a request may ask for, in tokens; longer prompts are refused with 400 and request bodies are capped from it (default: the profile's)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
@@ -75,7 +75,7 @@ func simCmd(args []string) int {
 		}
 	}
 	cfg.Profile = p
-	if cfg.Tokenizer, err = tokenizer.NewEngine(*encoding, *template); err != nil {
+	if cfg.Tokenizer, err = tokenizer.Open(*encoding, *template); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: %v\n", err)
 		return 2
 	}

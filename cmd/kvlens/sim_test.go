@@ -149,8 +149,10 @@ func TestSimRefusesAnUnknownTokenizer(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"an unknown encoding is refused", []string{"--tokenizer", "sentencepiece"}, `unknown encoding "sentencepiece"`},
+		{"a tokenizer that is neither a name nor a path is refused", []string{"--tokenizer", "sentencepiece"}, "tokenizer: sentencepiece: no such file or directory"},
 		{"an unknown chat template is refused", []string{"--chat-template", "chatml"}, `unknown chat template "chatml"`},
+		{"a model directory without tokenizer.json is refused, naming the file", []string{"--tokenizer", "."}, "tokenizer: tokenizer.json: no such file or directory"},
+		{"a model's files with a built-in template are refused", []string{"--tokenizer", "../../tokenizer/testdata/llama3", "--chat-template", "llama3"}, "brings its own chat template"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,6 +97,13 @@ type sweepOptions struct {
 	run                                           int64
 	serve                                         demo.Config
 	sweep                                         baselines.SweepConfig
+	// workload is --workload's, when chosen; traceBlock is
+	// --trace-block-size; traceNote says how many trace records were
+	// clipped to the context, if any.
+	workload   loadgen.Workload
+	chosen     bool
+	traceBlock int
+	traceNote  string
 }
 
 func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
@@ -142,7 +149,37 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 		o.serve.SimProfile = p
 		return nil
 	})
+	fs.String("workload", "", workloadFlagHelp+"; trace takes one level, and without --trace replays a synthetic trace at that many sessions in flight")
+	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule (the trace workload; one level)", func(p string) error {
+		recs, err := loadgen.LoadTrace(p)
+		o.serve.Load.Trace = recs
+		return err
+	})
+	fs.IntVar(&o.traceBlock, "trace-block-size", loadgen.TraceBlockTokens, "tokens each of the trace's hash_ids names (Mooncake's traces: 512; kvlens trace gen writes its --block-size)")
+	fs.Var(&o.serve.Load.Turns, "turns", "turns per conversation: a range like 3-5, a count, or weights like 3:1,4:2,5:1")
+	fs.DurationVar(&o.serve.Load.ThinkTime, "think-time", o.serve.Load.ThinkTime, "pause between an answer and the next question")
 	return fs
+}
+
+// withWorkload applies a parsed command line's --workload: it parses args
+// again over defaults carrying the workload's values, so that flags given
+// with it override them wherever they stand, and returns the new options
+// and flag set (o and fs unchanged without --workload). A stored run's
+// command line goes through here too, so a resumed sweep runs the same
+// workload.
+func withWorkload(o sweepOptions, fs *flag.FlagSet, args []string, out io.Writer) (sweepOptions, *flag.FlagSet, error) {
+	wl, chosen, err := chosenWorkload(fs, os.Stdout)
+	if err != nil || !chosen {
+		return o, fs, err
+	}
+	n := sweepOptions{serve: demo.DefaultConfig()}
+	wl.Apply(&n.serve.Load)
+	nfs := sweepFlags(&n, out)
+	if err := nfs.Parse(args); err != nil {
+		return o, fs, err
+	}
+	n.workload, n.chosen = wl, true
+	return n, nfs, nil
 }
 
 // runRecord is what a sweep run stores: its settings, and the command line
@@ -158,10 +195,17 @@ func sweepCmd(args []string) int {
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
+	o, fs, err := withWorkload(o, fs, args, os.Stderr)
+	if errors.Is(err, errWorkloadHelp) {
+		return 0
+	}
 	usage := func(err error) int {
 		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
 		fs.Usage()
 		return 2
+	}
+	if err != nil {
+		return usage(err)
 	}
 	if o.db == "" {
 		return usage(errors.New("no default location for the database: give --db PATH"))
@@ -180,6 +224,9 @@ func sweepCmd(args []string) int {
 		// refused here leaves no run behind for --resume to pick.
 		if err := o.configure(); err != nil {
 			return usage(err)
+		}
+		if o.traceNote != "" {
+			fmt.Fprintln(os.Stderr, "kvlens sweep: "+o.traceNote)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -294,7 +341,12 @@ func resumed(run store.Run, cur sweepOptions, given map[string]bool) (sweepOptio
 		return cur, "", fmt.Errorf("run %d: its stored settings are unreadable: %v", run.ID, err)
 	}
 	o := sweepOptions{serve: demo.DefaultConfig()}
-	if err := sweepFlags(&o, io.Discard).Parse(rec.Args); err != nil {
+	fs := sweepFlags(&o, io.Discard)
+	err := fs.Parse(rec.Args)
+	if err == nil {
+		o, _, err = withWorkload(o, fs, rec.Args, io.Discard)
+	}
+	if err != nil {
 		return cur, "", fmt.Errorf("run %d: its stored command line %q: %v", run.ID, strings.Join(rec.Args, " "), err)
 	}
 	if err := o.configure(); err != nil {
@@ -372,8 +424,18 @@ func (o *sweepOptions) configure() error {
 	}
 	c.TargetRPS = o.serve.Load.StartRate
 	c.Window = o.serve.Load.Window
-	cfg := o.serve.Load
-	c.Workload = fmt.Sprintf("Multi-turn chat (%s turns per conversation, max_tokens %d)", cfg.Turns.String(), cfg.MaxTokens)
+	load := &o.serve.Load
+	load.MaxContext = traceLimit(o.serve)
+	if err := setTrace(o.workload, o.chosen, load, o.traceBlock, levels[0], c.Warmup+c.Measure); err != nil {
+		return err
+	}
+	if len(load.Trace) > 0 {
+		if len(levels) > 1 {
+			return fmt.Errorf("--levels: a trace sets its own schedule, so a trace sweep takes one level (kvlens bench routing replays a synthetic trace per level)")
+		}
+		load.Trace, o.traceNote = loadgen.FitTrace(load.Trace, traceLimit(o.serve))
+	}
+	c.Workload = describeLoad(o.workload, o.chosen, *load)
 	c.Deployment = o.deployment()
 	return c.Validate()
 }

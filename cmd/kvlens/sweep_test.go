@@ -16,7 +16,12 @@ import (
 // sweepOptionsFor parses sweep's flags from args and configures them.
 func sweepOptionsFor(args ...string) (sweepOptions, error) {
 	o := sweepOptions{serve: demo.DefaultConfig()}
-	if err := sweepFlags(&o, io.Discard).Parse(args); err != nil {
+	fs := sweepFlags(&o, io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o, _, err := withWorkload(o, fs, args, io.Discard)
+	if err != nil {
 		return o, err
 	}
 	return o, o.configure()

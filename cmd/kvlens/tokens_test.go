@@ -30,12 +30,18 @@ type foreignFleet struct {
 }
 
 func startForeignFleet(t *testing.T) *foreignFleet {
+	return startFleetOf(t, "--tokenizer", "o200k", "--chat-template", "llama3")
+}
+
+// startFleetOf starts the three workers of foreignFleet, each a `kvlens
+// sim` with the tokenizer flags engine.
+func startFleetOf(t *testing.T, engine ...string) *foreignFleet {
 	t.Helper()
 	f := &foreignFleet{urls: map[string]string{}}
 	http1, ev := freePorts(t, 3), freePorts(t, 4)
 	url := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", http1+i) }
 	ep := func(i int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", ev+i) }
-	foreign := []string{"--count", "1", "--tokenizer", "o200k", "--chat-template", "llama3", "--slowdown", "0.01"}
+	foreign := append([]string{"--count", "1", "--slowdown", "0.01"}, engine...)
 	args := [][]string{
 		{"--ports", strconv.Itoa(http1), "--events-bind", ep(0)},
 		{"--ports", strconv.Itoa(http1 + 1), "--events-connect", ep(1)},
@@ -85,12 +91,13 @@ func waitOK(t testing.TB, url string) {
 }
 
 // startServe runs `kvlens serve` over the fleet with the given tokenizer
-// and the kv policy, and returns its URL and its output so far.
-func startServe(t *testing.T, f *foreignFleet, tok string) (string, func() string) {
+// flags and the kv policy, and returns its URL and its output so far.
+func startServe(t *testing.T, f *foreignFleet, tok ...string) (string, func() string) {
 	t.Helper()
 	port := freePorts(t, 1)
-	cmd := kvlens("serve", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--workers", strings.Join(f.specs, ","),
-		"--tokenizer", tok, "--policy", "kv", "--no-start", "--record=false", "--db", "", "--open-controls")
+	args := append([]string{"serve", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--workers", strings.Join(f.specs, ","),
+		"--policy", "kv", "--no-start", "--record=false", "--db", "", "--open-controls", "--tokenizer"}, tok...)
+	cmd := kvlens(args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var mu sync.Mutex
 	var out bytes.Buffer
@@ -218,13 +225,30 @@ func TestForeignEngineAuto(t *testing.T) {
 	if !strings.Contains(out(), "tokenizer auto: worker") {
 		t.Fatalf("serve did not choose the workers' tokenizer; its output:\n%s", out())
 	}
+	predicted, reported, followUps := playConversations(t, base, 0)
+	warm = append(warm, tokenizer.Message{Role: "user", Content: "And the warm one?"})
+	if a := chat(t, base, warm); a.worker != "c" || a.overlap == 0 {
+		t.Errorf("the warm conversation's follow-up went to %s with %d blocks matched; want c, matched through replay", a.worker, a.overlap)
+	} else {
+		predicted, reported = predicted+min(a.prompt, a.overlap*32), reported+a.cached
+	}
+	t.Logf("%d follow-ups: predicted %d cached tokens, workers reported %d", followUps+1, predicted, reported)
+	within2(t, predicted, reported)
+}
+
+// playConversations plays 6 conversations of 4 turns through base, the
+// first numbered first, and returns the cached tokens the index predicted
+// and the workers reported over the follow-ups, and how many there were.
+// It fails the test when kv sends a follow-up away from its
+// conversation's worker.
+func playConversations(t *testing.T, base string, first int) (predicted, reported, followUps int) {
+	t.Helper()
 	const convs, turns = 6, 4
 	histories := make([][]tokenizer.Message, convs)
 	owner := make([]string, convs)
 	for i := range convs {
-		histories[i] = opening(i)
+		histories[i] = opening(first + i)
 	}
-	var predicted, reported, followUps int
 	for turn := range turns {
 		for i := range convs {
 			a := chat(t, base, histories[i])
@@ -236,7 +260,7 @@ func TestForeignEngineAuto(t *testing.T) {
 			}
 			followUps++
 			if a.worker != owner[i] {
-				t.Errorf("conversation %d turn %d went to %s, its first turn to %s", i, turn+1, a.worker, owner[i])
+				t.Errorf("conversation %d turn %d went to %s, its first turn to %s", first+i, turn+1, a.worker, owner[i])
 			}
 			predicted += min(a.prompt, a.overlap*32)
 			reported += a.cached
@@ -245,18 +269,52 @@ func TestForeignEngineAuto(t *testing.T) {
 		// as a person's next message would.
 		time.Sleep(300 * time.Millisecond)
 	}
-	warm = append(warm, tokenizer.Message{Role: "user", Content: "And the warm one?"})
-	if a := chat(t, base, warm); a.worker != "c" || a.overlap == 0 {
-		t.Errorf("the warm conversation's follow-up went to %s with %d blocks matched; want c, matched through replay", a.worker, a.overlap)
-	} else {
-		predicted, reported = predicted+min(a.prompt, a.overlap*32), reported+a.cached
-	}
-	t.Logf("%d follow-ups: predicted %d cached tokens, workers reported %d", followUps+1, predicted, reported)
+	return predicted, reported, followUps
+}
+
+// within2 fails the test unless predicted is within 2% of reported.
+func within2(t *testing.T, predicted, reported int) {
+	t.Helper()
 	if reported == 0 {
 		t.Fatal("the workers reported no cached tokens at all")
 	}
 	if diff := float64(predicted-reported) / float64(reported); diff < -0.02 || diff > 0.02 {
 		t.Errorf("predicted %d cached tokens, reported %d: %.1f%% apart, want within 2%%", predicted, reported, 100*diff)
+	}
+}
+
+// modelDir is the fixture model: a small byte-level BPE laid out as Llama
+// 3's tokenizer.json, with Llama 3.1's chat template.
+const modelDir = "../../tokenizer/testdata/llama3"
+
+// TestModelFilesEngine runs the simulated workers on a model's own
+// tokenizer and chat template, read from its files (kvlens sim
+// --tokenizer DIR), and the router on the same files, given outright or
+// found by auto: the index predicts what the workers report cached,
+// within 2%, with kv sending every follow-up to its conversation's worker.
+func TestModelFilesEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five processes")
+	}
+	tests := []struct {
+		name     string
+		flags    []string
+		wantLine string
+	}{
+		{"serve --tokenizer DIR", []string{modelDir}, "tokenizer files: the model's tokenizer.json and chat template (tokenizer_config.json)"},
+		{"serve --tokenizer auto --tokenizer-dir DIR", []string{"auto", "--tokenizer-dir", modelDir}, "tokenizer auto: files (the model's tokenizer.json and chat template in " + modelDir + "): a, b, c tokenize a sample chat exactly as it does"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := startFleetOf(t, "--tokenizer", modelDir)
+			base, out := startServe(t, f, tt.flags...)
+			if !strings.Contains(out(), tt.wantLine) {
+				t.Fatalf("serve did not say %q; its output:\n%s", tt.wantLine, out())
+			}
+			predicted, reported, n := playConversations(t, base, 100)
+			t.Logf("%d follow-ups: predicted %d cached tokens, workers reported %d", n, predicted, reported)
+			within2(t, predicted, reported)
+		})
 	}
 }
 

@@ -6,7 +6,6 @@
   const body = document.body;
   const { colours, laneColours, fmt, chartHeight, legend, rowsOf } = window.kvlens;
   const charts = window.kvlens.timeCharts();
-  let lastFrame = 0;
 
   // The baseline overlay: stored round-robin and KV curves by concurrency,
   // the SLO, and a point per lane where the running system sits now.
@@ -163,7 +162,6 @@
   }
 
   body.addEventListener("htmx:wsBeforeMessage", (e) => {
-    lastFrame = Date.now();
     const msg = e.detail.message;
     if (typeof msg !== "string" || msg[0] !== "{") return; // HTML: htmx swaps it
     e.preventDefault();
@@ -186,11 +184,6 @@
       drawBaseline();
     }
   });
-  // A banner says so when no frame has come for 3 s; htmx reconnects with backoff.
-  const stale = document.getElementById("stale");
-  setInterval(() => {
-    stale.hidden = lastFrame !== 0 && Date.now() - lastFrame < 3000;
-  }, 1000);
 
   // Controls answer a refused value with a one-line reason.
   const notice = document.getElementById("notice");

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/bench"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/sim"
+)
+
+const benchUsage = `Usage: kvlens bench routing [flags]
+
+Runs every routing policy on every workload at every level, once per seed,
+each run on a fresh simulated deployment in virtual time, and writes a
+Markdown report (TTFT p95 mean and range over the seeds; KV hit rate against
+the oracle's, and goodput; the winner per cell in bold), JSON with every run
+and a PNG grid. The full grid of docs/routing.md:
+
+  kvlens bench routing --levels 40-200/20 --seeds 1-5
+
+Flags:
+`
+
+// benchCmd is `kvlens bench`: its one benchmark so far is routing.
+func benchCmd(args []string) int {
+	if len(args) == 0 || args[0] != "routing" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Print(benchUsage)
+			return 0
+		}
+		fmt.Fprint(os.Stderr, "kvlens bench: say which benchmark: kvlens bench routing [flags]\n")
+		return 2
+	}
+	var (
+		policies, workloads, levels, seeds, profile, out string
+		g                                                = bench.Grid{SLO: baselines.DefaultSLO}
+	)
+	fs := flag.NewFlagSet("bench routing", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	fs.StringVar(&policies, "policies", strings.Join(bench.DefaultPolicies, ","), "comma-separated routing policies, in the reports' column order (rr = round_robin)")
+	fs.StringVar(&workloads, "workloads", strings.Join(loadgen.WorkloadNames(), ","), "comma-separated workloads of the suite (kvlens workloads lists them)")
+	fs.StringVar(&levels, "levels", "40,120,200", "load levels: conversations, or for an open loop sessions in flight; a list, a range 40-200 or a range with a step 40-200/20")
+	fs.StringVar(&seeds, "seeds", "1", "seeds to run each cell with: a list or a range such as 1-5")
+	fs.IntVar(&g.Workers, "workers", 3, "simulated workers")
+	fs.StringVar(&profile, "sim-profile", sim.DefaultProfile, "engine profile of the simulated workers: a built-in name or a JSON file")
+	fs.DurationVar(&g.Warmup, "warmup", 0, "virtual warmup of each run (0: each workload's own, from 60 s for the chat to 600 s for reading)")
+	fs.DurationVar(&g.Measure, "measure", 120*time.Second, "virtual measurement of each run, one window over all of it")
+	fs.IntVar(&g.Parallel, "parallel", runtime.NumCPU(), "runs simulated at once")
+	fs.DurationVar(&g.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT objective of goodput")
+	fs.DurationVar(&g.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT objective of goodput")
+	fs.StringVar(&out, "out", "kvlens-bench", "path of the reports, without extension: writes OUT.md, OUT.json and OUT.png")
+	var from string
+	fs.StringVar(&from, "from", "", "draw OUT.md and OUT.png again from the JSON of an earlier run, without running anything (only --out goes with it)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	if status, ok := parseFlags(fs, args[1:]); !ok {
+		return status
+	}
+	usage := func(err error) int {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 2
+	}
+	if from != "" {
+		return benchFrom(fs, from, out)
+	}
+	var err error
+	if g.Policies, err = parseModes(policies, false); err != nil {
+		return usage(errors.New("--policies: " + strings.TrimPrefix(err.Error(), "--modes: ")))
+	}
+	for _, name := range strings.Split(workloads, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		w, err := loadgen.LookupWorkload(name)
+		if err != nil {
+			return usage(fmt.Errorf("--workloads: %w", err))
+		}
+		g.Workloads = append(g.Workloads, w)
+	}
+	if len(g.Workloads) == 0 {
+		return usage(errors.New("--workloads: no workload given"))
+	}
+	ls, err := bench.ParseList(levels, 1, loadgen.MaxConcurrency)
+	if err != nil {
+		return usage(fmt.Errorf("--levels: %w", err))
+	}
+	g.Levels = ls
+	ss, err := bench.ParseList(seeds, 0, 1<<31)
+	if err != nil {
+		return usage(fmt.Errorf("--seeds: %w", err))
+	}
+	for _, s := range ss {
+		g.Seeds = append(g.Seeds, uint64(s))
+	}
+	if g.Profile, err = sim.LoadProfile(profile); err != nil {
+		return usage(fmt.Errorf("--sim-profile: %w", err))
+	}
+	if g.Parallel < 1 {
+		return usage(fmt.Errorf("--parallel %d: need at least 1", g.Parallel))
+	}
+	if err := g.Check(); err != nil {
+		return usage(errors.New(strings.TrimPrefix(err.Error(), "bench: ")))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	total := len(g.Policies) * len(g.Workloads) * len(g.Levels) * len(g.Seeds)
+	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs (%d policies × %d workloads × %d levels × %d seeds), %d at a time\n",
+		total, len(g.Policies), len(g.Workloads), len(g.Levels), len(g.Seeds), g.Parallel)
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionShowCount(), progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetItsString("runs"))
+	g.OnRun = func(r bench.Run, done, total int) {
+		bar.Describe(fmt.Sprintf("%s %s @ %d seed %d", r.Workload, r.Policy, r.Level, r.Seed))
+		bar.Set(done)
+	}
+	start := time.Now()
+	res, err := bench.Execute(ctx, g)
+	bar.Finish()
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs in %s of wall time\n", total, time.Since(start).Round(time.Second))
+	files, err := writeBench(out, &res)
+	for _, f := range files {
+		fmt.Printf("kvlens bench routing: wrote %s\n", f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// benchFrom draws the reports of an earlier run again from its JSON.
+func benchFrom(fs *flag.FlagSet, from, out string) int {
+	var extra []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "from" && f.Name != "out" {
+			extra = append(extra, "--"+f.Name)
+		}
+	})
+	if len(extra) > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --from draws an earlier run's reports: drop %s\n", strings.Join(extra, ", "))
+		return 2
+	}
+	f, err := os.Open(from)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	res, err := bench.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s: %v\n", from, strings.TrimPrefix(err.Error(), "bench: "))
+		return 1
+	}
+	files, err := writeBench(out, res, ".md", ".png")
+	for _, f := range files {
+		fmt.Printf("kvlens bench routing: wrote %s\n", f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// benchWriters write each report, by extension.
+var benchWriters = map[string]func(io.Writer, *bench.Result) error{
+	".md": bench.WriteMarkdown, ".json": bench.WriteJSON, ".png": bench.WriteChart,
+}
+
+// writeBench writes the reports of the given extensions (by default all
+// three) next to each other.
+func writeBench(out string, res *bench.Result, exts ...string) ([]string, error) {
+	if len(exts) == 0 {
+		exts = []string{".md", ".json", ".png"}
+	}
+	if dir := filepath.Dir(out); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var files []string
+	for _, ext := range exts {
+		path := out + ext
+		file, err := os.Create(path)
+		if err != nil {
+			return files, err
+		}
+		if err := benchWriters[ext](file, res); err != nil {
+			file.Close()
+			return files, fmt.Errorf("%s: %w", path, err)
+		}
+		if err := file.Close(); err != nil {
+			return files, err
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}

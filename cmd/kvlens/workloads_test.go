@@ -1,0 +1,178 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/loadgen"
+)
+
+func TestWorkloadFlagSetsTheLoadAndGivenFlagsWin(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(loadgen.Config) bool
+		want  string
+	}{
+		{"no workload keeps the seeds' chat", nil,
+			func(c loadgen.Config) bool {
+				return c.Turns.String() == "3-5" && c.ThinkTime == 0 && c.SessionLength == 0
+			}, "3-5 turns, no think time"},
+		{"think sets an exponential pause of mean 10 s", []string{"--workload", "think"},
+			func(c loadgen.Config) bool {
+				return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 10*time.Second
+			}, "exponential, 10s"},
+		{"a --think-time given with think wins, before or after it", []string{"--think-time", "3s", "--workload", "think"},
+			func(c loadgen.Config) bool {
+				return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 3*time.Second
+			}, "exponential, 3s"},
+		{"long has 5-15 turns and the profile's context as its limit", []string{"--workload", "long"},
+			func(c loadgen.Config) bool { return c.Turns.String() == "5-15" && c.MaxContext == 16384 }, "5-15 turns, max context 16384"},
+		{"open-loop is an open loop", []string{"--workload", "open-loop"},
+			func(c loadgen.Config) bool { return c.SessionLength == 150*time.Second }, "session length 150s"},
+		{"agentic answers briefly with tool results", []string{"--workload", "agentic", "--virtual"},
+			func(c loadgen.Config) bool { return c.MaxTokens == 64 && c.ToolTokens.Max == 500 }, "max_tokens 64, tools up to 500"},
+		{"trace at one level replays a synthetic trace", []string{"--workload", "trace", "--levels", "60"},
+			func(c loadgen.Config) bool { return len(c.Trace) > 0 && c.Trace[0].BlockTokens == 512 }, "a trace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := sweepOptionsFor(tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(o.serve.Load) {
+				t.Fatalf("load %+v, want %s", o.serve.Load, tt.want)
+			}
+		})
+	}
+}
+
+func TestSweepWorkloadSadPath(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown workload", []string{"--workload", "chats"}, `unknown workload "chats": want one of chat, think`},
+		{"a trace over two levels", []string{"--workload", "trace", "--levels", "40,80"}, "a trace sweep takes one level"},
+		{"a trace file with another workload", []string{"--workload", "think", "--trace", "testdata/two.jsonl"}, "--trace replays a trace, which is the trace workload, not think"},
+		{"a zero trace block size", []string{"--workload", "trace", "--levels", "40", "--trace-block-size", "0"}, "--trace-block-size 0"},
+	}
+	os.MkdirAll("testdata", 0o755)
+	os.WriteFile("testdata/two.jsonl", []byte(`{"timestamp":0,"input_length":10,"output_length":5,"hash_ids":[1]}`+"\n"), 0o644)
+	defer os.Remove("testdata/two.jsonl")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sweepOptionsFor(tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bench without a benchmark", []string{"bench"}, "say which benchmark: kvlens bench routing"},
+		{"an unknown policy", []string{"bench", "routing", "--policies", "kv,fastest"}, "--policies: "},
+		{"an unknown workload", []string{"bench", "routing", "--workloads", "chat,chats"}, `--workloads: unknown workload "chats"`},
+		{"levels high to low", []string{"bench", "routing", "--levels", "200-40"}, `--levels: "200-40": want numbers from 1 to 10000, low to high`},
+		{"a seed given twice", []string{"bench", "routing", "--seeds", "1,1"}, "--seeds: 1 is given twice"},
+		{"no measurement", []string{"bench", "routing", "--measure", "0s"}, "measure 0s must be positive"},
+		{"no parallelism", []string{"bench", "routing", "--parallel", "0"}, "--parallel 0: need at least 1"},
+		{"trace without gen", []string{"trace"}, "kvlens trace gen"},
+		{"a trace of no sessions", []string{"trace", "gen", "--sessions", "0"}, "trace gen: sessions 0: need 1..1000000"},
+		{"a trace with a zero rate", []string{"trace", "gen", "--rate", "0"}, "rate 0: need a positive number"},
+		{"a trace with bad turns", []string{"trace", "gen", "--turns", "5-3"}, `turns "5-3"`},
+		{"serve with an unknown workload", []string{"serve", "--workload", "chats"}, `--workload: unknown workload "chats"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := kvlens(tt.args...).CombinedOutput()
+			exit, ok := err.(*exec.ExitError)
+			if !ok || exit.ExitCode() != 2 {
+				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
+			}
+			first, _, _ := strings.Cut(string(out), "\n")
+			if !strings.Contains(first, tt.want) {
+				t.Fatalf("first line %q does not say %q", first, tt.want)
+			}
+		})
+	}
+}
+
+func TestWorkloadsListsTheSuite(t *testing.T) {
+	for _, args := range [][]string{{"workloads"}, {"serve", "--workload", "help"}, {"sweep", "--workload", "help"}} {
+		out, err := kvlens(args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		for _, w := range loadgen.Workloads {
+			if !strings.Contains(string(out), "\n"+w.Name+"\n") && !strings.HasPrefix(string(out), w.Name+"\n") {
+				t.Fatalf("%v does not list %s:\n%s", args, w.Name, out)
+			}
+		}
+	}
+}
+
+func TestTraceGenWritesWhatServeReplays(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gen.jsonl")
+	out, err := kvlens("trace", "gen", "--sessions", "20", "--rate", "2", "--shared-prefix-blocks", "2", "--block-size", "64", "--out", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "of 20 sessions") {
+		t.Fatalf("no summary: %s", out)
+	}
+	recs, err := loadgen.LoadTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.HashIDs[0] != 0 || r.HashIDs[1] != 1 || r.InputLength != 64*len(r.HashIDs) {
+			t.Fatalf("record %d: %+v, want the 2 shared blocks first and 64 tokens per hash id", r.Line, r)
+		}
+	}
+}
+
+func TestBenchRoutingWritesItsReports(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "grid")
+	res, err := kvlens("bench", "routing", "--policies", "rr,kv", "--workloads", "chat", "--levels", "8", "--workers", "2",
+		"--warmup", "10s", "--measure", "30s", "--out", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res)
+	}
+	for _, ext := range []string{".md", ".json", ".png"} {
+		if fi, err := os.Stat(out + ext); err != nil || fi.Size() == 0 {
+			t.Fatalf("%s: %v", out+ext, err)
+		}
+	}
+	md, _ := os.ReadFile(out + ".md")
+	if !strings.Contains(string(md), "| level | round_robin | kv |") {
+		t.Fatalf("report:\n%s", md)
+	}
+}
+
+// TestWorkloadsDocHasEveryParagraph holds docs/workloads.md to the suite:
+// each workload's section is its Doc, word for word.
+func TestWorkloadsDocHasEveryParagraph(t *testing.T) {
+	page, err := os.ReadFile("../../docs/workloads.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(page)), " ")
+	for _, w := range loadgen.Workloads {
+		if !strings.Contains(text, "### `"+w.Name+"` "+strings.Join(strings.Fields(w.Doc), " ")) {
+			t.Errorf("docs/workloads.md lacks the section of %s as its Doc says it", w.Name)
+		}
+	}
+}
