@@ -281,8 +281,8 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	waitJS(t, ctx, `document.querySelectorAll('[data-testid=conversation-link]').length > 0`, 10*time.Second, "the conversation list stayed empty")
 	// The log lists a turn once it has ended, and the newest conversations
-	// may have none yet: open one that has.
-	waitJS(t, ctx, `(() => { const li = [...document.querySelectorAll('.conv-list li')].find(l => /turn [1-9]/.test(l.textContent));
+	// may have none yet ("answering turn 1/5"): open one that has.
+	waitJS(t, ctx, `(() => { const li = [...document.querySelectorAll('.conv-list li')].find(l => /turn [1-9]/.test(l.textContent) && !/answering turn 1\//.test(l.textContent));
 		if (!li) return false;
 		li.querySelector('[data-testid=conversation-link]').click();
 		return true; })()`, 10*time.Second, "no conversation in the list has an ended turn")
