@@ -54,17 +54,30 @@ func TestHowItWorks(t *testing.T) {
 }
 
 func TestComponents(t *testing.T) {
-	tiles := TilesData{Compare: "baseline: KV-aware curve at 120", Tiles: []Tile{
+	tiles := TilesData{Compare: "Live round-robin · baseline: KV-aware curve at 120", Tiles: []Tile{
 		{ID: "ttft-p95", Label: "TTFT p95", Value: "700 ms", Baseline: "base 500 ms", Delta: "+40%", Level: "bad"},
 		{ID: "tops", Label: "Output tok/s", Value: "—", Baseline: "—", Level: "none"},
 	}}
+	settlingTiles := TilesData{Compare: "B vs A", Settling: "settling (12 s of 30)", Tiles: []Tile{
+		{ID: "ttft-p95", Label: "TTFT p95", Value: "372 ms", Baseline: "vs 561 ms", Level: "none", Settling: "settling (12 s of 30)"},
+	}}
 	modes := ModeData{Active: "dynamo", Operator: false,
-		Main: []ModeOption{{"round_robin", "Round-robin"}, {"kv", "KV-aware"}},
-		More: []ModeOption{{"dynamo", "KV-aware (Dynamo cost)"}}}
-	workers := WorkersData{Rows: []WorkerRow{
+		Main: []ModeOption{{Name: "round_robin", Text: "round-robin"}, {Name: "kv", Text: "kvlens kv", Title: "KV-aware"}},
+		More: []ModeOption{{Name: "dynamo", Text: "kvlens copy of Dynamo 0.9's cost"}}}
+	pair := PairData{Operator: true, Lanes: []PairLane{
+		{ID: "a", Active: "round_robin", Options: modes.Main}, {ID: "b", Active: "kv", Options: modes.Main}}}
+	workers := WorkersData{Lanes: []WorkerLane{{ID: "a", Rows: []WorkerRow{
 		{Name: "sim-0", Healthy: true, InFlight: 32, Capacity: 64, Queued: 3, KVUsage: 0.5, HitRate: 0.9, Share: 0.4},
 		{Name: "w1", Healthy: false, Capacity: 64, Queued: -1, KVUsage: -1, HitRate: -1, Share: -1},
+	}}}}
+	twoFleets := WorkersData{Lanes: []WorkerLane{
+		{ID: "a", Name: "A · round-robin · simulated", Rows: []WorkerRow{{Name: "sim-0", Queued: -1, KVUsage: -1, HitRate: -1, Share: -1}}},
+		{ID: "b", Name: "B · kvlens kv · simulated", Rows: []WorkerRow{{Name: "sim-3", Queued: -1, KVUsage: -1, HitRate: -1, Share: -1}}},
 	}}
+	headline := HeadlineData{Show: true, A: "Round-robin", B: "KV-aware", TTFTA: "561 ms", TTFTB: "372 ms", TTFTAms: 561, TTFTBms: 372,
+		Delta: "−34%", Better: true, HitA: "86%", HitB: "98%", Conversations: 120}
+	settlingHeadline := headline
+	settlingHeadline.Delta, settlingHeadline.Settling = "", "settling (12 s of 30)"
 	conv := ConversationData{ID: 3, Title: "KV cache", Turns: []TurnData{{Index: 1, Question: "<b>why</b>", Answer: "because", Worker: "sim-2", TTFT: "90 ms", TPOT: "20.0 ms"}}}
 	tests := []struct {
 		name string
@@ -73,13 +86,28 @@ func TestComponents(t *testing.T) {
 		want string // "" means the selection must be absent
 	}{
 		{"a tile shows its live value", Tiles(tiles), `[data-testid=ttft-p95]`, "700 ms"},
-		{"a tile shows the baseline and the difference", Tiles(tiles), `[data-testid=ttft-p95-baseline]`, "base 500 ms+40%"},
+		{"a tile shows what it is compared with", Tiles(tiles), `[data-testid=ttft-p95-baseline]`, "base 500 ms"},
 		{"a tile without data shows a dash, not a zero", Tiles(tiles), `[data-testid=tops]`, "—"},
 		{"a tile without a baseline shows no delta", Tiles(tiles), `[data-tile=tops] .delta`, ""},
-		{"the tiles say what they compare with", Tiles(tiles), `[data-testid=compare]`, "Live, last 60 s · baseline: KV-aware curve at 120"},
-		{"the live mode in the more menu is selected", ModeSwitch(modes), `[data-testid=mode-more] option[selected]`, "KV-aware (Dynamo cost)"},
-		{"mode buttons are disabled for a viewer", ModeSwitch(modes), `[data-testid=mode-kv][disabled]`, "KV-aware"},
-		{"the live count is an out-of-band swap", LiveCount(42), `#live-count[hx-swap-oob=true]`, "42"},
+		{"the tiles say what they compare with", Tiles(tiles), `[data-testid=compare]`, "Live round-robin · baseline: KV-aware curve at 120 · last 60 s, or since the last change"},
+		{"a tile shows its difference on the status line", Tiles(tiles), `[data-testid=ttft-p95-status] .delta.worse`, "+40%"},
+		{"a settling tile says so instead of a difference", Tiles(settlingTiles), `[data-tile=ttft-p95][data-settling=true] [data-testid=ttft-p95-status]`, "settling (12 s of 30)"},
+		{"a settling tile shows no difference", Tiles(settlingTiles), `.delta`, ""},
+		{"the tiles say they are settling", Tiles(settlingTiles), `#tiles[data-settling=true] [data-testid=ttft-p95]`, "372 ms"},
+		{"the headline carries both lanes' TTFT for tests", Headline(headline), `[data-testid=headline][data-ttft-a="561"][data-ttft-b="372"] .delta.better`, "−34%"},
+		{"the headline carries both lanes' TTFT for tests", Headline(headline), `[data-testid=headline][data-ttft-a="561"][data-ttft-b="372"] .delta.better`, "−34%"},
+		{"a settling headline names no difference", Headline(settlingHeadline), `[data-testid=headline][data-settling=true] [data-testid=headline-settling]`, "settling (12 s of 30)"},
+		{"a settling headline has no delta", Headline(settlingHeadline), `.delta`, ""},
+		{"the pair has one select per lane", PairSwitch(pair), `[data-testid=pair-b] option[selected]`, "kvlens kv"},
+		{"a pair select posts its lane", PairSwitch(pair), `[data-testid=pair-a][hx-vals='{"lane":"a"}'] option[selected]`, "round-robin"},
+		{"the header names the pair in lane colours", PairNames([]string{"Round-robin", "KV-aware"}), `#pair-names .lane-b`, "KV-aware"},
+		{"the workers panel marks each fleet with its lane", Workers(twoFleets), `th.lane-b[data-testid=worker-lane][title="B · kvlens kv · simulated"]`, "B"},
+		{"the single view has no fleet headings", Workers(workers), `[data-testid=worker-lane]`, ""},
+		{"a mode button says what it does on hover", ModeSwitch(modes), `[data-testid=mode-kv][title=KV-aware]`, "kvlens kv"},
+		{"the live mode in the more menu is selected", ModeSwitch(modes), `[data-testid=mode-more] option[selected]`, "kvlens copy of Dynamo 0.9's cost"},
+		{"mode buttons are disabled for a viewer", ModeSwitch(modes), `[data-testid=mode-kv][disabled]`, "kvlens kv"},
+		{"the live count is an out-of-band swap", LiveCount([]int{42}), `#live-count[hx-swap-oob=true]`, "42"},
+		{"the live count names each lane's", LiveCount([]int{60, 59}), `#live-count`, "60 · 59"},
 		{"a worker's queue and bars render", Workers(workers), `[data-testid=worker-row]:first-child [data-testid=worker-queued]`, "3"},
 		{"a worker without figures shows dashes", Workers(workers), `tr.down [data-testid=worker-queued]`, "—"},
 		{"a turn names its worker", Conversation(conv), `[data-testid=turn] .turn-meta strong`, "sim-2"},
@@ -103,10 +131,36 @@ func TestComponents(t *testing.T) {
 	}
 }
 
+func TestHeadlineReadsAsASentence(t *testing.T) {
+	h := HeadlineData{Show: true, A: "Round-robin", B: "KV-aware", TTFTA: "561 ms", TTFTB: "372 ms", TTFTAms: 561, TTFTBms: 372,
+		Delta: "−34%", Better: true, HitA: "86%", HitB: "98%", Conversations: 120}
+	settling := h
+	settling.Delta, settling.Settling = "", "settling (12 s of 30)"
+	kept := h
+	kept.AgoA = "2 min ago"
+	tests := []struct {
+		name string
+		h    HeadlineData
+		want string
+	}{
+		{"a settled headline states the difference", h, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
+		{"a settling headline says so instead", settling, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit 98% vs 86% · 120 conversations each"},
+		{"an alternation's kept side gives its age", kept, "KV-aware vs Round-robin (2 min ago): TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Exact text, spaces included: no space may slip in before a comma.
+			if got := render(t, Headline(tt.h)).Find(`[data-testid=headline]`).Text(); got != tt.want {
+				t.Fatalf("headline = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPage(t *testing.T) {
 	base := PageData{Mode: "KV-aware", Workers: "3 simulated H200 workers", Profile: "h200", SliderMin: 60, SliderMax: 180, SliderStep: 20,
-		Target: 120, Live: 118, Envelope: "KV-aware holds it up to 120 conversations", BaselineName: "seeds",
-		Baseline: map[string]any{"name": "seeds"}, Modes: ModeData{Active: "kv", Main: []ModeOption{{"kv", "KV-aware"}}}}
+		Target: 120, Live: []int{118}, Envelope: "KV-aware holds it up to 120 conversations", BaselineName: "seeds",
+		Baseline: map[string]any{"name": "seeds"}, Modes: ModeData{Active: "kv", Main: []ModeOption{{Name: "kv", Text: "KV-aware"}}}}
 	viewer, operator := base, base
 	viewer.CanLogin = true
 	operator.Operator = true

@@ -5,6 +5,8 @@ package components
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/a-h/templ"
 )
@@ -30,12 +32,18 @@ type PageData struct {
 	SLOTTFTms float64
 	// SLOTPOTms is the TPOT objective, in ms.
 	SLOTPOTms float64
+	// Headline states the A/B view's live difference; hidden in the single view.
+	Headline HeadlineData
 	// Tiles are the headline figures at render time.
 	Tiles TilesData
-	// Live is the number of conversations running.
-	Live int
-	// Modes is the routing-mode switch.
+	// Live is the number of conversations running in each lane.
+	Live []int
+	// Modes is the single view's routing-mode switch.
 	Modes ModeData
+	// Pair is the A/B view's pair of policy selects; PairText names the
+	// pair in plain words for the header. Both are empty in the single view.
+	Pair     PairData
+	PairText []string
 	// Workers is the workers panel at render time.
 	WorkerPanel WorkersData
 	// Baseline is the overlay chart's data, embedded as JSON.
@@ -69,9 +77,15 @@ type PageData struct {
 type TilesData struct {
 	// Tiles are the figures in display order.
 	Tiles []Tile
-	// Compare says which baseline the tiles compare with, such as
-	// "vs round-robin baseline at 120 conversations".
+	// Lanes name the lanes the charts draw, each in its colour, when they
+	// draw more than one: the legend of every chart.
+	Lanes []string
+	// Compare says what the tiles show and compare with, such as "tiles: B
+	// vs A, same conversations at the same time".
 	Compare string
+	// Settling says why no tile shows a difference yet, such as "settling
+	// (12 s of 30)"; empty once the windows are settled.
+	Settling string
 }
 
 // Tile is one headline figure: live value, baseline value and difference.
@@ -80,19 +94,67 @@ type Tile struct {
 	ID string
 	// Label is the figure's name, such as "TTFT p95".
 	Label string
-	// Value is the live figure with its unit, or a dash when there is no data.
+	// Value is the live figure with its unit (lane B's in the A/B view), or
+	// a dash when there is no data.
 	Value string
-	// Baseline is the stored figure at the current concurrency, or a dash.
+	// Baseline is what Value is compared with, or a dash: lane A's figure
+	// ("vs 561 ms") or the stored one at the current concurrency ("base
+	// 561 ms").
 	Baseline string
-	// Delta is the live figure's difference from the baseline, such as
-	// "+12%"; empty when either is missing.
+	// Delta is Value's difference from Baseline, such as "+12%"; empty when
+	// either is missing or the windows are settling.
 	Delta string
-	// Better says whether Delta is an improvement; it colours the delta.
-	Better bool
+	// Better says whether Delta is an improvement, Even that it is none
+	// either way; they colour the delta.
+	Better, Even bool
 	// Level is the SLO colour: "ok", "warn", "bad" or "none".
 	Level string
 	// Note is a small extra line, such as the shed count.
 	Note string
+	// Settling, while the window is too young to compare, says so in place
+	// of Delta, such as "settling (12 s of 30)"; the tile is not coloured.
+	Settling string
+}
+
+// HeadlineData is the A/B view's sentence: lane B against lane A in words
+// and numbers, such as "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms,
+// −34%; cache hit 98% vs 86% · 120 conversations each".
+type HeadlineData struct {
+	// Show is false in the single view, which has no headline.
+	Show bool
+	// A and B name the policies in plain words; AgoA and AgoB are a kept
+	// window's age in the alternating view.
+	A, B, AgoA, AgoB string
+	// Conversations is the concurrency both run.
+	Conversations int
+	// TTFTA and TTFTB are TTFT p95 formatted, or dashes; TTFTAms and
+	// TTFTBms the same in ms (0 without data), for tests to read.
+	TTFTA, TTFTB     string
+	TTFTAms, TTFTBms float64
+	// Delta is B's TTFT p95 against A's, such as "−34%"; Better and Even
+	// colour it.
+	Delta        string
+	Better, Even bool
+	// HitA and HitB are the KV hit rates, or dashes.
+	HitA, HitB string
+	// Settling replaces Delta while a window is too young.
+	Settling string
+}
+
+// PairData is the A/B view's policy selects, one per lane.
+type PairData struct {
+	Lanes []PairLane
+	// Operator enables the selects.
+	Operator bool
+}
+
+// PairLane is one lane's policy select.
+type PairLane struct {
+	// ID is the lane's name: a or b.
+	ID string
+	// Active is the lane's policy.
+	Active  string
+	Options []ModeOption
 }
 
 // ModeData is the routing-mode switch.
@@ -109,19 +171,29 @@ type ModeData struct {
 type ModeOption struct {
 	// Name is the policy's identifier, such as kv.
 	Name string
-	// Text is its name in plain words.
+	// Text names its router, such as "kvlens kv".
 	Text string
+	// Title says what it does in plain words, on hover.
+	Title string
 }
 
 // WorkersData is the workers panel.
 type WorkersData struct {
-	// Rows are the workers, in the router's order.
-	Rows []WorkerRow
+	// Lanes are the fleets, each with its workers in its router's order.
+	Lanes []WorkerLane
 	// Source says where queue and KV figures come from.
 	Source string
 	// Frontend is a Dynamo frontend's own view, when Dynamo routes and
 	// kvlens reads its /metrics; nil otherwise.
 	Frontend *FrontendRow
+}
+
+// WorkerLane is one lane's fleet in the workers panel.
+type WorkerLane struct {
+	// ID is the lane's name (a, b); Name its heading, empty in the single
+	// view.
+	ID, Name string
+	Rows     []WorkerRow
 }
 
 // FrontendRow is what a Dynamo frontend reports of itself.
@@ -161,6 +233,9 @@ type WorkerRow struct {
 type ConversationsData struct {
 	// Items are the conversations, newest first.
 	Items []ConversationItem
+	// Lanes is how many lanes play the same conversations; past one, each
+	// item links to every lane's copy.
+	Lanes int
 }
 
 // ConversationItem is one line of the list.
@@ -179,7 +254,9 @@ type ConversationData struct {
 	ID      uint64
 	Title   string
 	Starter string
-	Turns   []TurnData
+	// Lane names the lane that played it, in the A/B view.
+	Lane  string
+	Turns []TurnData
 	// Asking is the question waiting for its answer; nil when none is.
 	Asking *AskingData
 }
@@ -269,6 +346,66 @@ func inMore(m ModeData) bool {
 }
 
 func barStyle(v float64) templ.SafeCSS { return templ.SafeCSS(barWidth(v)) }
+
+// laneID is lane i's id: a, b, …
+func laneID(i int) string { return string(rune('a' + i)) }
+
+// laneLetter is a lane's id as the page shows it: A, B.
+func laneLetter(id string) string { return strings.ToUpper(id) }
+
+// counts joins each lane's count, as "60 · 60".
+func counts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// msAttr is a latency for a data attribute: digits, or empty without data.
+func msAttr(v float64, has string) string {
+	if has == "—" || has == "" {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// paren is a kept window's age in brackets after a space, or nothing.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// comma separates a headline's difference from its figures, when it has one.
+func comma(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", "
+}
+
+// headlineStatusClass colours the headline's difference, or marks it as
+// settling.
+func headlineStatusClass(h HeadlineData) string {
+	switch {
+	case h.Settling != "":
+		return "settling"
+	case h.Better:
+		return "delta better"
+	case h.Even:
+		return "delta even"
+	}
+	return "delta worse"
+}
+
+func headlineStatusID(h HeadlineData) string {
+	if h.Settling != "" {
+		return "headline-settling"
+	}
+	return "headline-delta"
+}
 
 func or(s, def string) string {
 	if s == "" {

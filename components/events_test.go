@@ -6,7 +6,7 @@ import (
 )
 
 func TestWorkersPanelShowsEachEventStream(t *testing.T) {
-	workers := WorkersData{Rows: []WorkerRow{
+	workers := WorkersData{Lanes: []WorkerLane{{Rows: []WorkerRow{
 		{Name: "connected", Healthy: true, Queued: -1, KVUsage: -1, HitRate: -1, Share: -1,
 			Events: &EventsData{State: "connected", LastEventAge: 2.4, Endpoint: "tcp://a:5557"}},
 		{Name: "warming", Healthy: true, Queued: -1, KVUsage: -1, HitRate: -1, Share: -1,
@@ -17,7 +17,7 @@ func TestWorkersPanelShowsEachEventStream(t *testing.T) {
 			Events: &EventsData{State: "connected", LastEventAge: 0.2, Endpoint: "tcp://d:5557",
 				Dropped: map[string]uint64{"unknown_parent": 40, "index_full": 2, "other_tier": 0}}},
 		{Name: "none", Healthy: true, Queued: -1, KVUsage: -1, HitRate: -1, Share: -1},
-	}}
+	}}}}
 	doc := render(t, Workers(workers))
 	row := func(i int) string { return `[data-testid=worker-row]:nth-child(` + itoa(i) + `) ` }
 	tests := []struct {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/store"
-	"github.com/kvlens/kvlens/web"
 )
 
 // chooseBaseline returns the set the dashboard compares with: name from the
@@ -50,16 +49,4 @@ func chooseBaseline(dbPath, name string) (set *baselines.Set, imported []string,
 		}
 	}
 	return nil, nil, fmt.Errorf("--baseline %q: no such built-in set", name)
-}
-
-// gauges reads each simulated worker's queue and KV-cache usage from its
-// engine, as its /metrics reports them (num_requests_waiting,
-// kv_cache_usage_perc).
-func (d *Demo) gauges() map[string]web.Gauge {
-	out := make(map[string]web.Gauge, len(d.fleet.Workers))
-	for i, w := range d.fleet.Workers {
-		st := w.Runner().Stats()
-		out[fmt.Sprintf("sim-%d", i)] = web.Gauge{Queued: st.Waiting, KVUsage: st.KVUsage}
-	}
-	return out
 }

@@ -69,8 +69,18 @@ type Config struct {
 	FrontendMetrics string
 	// Model is the model name requests ask for.
 	Model string
-	// Policy is the initial routing policy.
+	// Policy is the single view's initial routing policy.
 	Policy string
+	// AB is the A/B pair, lane A's policy then lane B's. With the simulated
+	// fleet it runs two identical fleets side by side, each with its own
+	// router and load generator; with real workers, which cannot be split,
+	// the two policies take turns of ABTurn on the one fleet. Nil is the
+	// single view (Policy). With Target, the load bypasses kvlens's router,
+	// and AB is ignored.
+	AB []string
+	// ABTurn is each policy's turn when AB alternates on real workers; 0
+	// means web.DefaultTurn.
+	ABTurn time.Duration
 	// Router configures the router: block size, admission, busy threshold.
 	Router router.Config
 	// MaxBatchSize is each worker's batch capacity unless its spec sets one;
@@ -99,8 +109,9 @@ type Config struct {
 	AllowHosts []string
 }
 
-// DefaultConfig is what `kvlens` with no flags runs: 3 simulated H200
-// workers, round-robin, 60 conversations, the seeds' SLOs.
+// DefaultConfig is what `kvlens` with no flags runs: round-robin against
+// kv, each on its own 3 simulated H200 workers, 60 conversations, the
+// seeds' SLOs.
 func DefaultConfig() Config {
 	return Config{
 		Addr:       ":8080",
@@ -108,6 +119,7 @@ func DefaultConfig() Config {
 		SimProfile: sim.MustProfile(sim.DefaultProfile),
 		Model:      sim.DefaultModel,
 		Policy:     "round_robin",
+		AB:         []string{"round_robin", "kv"},
 		Router: router.Config{
 			BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1,
 		},
@@ -124,11 +136,11 @@ func DefaultConfig() Config {
 type Demo struct {
 	// URL is the dashboard's address for people, such as http://localhost:8080.
 	URL string
-	// Gen is the load generator.
+	// Gen is the (first lane's) load generator.
 	Gen *loadgen.Generator
-	// Proxy is the router.
+	// Proxy is the (first lane's) router: /v1 and the admin API reach it.
 	Proxy *router.Proxy
-	// WorkerURLs are the workers' base URLs.
+	// WorkerURLs are the (first lane's) workers' base URLs.
 	WorkerURLs []string
 	// Target is where the load goes: the --target base URL, or empty for
 	// this process's own router.
@@ -152,8 +164,13 @@ type Demo struct {
 	rec *recording.Recorder
 	sim *simulator // "simulate this curve"; nil for real workers
 
-	fleet   *sim.Fleet
-	scraper *scraper // real workers' /metrics; nil for the simulated fleet
+	// lanes are the fleets: one, or A and B side by side.
+	lanes []*lane
+	// turns says, for the startup lines, that the pair takes turns on one
+	// fleet; "" when it does not.
+	turns   string
+	fleet   *sim.Fleet // the first lane's simulated workers; nil for real ones
+	scraper *scraper   // real workers' /metrics; nil for the simulated fleet
 	srv     *http.Server
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -164,9 +181,29 @@ func Start(cfg Config) (*Demo, error) {
 	if _, err := cfg.Dashboard.ParseConcurrency(fmt.Sprint(cfg.Load.Concurrency)); err != nil {
 		return nil, fmt.Errorf("initial %w", err)
 	}
-	policy, err := router.NewPolicy(cfg.Policy)
-	if err != nil {
-		return nil, err
+	simulated := len(cfg.Workers) == 0 && cfg.Target == ""
+	pair := cfg.AB
+	if cfg.Target != "" {
+		pair = nil // the load bypasses kvlens's router: nothing to compare
+	}
+	if len(pair) != 0 && len(pair) != 2 {
+		return nil, fmt.Errorf("--ab: want two policies, lane A's and lane B's, got %d", len(pair))
+	}
+	// Two lanes side by side need two fleets: only the simulated one splits.
+	policies := []string{cfg.Policy}
+	switch {
+	case len(pair) == 2 && simulated:
+		policies = pair
+	case len(pair) == 2:
+		policies = pair[:1] // real workers: the pair takes turns, A first
+	}
+	var routing []router.Policy
+	for _, name := range policies {
+		p, err := router.NewPolicy(name)
+		if err != nil {
+			return nil, err
+		}
+		routing = append(routing, p)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -178,83 +215,67 @@ func Start(cfg Config) (*Demo, error) {
 	d := &Demo{URL: "http://" + humanAddr(ln.Addr())}
 	fail := func(err error) (*Demo, error) {
 		ln.Close()
-		if d.fleet != nil {
-			d.fleet.Close(context.Background())
+		for _, l := range d.lanes {
+			if l.fleet != nil {
+				l.fleet.Close(context.Background())
+			}
 		}
 		return nil, err
 	}
 
-	d.WorkerURLs = cfg.Workers
-	d.Target = cfg.Target
-	kind := "real"
-	if len(cfg.Workers) == 0 && cfg.Target == "" {
-		// The embedded workers publish KV events over loopback ZMQ, exactly
-		// as a vLLM fleet would, so the router has one path for both.
-		// Worker i draws output lengths from Load.Seed+i, as in virtual time,
-		// so a real-time and a virtual run with one seed start alike.
-		// Each worker also serves vLLM's replay socket (on a free loopback
-		// port), so the router catches up on events published before its
-		// subscription landed. The dashboard injects faults in process;
-		// over HTTP the workers take the operator's token, as a standalone
-		// sim does.
-		fc := sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile,
-			EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed,
-			Access: access.Rule{Token: cfg.Dashboard.Access.Token}}
-		if cfg.SimPorts.HTTP > 0 {
-			fc.BasePort = cfg.SimPorts.HTTP
-			fc.EventsBind = fmt.Sprintf("tcp://127.0.0.1:%d", cfg.SimPorts.EventsFrom(cfg.SimWorkers))
-		}
-		d.fleet, err = sim.StartFleet(fc)
-		if err != nil {
-			if cfg.SimPorts.HTTP > 0 {
-				err = fmt.Errorf("--sim-ports %s: %w; choose other ports", cfg.SimPorts, err)
-			}
-			return fail(err)
-		}
-		for i, u := range d.fleet.URLs {
-			d.WorkerURLs = append(d.WorkerURLs, fmt.Sprintf("sim-%d=%s,events=%s,replay=%s", i, u, d.fleet.EventEndpoints[i], d.fleet.ReplayEndpoints[i]))
-		}
-		kind = "simulated H200"
-	}
-	var fleet router.Fleet
-	if len(d.WorkerURLs) > 0 {
-		// With only a target, the router has no workers: it stays idle
-		// and answers 503 to whoever calls it.
-		fleet, err = router.ParseFleet(d.WorkerURLs)
-		if err != nil {
-			return fail(fmt.Errorf("--workers: %w", err))
-		}
-	}
-	workers := fleet.Static
-	pool := router.NewPool(workers)
-	if cfg.MaxBatchSize > 0 {
-		pool.SetCapacity(cfg.MaxBatchSize)
-	}
-
 	reg := prometheus.NewRegistry()
 	d.Metrics = reg
-	rcfg := cfg.Router
-	rcfg.Registerer = reg
-	d.Proxy = router.NewProxy(router.NewRouter(pool, policy, rcfg))
+	ab := len(routing) > 1
+	d.Target = cfg.Target
+	kind := "real"
+	for i, policy := range routing {
+		l := &lane{id: string(rune('a' + i)), first: i * cfg.SimWorkers}
+		d.lanes = append(d.lanes, l)
+		l.workerURLs = cfg.Workers
+		if simulated {
+			// Pinned ports are lane A's; lane B takes free ones.
+			ports := cfg.SimPorts
+			if i > 0 {
+				ports = sim.PortPlan{}
+			}
+			if err := l.startFleet(cfg, ports); err != nil {
+				return fail(err)
+			}
+			kind = "simulated H200"
+		}
+		if err := l.startRouter(cfg, policy, laneRegisterer(reg, l.id, ab)); err != nil {
+			return fail(err)
+		}
+	}
+	first := d.lanes[0]
+	d.Proxy, d.WorkerURLs, d.fleet = first.proxy, first.workerURLs, first.fleet
+	pool := first.pool
 	if err := d.setTokenizer(cfg, pool); err != nil {
 		return fail(err)
 	}
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	target := cfg.Target
-	if target == "" {
-		target = "http://" + loopbackAddr(ln.Addr()) + "/v1"
-	}
 	load := cfg.Load
 	load.SLO = loadgen.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT}
 	if len(load.Starters) == 0 {
 		load.Starters = loadgen.BuiltinStarters()
 	}
-	d.Gen, err = loadgen.New(loadgen.NewOpenAIClient(target, cfg.Model, ""), load, loadgen.NewMetrics(reg))
-	if err != nil {
-		return fail(err)
+	for i, l := range d.lanes {
+		// Lane A's load reaches its router at /v1, lane B's at /lanes/b/v1;
+		// both generators play the same script (one configuration, one seed).
+		target := cfg.Target
+		if target == "" {
+			target = "http://" + loopbackAddr(ln.Addr()) + lanePrefix(l.id) + "/v1"
+		}
+		if err := l.startLoad(cfg, load, target, laneRegisterer(reg, l.id, ab)); err != nil {
+			return fail(err)
+		}
+		if i == 0 {
+			d.Gen = l.gen
+		}
 	}
 
+	workers := first.routes.Static
 	opts := cfg.Dashboard
 	opts.Workers = fmt.Sprintf("%d %s %s", len(workers), kind, plural(len(workers), "worker"))
 	switch {
@@ -262,11 +283,17 @@ func Start(cfg Config) (*Demo, error) {
 		opts.Workers = "load sent to " + cfg.Target
 	case cfg.Target != "":
 		opts.Workers = fmt.Sprintf("load sent to %s; %d real %s watched", cfg.Target, len(workers), plural(len(workers), "worker"))
+	case ab:
+		opts.Workers = fmt.Sprintf("2 × %d %s %s, one fleet per lane", len(workers), kind, plural(len(workers), "worker"))
 	}
 	if d.fleet != nil {
 		opts.Profile = cfg.SimProfile.Name
-		opts.Gauges = d.gauges
+		opts.Gauges = first.gauges
 		opts.GaugeSource = "each simulated worker's engine"
+		opts.Source = "simulated"
+		for _, l := range d.lanes[1:] {
+			opts.Lanes = append(opts.Lanes, web.Lane{Gen: l.gen, Router: web.ProxyRouter{Proxy: l.proxy}, Gauges: l.gauges})
+		}
 	} else {
 		opts.Profile = strings.Join(cfg.Workers, ", ")
 		if len(cfg.Workers) == 0 {
@@ -275,10 +302,19 @@ func Start(cfg Config) (*Demo, error) {
 		d.scraper = &scraper{}
 		opts.Gauges = d.scraper.gauges
 		opts.GaugeSource = "each worker's /metrics (vLLM gauges, every 2 s)"
+		opts.Source = fmt.Sprintf("%d real %s", len(workers), plural(len(workers), "worker"))
+		if len(pair) == 2 {
+			opts.Alternate = &web.Alternation{Pair: [2]string{pair[0], pair[1]}, Every: cfg.ABTurn}
+			turn := cfg.ABTurn
+			if turn <= 0 {
+				turn = web.DefaultTurn
+			}
+			d.turns = fmt.Sprintf("A/B: %s and %s take turns of %s on these workers, which cannot be split into two fleets", pair[0], pair[1], turn)
+		}
 	}
 	var rec *recording.Recorder
 	if cfg.Record && cfg.DB != "" {
-		rec = d.startRecording(cfg)
+		rec = d.startRecording(cfg, pair)
 		if rec != nil {
 			opts.Record = func(frame []byte) { rec.Add("snapshot", frame) }
 			opts.Recordings, opts.CurrentRecording = d.db, rec.ID()
@@ -304,7 +340,7 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	d.Store = storeNote(cfg, d.Recording, imported, opts.Baseline)
 	opts.Model = cfg.Model
-	opts.Blind = func() string { return router.BlindSummary(d.Proxy.Router().Blind()) }
+	opts.Blind = func() string { return blind(d.lanes) }
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
 	opts.Registerer = reg
@@ -330,7 +366,11 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		d.sim = sim
 		opts.Simulator = sim
-		opts.Faults = fleetFaults{d.fleet}
+		var ff fleetFaults
+		for _, l := range d.lanes {
+			ff = append(ff, l.fleet)
+		}
+		opts.Faults = ff
 	}
 	var frontend *dynamo.Frontend
 	if cfg.FrontendMetrics != "" {
@@ -343,6 +383,10 @@ func Start(cfg Config) (*Demo, error) {
 	mux := http.NewServeMux()
 	// The admin API's changes are the dashboard's: one rule guards both.
 	mux.Handle(router.AdminPrefix+"/", d.Web.Rule().RequireForChanges(d.Proxy.Admin()))
+	for _, l := range d.lanes[1:] {
+		// Open like /v1: the lane's load generator calls it, as scripts may.
+		mux.Handle(lanePrefix(l.id)+"/v1/", http.StripPrefix(lanePrefix(l.id), l.proxy))
+	}
 	mux.Handle("/", d.Web.Handler())
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if rec != nil {
@@ -353,13 +397,11 @@ func Start(cfg Config) (*Demo, error) {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); frontend.Run(ctx, clock.Real, 5*time.Second) }()
 	}
-	d.wg.Add(4)
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, "kvlens: "+f+"\n", a...) }
-	go func() { defer d.wg.Done(); router.NewFeed(d.Proxy.Router(), logf).Run(ctx, clock.Real) }()
-	go func() {
-		defer d.wg.Done()
-		pool.Watch(ctx, clock.Real, d.Proxy.Client(), fleet.DNS, nil, 2*time.Second, logf)
-	}()
+	for _, l := range d.lanes {
+		l.run(ctx, &d.wg, logf)
+	}
+	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.Web.Hub().Run(ctx) }()
 	if d.scraper != nil {
 		d.wg.Add(1)
@@ -367,9 +409,20 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
 	if !cfg.NoStart {
-		d.Gen.Start()
+		for _, l := range d.lanes {
+			l.gen.Start()
+		}
 	}
 	return d, nil
+}
+
+// lanePrefix is where lane id's router answers besides the first's /v1:
+// /lanes/b for lane B.
+func lanePrefix(id string) string {
+	if id == "a" {
+		return ""
+	}
+	return "/lanes/" + id
 }
 
 // Lines are the lines serve prints at start to say where the load goes and
@@ -380,8 +433,16 @@ func (d *Demo) Lines() []string {
 		lines = append(lines, fmt.Sprintf("sending the load to %s; kvlens's own router is not in its path", d.Target))
 	}
 	switch {
+	case len(d.lanes) > 1:
+		lines = append(lines, "A/B: two identical fleets play the same conversations at the same time, each with its own router (--ab off for one)")
+		for _, l := range d.lanes {
+			lines = append(lines, fmt.Sprintf("lane %s: routing %s over %d workers: %s", strings.ToUpper(l.id), l.proxy.PolicyName(), len(l.workerURLs), strings.Join(l.workerURLs, " ")))
+		}
 	case len(d.WorkerURLs) > 0:
 		lines = append(lines, fmt.Sprintf("routing %s over %d workers: %s", d.Proxy.PolicyName(), len(d.WorkerURLs), strings.Join(d.WorkerURLs, " ")))
+		if d.turns != "" {
+			lines = append(lines, d.turns)
+		}
 	case d.Target != "":
 		lines = append(lines, "running no workers: --target given without --workers")
 	}
@@ -397,7 +458,9 @@ func (d *Demo) Close(ctx context.Context) error {
 		phases = append(phases, fmt.Sprintf("%s %v", name, time.Since(last).Round(time.Millisecond)))
 		last = time.Now()
 	}
-	d.Gen.Stop()
+	for _, l := range d.lanes {
+		l.stop()
+	}
 	phase("load stopped")
 	d.cancel()
 	// Every stream of ours is cancelled by now; whatever is still open
@@ -410,9 +473,11 @@ func (d *Demo) Close(ctx context.Context) error {
 		err = fmt.Errorf("connections still open after 2 s were cut: %w", err)
 	}
 	phase("http closed")
-	if d.fleet != nil {
-		err = errors.Join(err, d.fleet.Close(ctx))
-		phase("fleet closed")
+	for _, l := range d.lanes {
+		if l.fleet != nil {
+			err = errors.Join(err, l.fleet.Close(ctx))
+			phase("fleet " + l.id + " closed")
+		}
 	}
 	d.wg.Wait() // the recorder has written its last frames
 	phase("background work done")
@@ -441,7 +506,13 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			fmt.Fprintln(w, StatusLine(d.Proxy.PolicyName(), d.Gen.Snapshot()))
+			for _, l := range d.lanes {
+				line := StatusLine(l.proxy.PolicyName(), l.gen.Snapshot())
+				if len(d.lanes) > 1 {
+					line = strings.Replace(line, "kvlens: ", "kvlens: "+strings.ToUpper(l.id)+" ", 1)
+				}
+				fmt.Fprintln(w, line)
+			}
 		}
 	}
 }
@@ -449,7 +520,7 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 // startRecording opens the store and starts this session's recording. A
 // store that cannot be opened turns recording off with a one-line warning:
 // the demo itself must not depend on the disk.
-func (d *Demo) startRecording(cfg Config) *recording.Recorder {
+func (d *Demo) startRecording(cfg Config, pair []string) *recording.Recorder {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	db, err := store.Open(ctx, cfg.DB)
@@ -458,7 +529,7 @@ func (d *Demo) startRecording(cfg Config) *recording.Recorder {
 		return nil
 	}
 	conf, _ := json.Marshal(map[string]any{
-		"policy": cfg.Policy, "model": cfg.Model, "workers": d.WorkerURLs,
+		"policy": cfg.Policy, "ab": pair, "model": cfg.Model, "workers": d.WorkerURLs,
 		"profile": cfg.SimProfile.Name, "concurrency": cfg.Load.Concurrency,
 	})
 	rec, err := recording.Start(ctx, db, clock.Real, recording.Name(time.Now()), conf, cfg.RecordingRetention)

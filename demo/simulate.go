@@ -123,8 +123,9 @@ func (s *simulator) run() {
 // wait returns once no simulation runs; the demo's context ends them.
 func (s *simulator) wait() { s.wg.Wait() }
 
-// fleetFaults injects the dashboard's faults into every simulated worker.
-type fleetFaults struct{ fleet *sim.Fleet }
+// fleetFaults injects the dashboard's faults into every simulated worker of
+// every lane, so that both sides of the A/B view suffer alike.
+type fleetFaults []*sim.Fleet
 
 var _ web.FaultInjector = fleetFaults{}
 
@@ -148,9 +149,11 @@ func (f fleetFaults) InjectFault(kind string, amount float64) error {
 	default:
 		return fmt.Errorf("unknown fault %q", kind)
 	}
-	for _, w := range f.fleet.Workers {
-		if err := w.SetFaults(fs); err != nil {
-			return err
+	for _, fleet := range f {
+		for _, w := range fleet.Workers {
+			if err := w.SetFaults(fs); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

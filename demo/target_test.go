@@ -34,15 +34,23 @@ func TestTargetRunsNoWorkersAndSaysWhereTheLoadGoes(t *testing.T) {
 		wantFleet   bool
 		wantLines   []string
 		wantHeader  string
+		// single turns the A/B view off (--ab off).
+		single bool
 	}{
-		{"no flags run the simulated fleet and route over it", "", nil, 3, true,
-			[]string{"routing round_robin over 3 workers: sim-0="}, "3 simulated H200 workers"},
+		{"no flags run two simulated fleets side by side, round-robin against kv", "", nil, 3, true,
+			[]string{"A/B: two identical fleets", "lane A: routing round_robin over 3 workers: sim-0=", "lane B: routing kv over 3 workers: sim-3="},
+			"2 × 3 simulated H200 workers, one fleet per lane", false},
+		{"--ab off runs the simulated fleet once and routes over it", "", nil, 3, true,
+			[]string{"routing round_robin over 3 workers: sim-0="}, "3 simulated H200 workers", true},
 		{"a target alone runs no workers and names the target", target, nil, 0, false,
 			[]string{"sending the load to " + target + "; kvlens's own router is not in its path", "running no workers: --target given without --workers"},
-			"load sent to " + target},
+			"load sent to " + target, false},
+		{"real workers with a pair take turns and say so", "", []string{"a=" + real.URL}, 1, false,
+			[]string{"routing round_robin over 1 workers: a=" + real.URL, "A/B: round_robin and kv take turns of 1m30s on these workers"},
+			"1 real worker", false},
 		{"a target with workers watches the workers and names the target", target, []string{"a=" + real.URL}, 1, false,
 			[]string{"sending the load to " + target, "routing round_robin over 1 workers: a=" + real.URL},
-			"load sent to " + target + "; 1 real worker watched"},
+			"load sent to " + target + "; 1 real worker watched", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +59,9 @@ func TestTargetRunsNoWorkersAndSaysWhereTheLoadGoes(t *testing.T) {
 			cfg.NoStart = true
 			cfg.Target = tt.target
 			cfg.Workers = tt.workers
+			if tt.single {
+				cfg.AB = nil
+			}
 			d, err := Start(cfg)
 			if err != nil {
 				t.Fatal(err)

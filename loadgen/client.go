@@ -59,6 +59,11 @@ func NewOpenAIClient(baseURL, model, apiKey string) *OpenAIClient {
 	}
 }
 
+// CloseIdleConnections closes the client's idle connections, among them
+// those a cancelled request dialled and never used: a server shutting down
+// waits seconds for such a connection to say something.
+func (c *OpenAIClient) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 type chatBody struct {
 	Model         string              `json:"model"`
 	Messages      []tokenizer.Message `json:"messages"`

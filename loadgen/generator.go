@@ -472,6 +472,11 @@ func (g *Generator) SetConcurrency(n int) error {
 // Reset empties the rolling window.
 func (g *Generator) Reset() { g.window.Reset() }
 
+// BeginWindow empties the rolling window and counts in it only requests
+// sent from now on (Window.Begin), for a dashboard that starts a window at
+// every change.
+func (g *Generator) BeginWindow() { g.window.Begin() }
+
 // Snapshot returns the current state and window metrics.
 func (g *Generator) Snapshot() Snapshot {
 	total, workers := g.window.Summary()

@@ -162,6 +162,10 @@ type tally struct {
 	promptTokens                     int
 	cachedPromptTokens               int
 	oraclePromptTokens, oracleTokens int // of results with an oracle
+	// carried counts requests sent before Window.Begin that completed in
+	// the window, with their good ones and output tokens: the window's
+	// rates count them, its per-request figures do not.
+	carried, carriedGood, carriedTokens int
 }
 
 func newSketch() *ddsketch.DDSketchWithExactSummaryStatistics {
@@ -195,6 +199,22 @@ func (t *tally) merge(o *tally) {
 	t.cachedPromptTokens += o.cachedPromptTokens
 	t.oraclePromptTokens += o.oraclePromptTokens
 	t.oracleTokens += o.oracleTokens
+	t.carried += o.carried
+	t.carriedGood += o.carriedGood
+	t.carriedTokens += o.carriedTokens
+}
+
+// carry counts a completed request sent before Window.Begin in the rates
+// only.
+func (t *tally) carry(r Result, slo SLO) {
+	if r.Err != nil {
+		return
+	}
+	t.carried++
+	t.carriedTokens += r.OSL
+	if slo.met(r) {
+		t.carriedGood++
+	}
 }
 
 func (t *tally) done(r Result, slo SLO) {
@@ -277,6 +297,9 @@ type Window struct {
 	mu      sync.Mutex
 	reset   time.Time
 	buckets []*bucket // oldest first; the last one is current
+	// since, when not zero, is when Begin last ran: requests sent before it
+	// are not counted, whenever they finish.
+	since time.Time
 }
 
 // NewWindow returns a window of the given length that judges goodput by slo
@@ -296,6 +319,30 @@ func (w *Window) Reset() {
 	defer w.mu.Unlock()
 	w.reset = w.now()
 	w.buckets = []*bucket{newBucket(w.reset)}
+	w.since = time.Time{}
+}
+
+// Begin empties the window and from now on counts, in every per-request
+// figure (TTFT, TPOT, E2E, hit rate, errors), only requests sent after this
+// moment: a request in flight across a change (a new routing policy, a new
+// concurrency) was routed before it, so the new window never mixes the two.
+// The rates (requests/s, output tokens/s, goodput) count every request that
+// completes in the window, as the fleet's output: counting only those sent
+// after Begin would read low, and start at zero, until a whole answer's
+// time had passed.
+func (w *Window) Begin() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reset = w.now()
+	w.buckets = []*bucket{newBucket(w.reset)}
+	w.since = w.reset
+}
+
+// before reports whether a request sent at start was sent before Begin.
+// The caller holds mu. A result without a send time (a discrete-event
+// transport's) is counted.
+func (w *Window) before(start time.Time) bool {
+	return !w.since.IsZero() && !start.IsZero() && start.Before(w.since)
 }
 
 // current returns the bucket for now, dropping buckets that slid out.
@@ -321,7 +368,11 @@ func (w *Window) current(now time.Time) *bucket {
 func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := w.current(w.now())
+	now := w.now()
+	if w.before(now.Add(-ttft)) {
+		return
+	}
+	b := w.current(now)
 	b.total.ttft.Add(ms(ttft))
 	if worker != "" {
 		b.worker(worker).ttft.Add(ms(ttft))
@@ -332,6 +383,14 @@ func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 func (w *Window) ObserveDone(r Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.before(r.Start) {
+		b := w.current(w.now())
+		b.total.carry(r, w.slo)
+		if r.Worker != "" {
+			b.worker(r.Worker).carry(r, w.slo)
+		}
+		return
+	}
 	b := w.current(w.now())
 	b.total.done(r, w.slo)
 	if r.Worker != "" {
@@ -408,9 +467,9 @@ func (t *tally) stats(covered time.Duration) Stats {
 		s.SLOAttainment = float64(s.Good) / float64(n)
 	}
 	if secs := covered.Seconds(); secs > 0 {
-		s.RequestsPerSec = float64(s.Completed) / secs
-		s.OutputTokensPerSec = float64(t.outputTokens) / secs
-		s.GoodputPerSec = float64(s.Good) / secs
+		s.RequestsPerSec = float64(s.Completed+t.carried) / secs
+		s.OutputTokensPerSec = float64(t.outputTokens+t.carriedTokens) / secs
+		s.GoodputPerSec = float64(s.Good+t.carriedGood) / secs
 	}
 	if t.promptTokens > 0 {
 		s.KVHitRate = float64(t.cachedPromptTokens) / float64(t.promptTokens)

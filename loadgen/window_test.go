@@ -249,3 +249,52 @@ func TestWindowBoundsTheWorkersItTracks(t *testing.T) {
 		t.Fatalf("%d workers tracked, %d under %s, %d in total; want %d, %d, 1000", len(per), per[OtherWorkers].Completed, OtherWorkers, total.Completed, maxWorkers+1, 1000-maxWorkers)
 	}
 }
+
+func TestWindowBeginCountsOnlyRequestsSentAfterIt(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	sentAt := func(d time.Duration) Result {
+		r := ok(100*time.Millisecond, 2*time.Second, 100)
+		r.Start = clk.t.Add(d)
+		return r
+	}
+	clk.add(10 * time.Second)
+	w.Begin()
+	clk.add(time.Second)
+	tests := []struct {
+		name    string
+		observe func()
+		counted bool
+	}{
+		// sent 3 s ago, 2 s before Begin: it was routed under the old setting
+		{"a request sent before Begin and finishing after is not counted", func() { w.ObserveDone(sentAt(-3 * time.Second)) }, false},
+		{"a failure sent before Begin is not counted", func() { w.ObserveDone(Result{Start: clk.t.Add(-3 * time.Second), Err: errors.New("x")}) }, false},
+		{"a request sent after Begin is counted", func() { w.ObserveDone(sentAt(-500 * time.Millisecond)) }, true},
+		{"a result without a send time (virtual time) is counted", func() { w.ObserveDone(ok(time.Millisecond, time.Second, 10)) }, true},
+		// a first token 4 s after its send, 1 s after Begin: sent before it
+		{"a first token of a request sent before Begin is not counted", func() { w.ObserveFirstToken("", 4*time.Second) }, false},
+		{"a first token of a request sent after Begin is counted", func() { w.ObserveFirstToken("", 200*time.Millisecond) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := w.Stats()
+			tt.observe()
+			after := w.Stats()
+			counted := after.Completed > before.Completed || after.TTFT.Count > before.TTFT.Count || after.Errors > before.Errors
+			if counted != tt.counted {
+				t.Fatalf("counted = %v, want %v", counted, tt.counted)
+			}
+		})
+	}
+	// The rates count the request sent before Begin: 3 completed, of 100,
+	// 100 and 10 tokens, over the 1 s the window has covered.
+	if s := w.Stats(); s.Completed != 2 || s.RequestsPerSec != 3 || s.OutputTokensPerSec != 210 {
+		t.Fatalf("after Begin: %d completed, %v req/s, %v tok/s; want 2 counted, the rates of all 3", s.Completed, s.RequestsPerSec, s.OutputTokensPerSec)
+	}
+	// A plain Reset forgets Begin: the sweep's warmup flush counts everything.
+	w.Reset()
+	w.ObserveDone(sentAt(-time.Hour))
+	if w.Stats().Completed != 1 {
+		t.Fatal("after Reset a request sent long ago is not counted")
+	}
+}

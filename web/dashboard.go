@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,9 +76,9 @@ func BaselineMode(policy string) string {
 }
 
 func (s *Server) modes(operator bool) components.ModeData {
-	m := components.ModeData{Active: s.rt.PolicyName(), Operator: operator}
+	m := components.ModeData{Active: s.lanes[0].Router.PolicyName(), Operator: operator}
 	for _, name := range router.Policies {
-		o := components.ModeOption{Name: name, Text: s.opts.Describe(name)}
+		o := components.ModeOption{Name: name, Text: s.laneName(name), Title: s.opts.Describe(name)}
 		if slices.Contains(mainModes, name) {
 			m.Main = append(m.Main, o)
 		} else {
@@ -87,135 +88,340 @@ func (s *Server) modes(operator bool) components.ModeData {
 	return m
 }
 
-// compareText says which baseline the tiles compare with.
-func (s *Server) compareText(policy string, target int) string {
-	set := s.base()
-	if set == nil {
-		return "no stored baseline"
+// pair is the A/B view's policy selects: one per lane, or per side of an
+// alternation.
+func (s *Server) pair(operator bool) components.PairData {
+	d := components.PairData{Operator: operator}
+	for i, p := range s.pairPolicies() {
+		l := components.PairLane{ID: laneID(i), Active: p}
+		for _, name := range router.Policies {
+			l.Options = append(l.Options, components.ModeOption{Name: name, Text: RouterName(name), Title: s.opts.Describe(name)})
+		}
+		d.Lanes = append(d.Lanes, l)
 	}
-	mode := BaselineMode(policy)
-	return fmt.Sprintf("baseline: %s curve at %d conversations (%s)", s.opts.Describe(mode), target, set.Name)
+	return d
 }
 
-func (s *Server) tiles(snap loadgen.Snapshot) components.TilesData {
-	w := snap.Window
-	policy := s.rt.PolicyName()
-	mode := BaselineMode(policy)
-	shed := s.rt.Counts().Shed
-	sloTTFT, sloTPOT := ms(s.opts.SLOTTFT), ms(s.opts.SLOTPOT)
+// pairPolicies are the policies compared: each lane's, or the alternation's
+// pair; one policy in the single view.
+func (s *Server) pairPolicies() []string {
+	if s.alt != nil {
+		p := s.alt.Pair()
+		return p[:]
+	}
+	out := make([]string, len(s.lanes))
+	for i, l := range s.lanes {
+		out[i] = l.Router.PolicyName()
+	}
+	return out
+}
+
+// side is one column of the comparison the tiles and the headline make: a
+// lane's live window or, in the alternating view, a policy's last settled
+// window.
+type side struct {
+	policy string
+	window loadgen.Stats
+	target int
+	shed   int64
+	// settling says why its figures cannot be compared yet; "" once they can.
+	settling string
+	// ago is a kept window's age, such as "2 min ago"; "" for a live one.
+	ago string
+	// none says there is no window at all yet.
+	none bool
+}
+
+// sides are the columns at this tick: every lane's live window, or the
+// alternation's live and kept ones.
+func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
+	if s.alt != nil {
+		rt := s.lanes[0].Router
+		return s.alt.sides(now, rt.PolicyName(), snaps[0], rt.Counts().Shed)
+	}
+	out := make([]side, len(s.lanes))
+	for i, l := range s.lanes {
+		out[i] = side{policy: l.Router.PolicyName(), window: snaps[i].Window, target: snaps[i].Target,
+			shed: l.Router.Counts().Shed, settling: settling(snaps[i].Window)}
+	}
+	return out
+}
+
+// sideName names a side on the page: its router and source, and a kept
+// window's age.
+func (s *Server) sideName(sd side) string {
+	n := s.laneName(sd.policy)
+	if sd.ago != "" {
+		n += ", " + sd.ago
+	}
+	return n
+}
+
+// compareText says what the tiles compare: lane B with lane A, or the live
+// policy with its stored curve.
+func (s *Server) compareText(sides []side) string {
+	if len(s.lanes) > 1 {
+		// The lanes' names precede this, in their colours.
+		return "tiles: B vs A, same conversations at the same time · charts: solid p95, dashed p50"
+	}
+	if len(sides) > 1 {
+		a, b := sides[0], sides[len(sides)-1]
+		return fmt.Sprintf("B %s vs A %s · one fleet, the two taking turns of %s", s.sideName(b), s.sideName(a), s.alt.every)
+	}
 	set := s.base()
-	base := func(key string) (float64, bool) {
-		if set == nil {
+	if set == nil {
+		return "Live · no stored baseline"
+	}
+	mode := BaselineMode(sides[0].policy)
+	return fmt.Sprintf("Live %s · baseline: %s curve at %d conversations (%s)", s.laneName(sides[0].policy), CurveName(set, mode), sides[0].target, set.Name)
+}
+
+// metric is one tile's figure: how to read it from a window, format it and
+// judge a difference.
+type metric struct {
+	id, label string
+	// key is the stored curves' field; "" when they have none.
+	key    string
+	get    func(w loadgen.Stats) (float64, bool)
+	format func(v float64) string
+	// higher says a higher figure is better.
+	higher bool
+	// slo, when positive, colours the tile: yellow from 90% of it, red at it.
+	slo float64
+	// points says the difference is in percentage points, as for a rate
+	// that is itself a percentage.
+	points bool
+}
+
+func (s *Server) metrics() []metric {
+	quantile := func(q func(loadgen.Stats) loadgen.Quantiles, p95 bool) func(loadgen.Stats) (float64, bool) {
+		return func(w loadgen.Stats) (float64, bool) {
+			x := q(w)
+			if x.Count == 0 {
+				return 0, false
+			}
+			if p95 {
+				return x.P95, true
+			}
+			return x.P50, true
+		}
+	}
+	// A window younger than rateSpan, or that saw no request end, has no
+	// rate. Rates count requests sent before the window began too
+	// (loadgen.Window.Begin).
+	rate := func(f func(loadgen.Stats) float64) func(loadgen.Stats) (float64, bool) {
+		return func(w loadgen.Stats) (float64, bool) {
+			return f(w), w.Covered >= rateSpan && (w.RequestsPerSec > 0 || w.Completed+w.Errors > 0)
+		}
+	}
+	ttft := func(w loadgen.Stats) loadgen.Quantiles { return w.TTFT }
+	tpot := func(w loadgen.Stats) loadgen.Quantiles { return w.TPOT }
+	e2e := func(w loadgen.Stats) loadgen.Quantiles { return w.E2E }
+	gap := func(w loadgen.Stats) loadgen.Quantiles { return w.InterChunk }
+	msf := func(v float64) string { return components.FormatMs(v, 1) }
+	fixed := func(digits int) func(float64) string {
+		return func(v float64) string { return strconv.FormatFloat(v, 'f', digits, 64) }
+	}
+	return []metric{
+		{id: "ttft-p50", label: "TTFT p50", key: "ttft_p50_ms", get: quantile(ttft, false), format: msf},
+		{id: "ttft-p95", label: "TTFT p95", key: "ttft_p95_ms", get: quantile(ttft, true), format: msf, slo: ms(s.opts.SLOTTFT)},
+		{id: "tpot-p50", label: "TPOT (ITL) p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf},
+		{id: "tpot-p95", label: "TPOT (ITL) p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT)},
+		{id: "chunk-gap-p50", label: "Chunk gap p50", get: quantile(gap, false), format: msf},
+		{id: "e2e-p50", label: "E2E p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf},
+		{id: "e2e-p95", label: "E2E p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf},
+		{id: "tops", label: "Output tok/s", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true},
+		{id: "rps", label: "Requests/s", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true},
+		{id: "goodput", label: "Goodput req/s", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true},
+		{id: "kv-hit", label: "KV hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.Completed > 0 },
+			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true},
+	}
+}
+
+// tiles are the headline figures of the last side (lane B in the A/B view),
+// each with what it is compared with: the first side (lane A) or, in the
+// single view, the stored curve of the live policy at the same concurrency.
+// No difference is shown, and no colour, until both windows are settled.
+func (s *Server) tiles(sides []side) components.TilesData {
+	main := sides[len(sides)-1]
+	var other *side
+	if len(sides) > 1 {
+		other = &sides[0]
+	}
+	set := s.base()
+	stored := func(key string) (float64, bool) {
+		if set == nil || key == "" {
 			return 0, false
 		}
 		f, ok := baselines.FieldByKey(key)
 		if !ok {
 			return 0, false
 		}
-		return set.At(mode, float64(snap.Target), f)
+		return set.At(BaselineMode(main.policy), float64(main.target), f)
 	}
-	// latency builds a tile for a latency quantile; lower is better.
-	latency := func(id, label string, q loadgen.Quantiles, p95 bool, key string, slo float64) components.Tile {
-		v := q.P50
-		if p95 {
-			v = q.P95
+	value := func(sd *side, m metric) (float64, bool) {
+		if sd == nil || sd.none {
+			return 0, false
 		}
-		t := components.Tile{ID: id, Label: label, Value: components.FormatMs(v, q.Count), Baseline: "—", Level: "none"}
-		if slo > 0 {
-			t.Level = components.SLOLevel(v, slo, q.Count)
-		}
-		if b, ok := base(key); ok {
-			t.Baseline = "base " + components.FormatMs(b, 1)
-			if q.Count > 0 {
-				t.Delta, t.Better = delta(v, b, false)
-			}
-		}
-		return t
+		return m.get(sd.window)
 	}
-	// rate builds a tile for a per-second figure; higher is better. A
-	// window that has covered no time yet has no rate.
-	rate := func(id, label string, v float64, key, unit string, digits int) components.Tile {
-		t := components.Tile{ID: id, Label: label, Value: "—", Baseline: "—", Level: "none"}
-		has := w.Covered > 0 && w.Completed+w.Errors > 0
+	wait := main.settling
+	if wait == "" && other != nil {
+		wait = other.settling
+	}
+	prefix := "base "
+	if other != nil {
+		prefix = "vs "
+	}
+	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: wait}
+	for _, m := range s.metrics() {
+		t := components.Tile{ID: m.id, Label: m.label, Value: "—", Baseline: "—", Level: "none", Settling: wait}
+		v, has := value(&main, m)
 		if has {
-			t.Value = fmt.Sprintf("%.*f%s", digits, v, unit)
-		}
-		if b, ok := base(key); ok {
-			t.Baseline = fmt.Sprintf("base %.*f%s", digits, b, unit)
-			if has {
-				t.Delta, t.Better = delta(v, b, true)
+			t.Value = m.format(v)
+			if m.slo > 0 && wait == "" {
+				t.Level = components.SLOLevel(v, m.slo, 1)
 			}
 		}
-		return t
-	}
-	tiles := []components.Tile{
-		latency("ttft-p50", "TTFT p50", w.TTFT, false, "ttft_p50_ms", 0),
-		latency("ttft-p95", "TTFT p95", w.TTFT, true, "ttft_p95_ms", sloTTFT),
-		latency("tpot-p50", "TPOT (ITL) p50", w.TPOT, false, "tpot_p50_ms", 0),
-		latency("tpot-p95", "TPOT (ITL) p95", w.TPOT, true, "tpot_p95_ms", sloTPOT),
-		latency("chunk-gap-p50", "Chunk gap p50", w.InterChunk, false, "", 0),
-		latency("e2e-p50", "E2E p50", w.E2E, false, "latency_p50_ms", 0),
-		latency("e2e-p95", "E2E p95", w.E2E, true, "latency_p95_ms", 0),
-		rate("tops", "Output tok/s", w.OutputTokensPerSec, "tops", "", 0),
-		rate("rps", "Requests/s", w.RequestsPerSec, "actual_rps", "", 2),
-		rate("goodput", "Goodput req/s", w.GoodputPerSec, "goodput", "", 2),
+		ref, refOK := stored(m.key)
+		if other != nil {
+			ref, refOK = value(other, m)
+		}
+		if refOK {
+			t.Baseline = prefix + m.format(ref)
+		}
+		if has && refOK && wait == "" {
+			t.Delta, t.Better, t.Even = delta(v, ref, m.higher, m.points)
+		}
+		d.Tiles = append(d.Tiles, t)
 	}
 	// The chunk gap is the raw SSE gap; the seeds measured no such figure.
-	tiles[4].Note = "raw SSE gap, not ITL"
+	d.Tiles[4].Note = "raw gap, not ITL"
 
-	errs := components.Tile{ID: "errors", Label: "Errors", Value: "—", Baseline: "—", Level: "none",
-		Note: fmt.Sprintf("%d failed in window · %d shed since start", w.Errors, shed)}
-	if n := w.Completed + w.Errors; n > 0 {
-		errs.Value = fmt.Sprintf("%.1f%%", 100*w.ErrorRate)
-		errs.Level = "ok"
-		if w.Errors > 0 {
-			errs.Level = "bad"
+	errs := components.Tile{ID: "errors", Label: "Errors", Value: "—", Baseline: "—", Level: "none", Settling: wait,
+		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
+	if n := main.window.Completed + main.window.Errors; n > 0 && !main.none {
+		errs.Value = fmt.Sprintf("%.1f%%", 100*main.window.ErrorRate)
+		if wait == "" {
+			errs.Level = "ok"
+			if main.window.Errors > 0 {
+				errs.Level = "bad"
+			}
 		}
 	}
-	if b, ok := base("error_pct"); ok {
+	if other != nil {
+		if n := other.window.Completed + other.window.Errors; n > 0 && !other.none {
+			errs.Baseline = fmt.Sprintf("vs %.1f%%", 100*other.window.ErrorRate)
+		}
+	} else if b, ok := stored("error_pct"); ok {
 		errs.Baseline = fmt.Sprintf("base %.1f%%", b)
 	}
-	hit := components.Tile{ID: "kv-hit", Label: "KV hit", Value: "—", Baseline: "—", Level: "none"}
-	if w.Completed > 0 {
-		hit.Value = fmt.Sprintf("%.0f%%", 100*w.KVHitRate)
+	// Errors sit before the KV hit rate, the last tile.
+	last := len(d.Tiles) - 1
+	d.Tiles = append(d.Tiles[:last], errs, d.Tiles[last])
+	return d
+}
+
+// delta is live's difference from ref, in percent (in percentage points
+// when points), and whether it is an improvement given which direction is
+// better, or even: less than half a unit either way, shown as ±0.
+func delta(live, ref float64, higherBetter, points bool) (text string, better, even bool) {
+	if math.IsNaN(live) || math.IsInf(live, 0) || math.IsNaN(ref) || math.IsInf(ref, 0) || (!points && ref == 0) {
+		return "", false, false
 	}
-	if b, ok := base("kv_hit_rate_pct"); ok {
-		hit.Baseline = fmt.Sprintf("base %.0f%%", b)
-		if w.Completed > 0 {
-			hit.Delta, hit.Better = delta(100*w.KVHitRate, b, true)
+	d, unit := live-ref, " pt"
+	if !points {
+		d, unit = 100*(live-ref)/ref, "%"
+	}
+	if math.Abs(d) < 0.5 {
+		return "±0" + unit, false, true
+	}
+	return minus(fmt.Sprintf("%+.0f", d)) + unit, (d > 0) == higherBetter, false
+}
+
+// minus writes a negative number with a minus sign rather than a hyphen.
+func minus(s string) string { return strings.Replace(s, "-", "−", 1) }
+
+// headline states the live difference between the lanes in words and
+// numbers: "KV-aware vs round-robin: TTFT p95 372 ms vs 561 ms, −34%; cache
+// hit 98% vs 86% · 120 conversations each". It is empty in the single view.
+func (s *Server) headline(sides []side) components.HeadlineData {
+	if len(sides) < 2 {
+		return components.HeadlineData{}
+	}
+	a, b := sides[0], sides[len(sides)-1]
+	h := components.HeadlineData{Show: true, A: s.opts.Describe(a.policy), B: s.opts.Describe(b.policy),
+		AgoA: a.ago, AgoB: b.ago, Conversations: b.target, TTFTA: "—", TTFTB: "—", HitA: "—", HitB: "—"}
+	h.Settling = b.settling
+	if h.Settling == "" {
+		h.Settling = a.settling
+	}
+	if h.A == h.B {
+		h.A, h.B = "A "+h.A, "B "+h.B
+	}
+	get := func(sd side, m metric) (float64, bool) {
+		if sd.none {
+			return 0, false
 		}
+		return m.get(sd.window)
 	}
-	tiles = append(tiles, errs, hit)
-	return components.TilesData{Tiles: tiles, Compare: s.compareText(policy, snap.Target)}
+	ms := s.metrics()
+	p95, hit := ms[1], ms[len(ms)-1]
+	va, okA := get(a, p95)
+	vb, okB := get(b, p95)
+	if okA {
+		h.TTFTA, h.TTFTAms = p95.format(va), va
+	}
+	if okB {
+		h.TTFTB, h.TTFTBms = p95.format(vb), vb
+	}
+	if okA && okB && h.Settling == "" {
+		h.Delta, h.Better, h.Even = delta(vb, va, false, false)
+	}
+	if v, ok := get(a, hit); ok {
+		h.HitA = hit.format(v)
+	}
+	if v, ok := get(b, hit); ok {
+		h.HitB = hit.format(v)
+	}
+	return h
 }
 
-// delta is live's difference from base in percent, and whether it is an
-// improvement given which direction is better.
-func delta(live, base float64, higherBetter bool) (string, bool) {
-	if base == 0 || math.IsNaN(live) || math.IsInf(live, 0) {
-		return "", false
+// workers is the workers panel: for each lane, the router's view of each
+// worker, the worker's own queue and KV figures when it reports them, and
+// the load generator's per-worker window.
+func (s *Server) workers(snaps []loadgen.Snapshot) components.WorkersData {
+	d := components.WorkersData{Source: "in flight: router · queued, KV cache: " + s.opts.GaugeSource + " · hit rate, share: load generator, last 60 s"}
+	if s.opts.GaugeSource == "" {
+		d.Source = "in flight: router · queued, KV cache: not reported by these workers · hit rate, share: load generator, last 60 s"
 	}
-	d := 100 * (live - base) / base
-	return fmt.Sprintf("%+.0f%%", d), (d > 0) == higherBetter && math.Abs(d) >= 0.5
+	for i, l := range s.lanes {
+		wl := components.WorkerLane{ID: laneID(i)}
+		if len(s.lanes) > 1 {
+			wl.Name = upper(laneID(i)) + " · " + s.laneName(l.Router.PolicyName())
+		}
+		wl.Rows = workerRows(l, snaps[i])
+		d.Lanes = append(d.Lanes, wl)
+	}
+	if s.opts.Frontend != nil {
+		f := s.opts.Frontend.Stats()
+		d.Frontend = &components.FrontendRow{OK: f.OK, Error: f.LastError, KVHitRate: f.KVHitRate, InFlight: f.InFlight, Queued: f.Queued}
+	}
+	return d
 }
 
-// workers is the workers panel: the router's view of each worker, the
-// worker's own queue and KV figures when it reports them, and the load
-// generator's per-worker window.
-func (s *Server) workers(snap loadgen.Snapshot) components.WorkersData {
+// workerRows are one lane's workers, in its router's order.
+func workerRows(l Lane, snap loadgen.Snapshot) []components.WorkerRow {
 	var gauges map[string]Gauge
-	if s.opts.Gauges != nil {
-		gauges = s.opts.Gauges()
+	if l.Gauges != nil {
+		gauges = l.Gauges()
 	}
 	total := 0
 	for _, st := range snap.Workers {
 		total += st.Completed + st.Errors
 	}
-	d := components.WorkersData{Source: "in flight: router · queued, KV cache: " + s.opts.GaugeSource + " · hit rate, share: load generator, last 60 s"}
-	if s.opts.GaugeSource == "" {
-		d.Source = "in flight: router · queued, KV cache: not reported by these workers · hit rate, share: load generator, last 60 s"
-	}
-	for _, ws := range s.rt.WorkerStates() {
+	var rows []components.WorkerRow
+	for _, ws := range l.Router.WorkerStates() {
 		r := components.WorkerRow{Name: ws.Name, Healthy: ws.Healthy, InFlight: ws.InFlight, Capacity: ws.Capacity,
 			Queued: -1, KVUsage: -1, HitRate: -1, Share: -1}
 		if g, ok := gauges[ws.Name]; ok {
@@ -235,20 +441,18 @@ func (s *Server) workers(snap loadgen.Snapshot) components.WorkersData {
 		} else if total > 0 {
 			r.Share = 0
 		}
-		d.Rows = append(d.Rows, r)
+		rows = append(rows, r)
 	}
-	if s.opts.Frontend != nil {
-		f := s.opts.Frontend.Stats()
-		d.Frontend = &components.FrontendRow{OK: f.OK, Error: f.LastError, KVHitRate: f.KVHitRate, InFlight: f.InFlight, Queued: f.Queued}
-	}
-	return d
+	return rows
 }
 
 // costExample is the worked example of "How it works": the router's last
 // decision, scored with the cost of the live policy (kvlens's KV cost for
 // the policies that do not score, which says what KV-aware would weigh).
+//
+// In the A/B view it is lane B's, the lane the comparison is about.
 func (s *Server) costExample() *components.CostExample {
-	d, ok := s.rt.LastDecision()
+	d, ok := s.lanes[len(s.lanes)-1].Router.LastDecision()
 	if !ok {
 		return nil
 	}
@@ -294,6 +498,8 @@ type baselineJSON struct {
 	Name string `json:"name"`
 	// Curves maps a mode to its levels: concurrency and the chartable fields.
 	Curves map[string][]map[string]float64 `json:"curves"`
+	// Names maps a mode to its curve's name: router, fleet and source.
+	Names map[string]string `json:"names"`
 	// SLOTTFT and SLOTPOT are in ms.
 	SLOTTFT float64 `json:"slo_ttft_ms"`
 	SLOTPOT float64 `json:"slo_tpot_ms"`
@@ -303,13 +509,14 @@ type baselineJSON struct {
 var chartFields = []string{"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "tops"}
 
 func (s *Server) baselineData() baselineJSON {
-	d := baselineJSON{Curves: map[string][]map[string]float64{}, SLOTTFT: ms(s.opts.SLOTTFT), SLOTPOT: ms(s.opts.SLOTPOT)}
+	d := baselineJSON{Curves: map[string][]map[string]float64{}, Names: map[string]string{}, SLOTTFT: ms(s.opts.SLOTTFT), SLOTPOT: ms(s.opts.SLOTPOT)}
 	set := s.base()
 	if set == nil {
 		return d
 	}
 	d.Name = set.Name
 	for _, mode := range []string{"round_robin", "kv"} {
+		d.Names[mode] = CurveName(set, mode)
 		for _, l := range set.Curve(mode) {
 			p := map[string]float64{"c": float64(l.Concurrency)}
 			for _, k := range chartFields {
@@ -329,7 +536,7 @@ func (s *Server) baselineData() baselineJSON {
 // not; it is empty otherwise. A set is simulated when its deployment says
 // so, as every set kvlens sweeps against its simulated fleet does.
 func HardwareCaveat(set *baselines.Set, simulatedFleet bool) string {
-	if set == nil || !simulatedFleet || strings.Contains(strings.ToLower(set.Deployment), "simulated") {
+	if set == nil || !simulatedFleet || simulatedSet(set) {
 		return ""
 	}
 	return "Live figures come from simulated workers, these curves from real hardware. " +
@@ -339,35 +546,39 @@ func HardwareCaveat(set *baselines.Set, simulatedFleet bool) string {
 }
 
 // EnvelopeSentence says, from the stored curves, up to which concurrency
-// each mode holds the SLO on p95 TTFT and TPOT.
-func EnvelopeSentence(set *baselines.Set, slo baselines.SLO, describe func(string) string) string {
+// each mode holds the SLO on p95 TTFT and TPOT, naming the router that made
+// each curve and where the figures come from.
+func EnvelopeSentence(set *baselines.Set, slo baselines.SLO) string {
 	if set == nil {
 		return "No stored baseline: the SLO envelope is unknown."
 	}
 	var parts []string
 	for _, mode := range []string{"kv", "round_robin"} {
 		curve := set.Curve(mode)
+		name := CurveRouter(set, mode)
 		if len(curve) == 0 {
-			parts = append(parts, describe(mode)+" was not measured")
+			parts = append(parts, name+" was not measured")
 			continue
 		}
 		lo, hi := curve[0].Concurrency, curve[len(curve)-1].Concurrency
 		n, ok := set.Envelope(mode, slo)
 		switch {
 		case !ok:
-			parts = append(parts, fmt.Sprintf("%s misses it even at %d, the lowest level measured", describe(mode), lo))
+			parts = append(parts, fmt.Sprintf("%s misses it even at %d, the lowest level measured", name, lo))
 		case n == hi:
-			parts = append(parts, fmt.Sprintf("%s holds it at every level measured, up to %d and perhaps beyond", describe(mode), hi))
+			parts = append(parts, fmt.Sprintf("%s holds it at every level measured, up to %d and perhaps beyond", name, hi))
 		default:
-			parts = append(parts, fmt.Sprintf("%s holds it up to %d conversations", describe(mode), n))
+			parts = append(parts, fmt.Sprintf("%s holds it up to %d conversations", name, n))
 		}
 	}
-	return fmt.Sprintf("SLO (p95 TTFT ≤ %s, TPOT ≤ %s): %s.", slo.TTFT, slo.TPOT, strings.Join(parts, "; "))
+	return fmt.Sprintf("SLO (p95 TTFT ≤ %s, TPOT ≤ %s), %s: %s.", slo.TTFT, slo.TPOT, CurveSource(set), strings.Join(parts, "; "))
 }
 
+// conversations lists the first lane's conversations; in the A/B view each
+// links to its namesake in lane B too, which plays the same script.
 func (s *Server) conversations() components.ConversationsData {
-	var d components.ConversationsData
-	list := s.gen.Conversations()
+	d := components.ConversationsData{Lanes: len(s.lanes)}
+	list := s.lanes[0].Gen.Conversations()
 	// The log lists newest first; 50 are plenty to pick one to read.
 	for _, c := range list[:min(len(list), 50)] {
 		d.Items = append(d.Items, components.ConversationItem{ID: c.ID, Title: c.Title, Turns: c.Turns, Planned: c.Planned,

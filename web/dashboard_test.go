@@ -32,6 +32,16 @@ func tile(td components.TilesData, id string) components.Tile {
 	return components.Tile{}
 }
 
+// tilesNow are s's tiles at this moment.
+func tilesNow(s *Server) components.TilesData { return s.tiles(s.sides(time.Now(), s.snapshots())) }
+
+// settled is a window old and full enough to compare (SettleTime,
+// SettleRequests).
+func settled(w loadgen.Stats) loadgen.Stats {
+	w.Covered, w.Completed = time.Minute, 100
+	return w
+}
+
 func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 	set := builtinAverage(t)
 	f, _ := baselines.FieldByKey("ttft_p95_ms")
@@ -53,11 +63,11 @@ func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			load := &fakeLoad{target: tt.target}
-			load.snap.Window.TTFT = loadgen.Quantiles{Count: 10, P50: 100, P95: 2 * tt.want}
+			load.snap.Window = settled(loadgen.Stats{TTFT: loadgen.Quantiles{Count: 10, P50: 100, P95: 2 * tt.want}})
 			opts := testOptions()
 			opts.Baseline = set
 			s := New(load, newFakeRouter(tt.policy), opts)
-			got := tile(s.tiles(load.Snapshot()), "ttft-p95")
+			got := tile(tilesNow(s), "ttft-p95")
 			if !tt.has {
 				if got.Baseline != "—" || got.Delta != "" {
 					t.Fatalf("baseline %q delta %q, want a dash and no delta", got.Baseline, got.Delta)
@@ -78,7 +88,7 @@ func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 func TestTilesWithoutDataShowDashes(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	s := New(load, newFakeRouter("kv"), testOptions())
-	for _, x := range s.tiles(load.Snapshot()).Tiles {
+	for _, x := range tilesNow(s).Tiles {
 		if x.Value != "—" {
 			t.Errorf("tile %s = %q with an empty window, want a dash", x.ID, x.Value)
 		}
@@ -91,7 +101,7 @@ func TestErrorTileCountsShedRequests(t *testing.T) {
 	rt := newFakeRouter("kv")
 	rt.shed = 7
 	s := New(load, rt, testOptions())
-	got := tile(s.tiles(load.Snapshot()), "errors")
+	got := tile(tilesNow(s), "errors")
 	if got.Value != "10.0%" || got.Level != "bad" || !strings.Contains(got.Note, "7 shed") {
 		t.Fatalf("errors tile = %+v", got)
 	}
@@ -99,29 +109,32 @@ func TestErrorTileCountsShedRequests(t *testing.T) {
 
 func TestEnvelopeSentence(t *testing.T) {
 	m := func(ttft float64) baselines.Metrics { return baselines.Metrics{TTFTP95: ttft, TPOTP95: 30} }
-	set := &baselines.Set{Levels: []baselines.Level{
+	measured := "3× H200 (3 nodes); TensorRT-LLM via Dynamo 0.9.0"
+	set := &baselines.Set{Deployment: measured, Levels: []baselines.Level{
 		{Concurrency: 60, Mode: "kv", Metrics: m(300)}, {Concurrency: 80, Mode: "kv", Metrics: m(500)}, {Concurrency: 100, Mode: "kv", Metrics: m(700)},
 		{Concurrency: 60, Mode: "round_robin", Metrics: m(900)},
 	}}
-	describe := func(s string) string { return map[string]string{"kv": "KV-aware", "round_robin": "Round-robin"}[s] }
 	tests := []struct {
 		name string
 		set  *baselines.Set
 		want string
 	}{
-		{"a mode that fails inside the range holds it up to the last good level", set, "KV-aware holds it up to 80 conversations"},
-		{"a mode that fails at the lowest level says so", set, "Round-robin misses it even at 60, the lowest level measured"},
+		{"a mode that fails inside the range holds it up to the last good level", set, "Dynamo 0.9 KV router holds it up to 80 conversations"},
+		{"a mode that fails at the lowest level says so", set, "round-robin misses it even at 60, the lowest level measured"},
+		{"the sentence says where the curves come from", set, "SLO (p95 TTFT ≤ 600ms, TPOT ≤ 60ms), 3×H200 · measured: "},
 		{"a mode good everywhere is not claimed beyond the range", &baselines.Set{Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
-			"KV-aware holds it at every level measured, up to 60 and perhaps beyond"},
+			"KV router holds it at every level measured, up to 60 and perhaps beyond"},
 		{"a mode without a curve says it was not measured", &baselines.Set{Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
-			"Round-robin was not measured"},
+			"round-robin was not measured"},
+		{"a simulated set names kvlens's policy", &baselines.Set{Deployment: "Simulated: yes", Levels: []baselines.Level{{Concurrency: 60, Mode: "kv", Metrics: m(100)}}},
+			"simulated: kvlens kv holds it at every level measured"},
 		{"no set at all says so", nil, "No stored baseline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := EnvelopeSentence(tt.set, baselines.DefaultSLO, describe)
+			got := EnvelopeSentence(tt.set, baselines.DefaultSLO)
 			if !strings.Contains(got, tt.want) {
-				t.Fatalf("%q lacks %q", got, tt.want)
+				t.Fatalf("sentence = %q, want it to contain %q", got, tt.want)
 			}
 		})
 	}

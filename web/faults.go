@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // A FaultInjector applies a fault to every worker of a simulated fleet.
@@ -69,8 +68,11 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind, amount, err := ParseFault(r.FormValue("fault"))
+	label := faultLabel(kind, amount)
 	if err == nil {
-		err = s.opts.Faults.InjectFault(kind, amount)
+		// A fault begins a new window: the figures with it are not those
+		// without it.
+		err = s.change("fault", label, func() error { return s.opts.Faults.InjectFault(kind, amount) })
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -81,8 +83,6 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		value = kind + ":" + strconv.FormatFloat(amount, 'g', -1, 64)
 	}
 	s.faultInForce.Store(&value)
-	label := faultLabel(kind, amount)
-	s.history.mark(Mark{T: time.Now().Unix(), Kind: "fault", Label: label})
 	fmt.Fprintf(w, "%s: every simulated worker", label)
 }
 

@@ -15,6 +15,11 @@ import (
 // historyLen is how many 1 Hz points the charts show: 10 minutes.
 const historyLen = 600
 
+// rateSpan is how much time a window must cover before its rates mean
+// anything: one answer ending 0.1 s after a window began would read as
+// 10,000 tokens/s.
+const rateSpan = 5 * time.Second
+
 // Point is one second of the live charts: the rolling window's figures as of
 // that second (definitions in shared/reference/metrics.md).
 type Point struct {
@@ -26,10 +31,12 @@ type Point struct {
 	// TPOTp50 and TPOTp95 are in ms; null when the window had no data.
 	TPOTp50 *float64 `json:"tpot_p50"`
 	TPOTp95 *float64 `json:"tpot_p95"`
-	// OutputTokensPerSec is the window's output throughput.
-	OutputTokensPerSec float64 `json:"tops"`
-	// RequestsPerSec is the window's completed requests per second.
-	RequestsPerSec float64 `json:"rps"`
+	// OutputTokensPerSec is the window's output throughput; null until the
+	// window has covered rateSpan.
+	OutputTokensPerSec *float64 `json:"tops"`
+	// RequestsPerSec is the window's completed requests per second; null
+	// until the window has covered rateSpan.
+	RequestsPerSec *float64 `json:"rps"`
 	// ErrorPct is the window's error rate, in percent.
 	ErrorPct float64 `json:"error_pct"`
 	// ShedPerSec is requests the router shed during the last tick, per second.
@@ -52,14 +59,31 @@ type Mark struct {
 // Frame is a JSON message on the websocket. The page tells it from an HTML
 // fragment by its first byte.
 type Frame struct {
-	// Type is "snapshot" (one new point) or "history" (the last 5 minutes).
-	Type     string  `json:"type"`
-	Mode     string  `json:"mode"`
-	ModeText string  `json:"mode_text"`
-	Points   []Point `json:"points"`
-	Marks    []Mark  `json:"marks,omitempty"`
+	// Type is "snapshot" (one new point) or "history" (the last 10 minutes).
+	Type string `json:"type"`
+	// Mode, ModeText, Name, Points and Live are the first lane's.
+	Mode     string `json:"mode"`
+	ModeText string `json:"mode_text"`
+	// Name names the lane on the charts: its router and source.
+	Name   string  `json:"name,omitempty"`
+	Points []Point `json:"points"`
+	Marks  []Mark  `json:"marks,omitempty"`
 	// Live is the overlay chart's live point.
 	Live *LivePoint `json:"live,omitempty"`
+	// Lanes are the lanes after the first, in the A/B view: lane B.
+	Lanes []LaneFrame `json:"lanes,omitempty"`
+	// Pair are the policies the A/B view compares, A then B, so that every
+	// page keeps its selects in step with another operator's choice.
+	Pair []string `json:"pair,omitempty"`
+}
+
+// LaneFrame is one more lane's part of a Frame.
+type LaneFrame struct {
+	Mode     string     `json:"mode"`
+	ModeText string     `json:"mode_text"`
+	Name     string     `json:"name"`
+	Points   []Point    `json:"points"`
+	Live     *LivePoint `json:"live,omitempty"`
 }
 
 // LivePoint is where the live system sits on the baseline chart: the
@@ -82,27 +106,40 @@ func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
 	if w.TPOT.Count > 0 {
 		lp.Values["tpot_p50_ms"], lp.Values["tpot_p95_ms"] = w.TPOT.P50, w.TPOT.P95
 	}
-	if w.Covered > 0 && w.Completed > 0 {
+	if w.Covered >= rateSpan && w.OutputTokensPerSec > 0 {
 		lp.Values["tops"] = w.OutputTokensPerSec
 	}
 	return lp
 }
 
+// history is what the charts showed: each lane's points, and the marks.
 type history struct {
-	mu     sync.Mutex
+	mu    sync.Mutex
+	lanes []laneHistory
+	marks []Mark
+	fresh []Mark // marks not yet pushed
+}
+
+type laneHistory struct {
 	points []Point
-	marks  []Mark
-	fresh  []Mark // marks not yet pushed
-	shed   int64  // the router's shed count at the last tick
+	shed   int64 // the router's shed count at the last tick
 	shedAt time.Time
 }
 
-// shedRate returns requests shed per second since the last call.
-func (h *history) shedRate(total int64, now time.Time) float64 {
+func (h *history) lane(i int) *laneHistory {
+	for len(h.lanes) <= i {
+		h.lanes = append(h.lanes, laneHistory{})
+	}
+	return &h.lanes[i]
+}
+
+// shedRate returns lane i's requests shed per second since the last call.
+func (h *history) shedRate(i int, total int64, now time.Time) float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	prev, at := h.shed, h.shedAt
-	h.shed, h.shedAt = total, now
+	l := h.lane(i)
+	prev, at := l.shed, l.shedAt
+	l.shed, l.shedAt = total, now
 	if at.IsZero() || total < prev {
 		return 0
 	}
@@ -136,28 +173,28 @@ func (h *history) allMarks() []Mark {
 	return append([]Mark(nil), h.marks...)
 }
 
-func (h *history) add(p Point) {
+func (h *history) add(i int, p Point) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.points = append(h.points, p)
-	if len(h.points) > historyLen {
-		h.points = h.points[len(h.points)-historyLen:]
+	l := h.lane(i)
+	l.points = append(l.points, p)
+	if len(l.points) > historyLen {
+		l.points = l.points[len(l.points)-historyLen:]
 	}
 }
 
-func (h *history) all() []Point {
+func (h *history) all(i int) []Point {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Point(nil), h.points...)
+	return append([]Point(nil), h.lane(i).points...)
 }
 
 func point(snap loadgen.Snapshot) Point {
 	w := snap.Window
-	p := Point{
-		T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live,
-		OutputTokensPerSec: w.OutputTokensPerSec,
-		RequestsPerSec:     w.RequestsPerSec,
-		ErrorPct:           100 * w.ErrorRate,
+	p := Point{T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live, ErrorPct: 100 * w.ErrorRate}
+	if w.Covered >= rateSpan {
+		tops, rps := w.OutputTokensPerSec, w.RequestsPerSec
+		p.OutputTokensPerSec, p.RequestsPerSec = &tops, &rps
 	}
 	p.TTFTp50, p.TTFTp95 = pair(w.TTFT)
 	p.TPOTp50, p.TPOTp95 = pair(w.TPOT)
@@ -174,38 +211,85 @@ func pair(q loadgen.Quantiles) (*float64, *float64) {
 	return &p50, &p95
 }
 
-// frames is the hub's tick: one chart point as JSON, and the tiles as an
-// out-of-band HTML fragment.
+// snapshots are every lane's load generator's state, in lane order.
+func (s *Server) snapshots() []loadgen.Snapshot {
+	out := make([]loadgen.Snapshot, len(s.lanes))
+	for i, l := range s.lanes {
+		out[i] = l.Gen.Snapshot()
+	}
+	return out
+}
+
+// frame builds a chart frame of the given type from each lane's points.
+func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) []Point, marks []Mark) []byte {
+	f := Frame{Type: typ, Marks: marks}
+	for i, l := range s.lanes {
+		mode := l.Router.PolicyName()
+		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i), Live: livePoint(snaps[i], mode)}
+		if i == 0 {
+			f.Mode, f.ModeText, f.Name, f.Points, f.Live = lf.Mode, lf.ModeText, lf.Name, lf.Points, lf.Live
+			continue
+		}
+		f.Lanes = append(f.Lanes, lf)
+	}
+	if s.ab() {
+		f.Pair = s.pairPolicies()
+	}
+	js, _ := json.Marshal(f)
+	return js
+}
+
+// frames is the hub's tick: one chart point per lane as JSON, and the tiles
+// and panels as an out-of-band HTML fragment. It first begins a new window
+// for a change made behind the dashboard's back and, in the alternating
+// view, ends a turn that is due.
 func (s *Server) frames() [][]byte {
-	snap := s.gen.Snapshot()
-	p := point(snap)
-	p.ShedPerSec = s.history.shedRate(s.rt.Counts().Shed, snap.Time)
-	s.history.add(p)
-	mode := s.rt.PolicyName()
-	js, _ := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: s.opts.Describe(mode), Points: []Point{p}, Marks: s.history.takeFresh(), Live: livePoint(snap, mode)})
+	now := time.Now()
+	snaps := s.snapshots()
+	changed := s.watch(now, snaps)
+	if s.alt != nil && s.alternate(now, snaps[0]) {
+		changed = true
+	}
+	if changed {
+		snaps = s.snapshots()
+	}
+	points := make([]Point, len(s.lanes))
+	for i, l := range s.lanes {
+		points[i] = point(snaps[i])
+		// One tick is one second of every lane's chart, whichever side of
+		// a second boundary each snapshot fell.
+		points[i].T = now.Unix()
+		points[i].ShedPerSec = s.history.shedRate(i, l.Router.Counts().Shed, snaps[i].Time)
+		s.history.add(i, points[i])
+	}
+	js := s.frame("snapshot", snaps, func(i int) []Point { return points[i : i+1] }, s.history.takeFresh())
 	if s.opts.Record != nil {
 		s.opts.Record(js)
 	}
-	return [][]byte{js, s.panelsHTML(snap)}
+	return [][]byte{js, s.panelsHTML(now, snaps)}
 }
 
-// hello is what a browser gets on connecting: the chart's history and the
-// current tiles, so a reload shows the last 5 minutes at once.
+// hello is what a browser gets on connecting: the charts' history and the
+// current tiles, so a reload shows the last 10 minutes at once.
 func (s *Server) hello() [][]byte {
-	snap := s.gen.Snapshot()
-	mode := s.rt.PolicyName()
-	js, _ := json.Marshal(Frame{Type: "history", Mode: mode, ModeText: s.opts.Describe(mode), Points: s.history.all(), Marks: s.history.allMarks(), Live: livePoint(snap, mode)})
-	return [][]byte{js, s.panelsHTML(snap)}
+	snaps := s.snapshots()
+	js := s.frame("history", snaps, s.history.all, s.history.allMarks())
+	return [][]byte{js, s.panelsHTML(time.Now(), snaps)}
 }
 
-// panelsHTML is one HTML frame of out-of-band swaps: the tiles, the live
-// conversation count and the workers panel.
-func (s *Server) panelsHTML(snap loadgen.Snapshot) []byte {
+// panelsHTML is one HTML frame of out-of-band swaps: the headline and
+// tiles, the live conversation count and the workers panel.
+func (s *Server) panelsHTML(now time.Time, snaps []loadgen.Snapshot) []byte {
 	var b bytes.Buffer
 	ctx := context.Background()
-	components.Tiles(s.tiles(snap)).Render(ctx, &b)
-	components.LiveCount(snap.Live).Render(ctx, &b)
-	components.Workers(s.workers(snap)).Render(ctx, &b)
+	sides := s.sides(now, snaps)
+	if s.ab() {
+		components.PairNames(s.pairNames()).Render(ctx, &b)
+		components.Headline(s.headline(sides)).Render(ctx, &b)
+	}
+	components.Tiles(s.tiles(sides)).Render(ctx, &b)
+	components.LiveCount(liveCounts(snaps)).Render(ctx, &b)
+	components.Workers(s.workers(snaps)).Render(ctx, &b)
 	components.BlindBanner(s.blind()).Render(ctx, &b)
 	if s.opts.Simulator != nil {
 		// Broadcast to every browser, so rendered as a viewer; an operator's
@@ -213,6 +297,15 @@ func (s *Server) panelsHTML(snap loadgen.Snapshot) []byte {
 		components.SimStatus(s.simStatusData(false)).Render(ctx, &b)
 	}
 	return b.Bytes()
+}
+
+// liveCounts are the conversations running in each lane.
+func liveCounts(snaps []loadgen.Snapshot) []int {
+	out := make([]int, len(snaps))
+	for i, sn := range snaps {
+		out[i] = sn.Live
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -20,9 +20,9 @@ import (
 // recordedFrame is a snapshot frame as the dashboard records it.
 func recordedFrame(t testing.TB, at int64, mode string, marks ...Mark) []byte {
 	t.Helper()
-	p50, p95 := 250.0, 580.0
+	p50, p95, tops := 250.0, 580.0, 1500.0
 	b, err := json.Marshal(Frame{Type: "snapshot", Mode: mode, ModeText: "Plain " + mode, Marks: marks,
-		Points: []Point{{T: at, TTFTp50: &p50, TTFTp95: &p95, OutputTokensPerSec: 1500, Target: 60, Live: 60}}})
+		Points: []Point{{T: at, TTFTp50: &p50, TTFTp95: &p95, OutputTokensPerSec: &tops, Target: 60, Live: 60}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,12 @@
 package web
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -36,9 +38,10 @@ type Loadgen interface {
 	Stop()
 	SetConcurrency(n int) error
 	Snapshot() loadgen.Snapshot
-	// Reset empties the metrics window, so figures after a cache reset are
-	// not mixed with those before.
-	Reset()
+	// BeginWindow empties the metrics window, whose per-request figures
+	// then count only requests sent from now on, so that none mixes what
+	// came before a change with what came after (loadgen.Window.Begin).
+	BeginWindow()
 	// Conversations lists live and recent conversations, newest first.
 	Conversations() []loadgen.ConversationSummary
 	// Conversation returns one conversation's log.
@@ -47,6 +50,15 @@ type Loadgen interface {
 
 // Options configures the dashboard.
 type Options struct {
+	// Lanes are more lanes beside the first (New's gen and rt): the A/B
+	// view's lane B, an identical fleet fed the same conversations.
+	Lanes []Lane
+	// Alternate, when set, makes the single lane an A/B comparison in time:
+	// its policies take turns (for a fleet that cannot be split in two).
+	Alternate *Alternation
+	// Source says where the live figures come from, as names end: such as
+	// "simulated"; empty says "live".
+	Source string
 	// Workers describes the fleet in plain words.
 	Workers string
 	// Profile is the workers' engine profile, or their endpoints.
@@ -81,8 +93,9 @@ type Options struct {
 	// Baseline is the stored set the tiles and the overlay chart compare
 	// with; nil shows dashes.
 	Baseline *baselines.Set
-	// Gauges, when not nil, returns each worker's own queue and KV-cache
-	// figures by worker name; GaugeSource says where they come from.
+	// Gauges, when not nil, returns the first lane's workers' own queue and
+	// KV-cache figures by worker name; GaugeSource says where every lane's
+	// come from.
 	Gauges      func() map[string]Gauge
 	GaugeSource string
 	// Faults, when set, injects faults into the simulated fleet.
@@ -117,13 +130,16 @@ type Options struct {
 
 // Server is the dashboard's HTTP side.
 type Server struct {
-	gen  Loadgen
-	rt   Router
+	// lanes are the fleets shown: one, or A and B.
+	lanes []Lane
+	// alt alternates the single lane's policies; nil without Alternate.
+	alt  *alternator
+	seen seen
 	opts Options
 	hub  *Hub
 	// rule is Options.Access with the dashboard's hosts: who may change it.
 	rule access.Rule
-	// history holds the chart's last 5 minutes, for browsers that connect late.
+	// history holds the charts' last 10 minutes, for browsers that connect late.
 	history history
 	// fault is the fault in force, as /api/fault takes it; "" means none.
 	faultInForce atomic.Pointer[string]
@@ -149,7 +165,10 @@ func New(gen Loadgen, rt Router, opts Options) *Server {
 		}
 		opts.Hosts = h
 	}
-	s := &Server{gen: gen, rt: rt, opts: opts, rule: opts.Access}
+	s := &Server{lanes: append([]Lane{{Gen: gen, Router: rt, Gauges: opts.Gauges}}, opts.Lanes...), opts: opts, rule: opts.Access}
+	if opts.Alternate != nil && len(s.lanes) == 1 {
+		s.alt = newAlternator(*opts.Alternate)
+	}
 	if s.rule.Hosts == nil {
 		s.rule.Hosts = opts.Hosts
 	}
@@ -222,7 +241,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
-	snap := s.gen.Snapshot()
+	snaps := s.snapshots()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	operator := s.rule.IsOperator(r)
 	slo := baselines.SLO{TTFT: s.opts.SLOTTFT, TPOT: s.opts.SLOTPOT}
@@ -230,44 +249,69 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if b := s.base(); b != nil {
 		name = "Stored curves: " + b.Name
 	}
-	components.Page(components.PageData{
+	sides := s.sides(time.Now(), snaps)
+	d := components.PageData{
 		Blind:        s.blind(),
-		Mode:         s.opts.Describe(s.rt.PolicyName()),
+		Mode:         s.opts.Describe(s.lanes[0].Router.PolicyName()),
 		Workers:      s.opts.Workers,
 		Profile:      s.opts.Profile,
-		Running:      snap.Running,
+		Running:      snaps[0].Running,
 		SliderMin:    s.opts.SliderMin,
 		SliderMax:    s.opts.SliderMax,
 		SliderStep:   s.opts.SliderStep,
-		Target:       snap.Target,
+		Target:       snaps[0].Target,
 		SLOTTFTms:    ms(s.opts.SLOTTFT),
 		SLOTPOTms:    ms(s.opts.SLOTPOT),
-		Tiles:        s.tiles(snap),
-		Live:         snap.Live,
+		Headline:     s.headline(sides),
+		Tiles:        s.tiles(sides),
+		Live:         liveCounts(snaps),
 		Modes:        s.modes(operator),
 		Faults:       s.faultOptions(),
-		WorkerPanel:  s.workers(snap),
+		WorkerPanel:  s.workers(snaps),
 		Baseline:     s.baselineData(),
 		Sim:          s.simStatusData(operator),
 		BaselineName: name,
 		Caveat:       HardwareCaveat(s.base(), s.opts.Faults != nil),
-		Envelope:     EnvelopeSentence(s.base(), slo, s.opts.Describe),
+		Envelope:     EnvelopeSentence(s.base(), slo),
 		Operator:     operator,
 		CanLogin:     s.rule.Token != "",
 		QR:           s.opts.PublicURL != "",
 		PublicURL:    s.opts.PublicURL,
 		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()},
-	}).Render(r.Context(), w)
+	}
+	if s.ab() {
+		d.Pair, d.PairText = s.pair(operator), s.pairNames()
+	}
+	components.Page(d).Render(r.Context(), w)
+}
+
+// laneNames name the lanes the time charts draw, for the legend above the
+// tiles: each lane's router and source; none when the charts draw one.
+func (s *Server) laneNames() []string {
+	if len(s.lanes) < 2 {
+		return nil
+	}
+	var out []string
+	for _, l := range s.lanes {
+		out = append(out, s.laneName(l.Router.PolicyName()))
+	}
+	return out
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	s.gen.Start()
-	s.history.mark(Mark{T: time.Now().Unix(), Kind: "start", Label: "start"})
+	s.change("start", "start", func() error {
+		for _, l := range s.lanes {
+			l.Gen.Start()
+		}
+		return nil
+	})
 	components.RunState(true, true).Render(r.Context(), w)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	s.gen.Stop()
+	for _, l := range s.lanes {
+		l.Gen.Stop()
+	}
 	s.history.mark(Mark{T: time.Now().Unix(), Kind: "stop", Label: "stop"})
 	components.RunState(false, true).Render(r.Context(), w)
 }
@@ -290,44 +334,98 @@ func (o Options) ParseConcurrency(raw string) (int, error) {
 func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 	n, err := s.opts.ParseConcurrency(r.FormValue("concurrency"))
 	if err == nil {
-		err = s.gen.SetConcurrency(n)
+		// Every lane runs the same number of conversations.
+		err = s.change("concurrency", fmt.Sprintf("→ %d", n), func() error {
+			for _, l := range s.lanes {
+				if err := l.Gen.SetConcurrency(n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.history.mark(Mark{T: time.Now().Unix(), Kind: "concurrency", Label: fmt.Sprintf("→ %d", n)})
 	components.Target(n).Render(r.Context(), w)
+	s.renderPanels(r.Context(), w)
 }
 
-// mode switches the routing policy. Requests in flight keep their worker.
+// renderPanels appends the headline and tiles to a control's answer, as
+// out-of-band swaps, so the page shows the new window at once rather than
+// at the next tick.
+func (s *Server) renderPanels(ctx context.Context, w io.Writer) {
+	snaps := s.snapshots()
+	sides := s.sides(time.Now(), snaps)
+	if s.ab() {
+		components.Headline(s.headline(sides)).Render(ctx, w)
+	}
+	components.Tiles(s.tiles(sides)).Render(ctx, w)
+}
+
+// mode switches a lane's routing policy: form field mode, and lane ("a" or
+// "b"; the first lane when absent). In the alternating view it sets one
+// side of the pair. Requests in flight keep their worker.
 func (s *Server) mode(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimSpace(r.FormValue("mode"))
 	if !slices.Contains(router.Policies, name) {
 		http.Error(w, fmt.Sprintf("routing mode %q is unknown (available: %s)", name, strings.Join(router.Policies, ", ")), http.StatusBadRequest)
 		return
 	}
-	if err := s.rt.SwitchPolicy(name); err != nil {
+	i, err := s.laneIndex(strings.TrimSpace(r.FormValue("lane")))
+	if err == nil && s.alt != nil && i > 1 {
+		err = fmt.Errorf("lane %q is unknown (the pair is a and b)", r.FormValue("lane"))
+	}
+	if err != nil {
 		http.Error(w, "routing mode: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	text := s.opts.Describe(name)
-	s.history.mark(Mark{T: time.Now().Unix(), Kind: "mode", Label: text})
-	components.ModeSwitch(s.modes(true)).Render(r.Context(), w)
-	components.ModeName(text).Render(r.Context(), w)
+	err = s.change("mode", s.laneLabel(i, text), func() error {
+		if s.alt != nil {
+			rt := s.lanes[0].Router
+			if run := s.alt.setPair(i, name, rt.PolicyName()); run != rt.PolicyName() {
+				return rt.SwitchPolicy(run)
+			}
+			return nil
+		}
+		return s.lanes[i].Router.SwitchPolicy(name)
+	})
+	if err != nil {
+		http.Error(w, "routing mode: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if s.ab() {
+		components.PairSwitch(s.pair(true)).Render(r.Context(), w)
+		components.PairNames(s.pairNames()).Render(r.Context(), w)
+	} else {
+		components.ModeSwitch(s.modes(true)).Render(r.Context(), w)
+		components.ModeName(text).Render(r.Context(), w)
+	}
+	s.renderPanels(r.Context(), w)
 }
 
-// reset drops the workers' prefix caches, the router's indexes and the
-// metrics window, so the next minute shows a cold start.
-func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
-	res := s.rt.Reset(r.Context())
-	s.gen.Reset()
-	s.history.mark(Mark{T: time.Now().Unix(), Kind: "reset", Label: "reset"})
-	names := make([]string, 0, len(res))
-	for n := range res {
-		names = append(names, n)
+// pairNames are the policies compared, in plain words, for the header.
+func (s *Server) pairNames() []string {
+	var out []string
+	for _, p := range s.pairPolicies() {
+		out = append(out, s.opts.Describe(p))
 	}
-	slices.Sort(names)
+	return out
+}
+
+// reset drops the workers' prefix caches, the routers' indexes and the
+// metrics windows, so the next minute shows a cold start.
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	res := map[string]string{}
+	s.change("reset", "reset", func() error {
+		for _, l := range s.lanes {
+			maps.Copy(res, l.Router.Reset(r.Context()))
+		}
+		return nil
+	})
+	names := slices.Sorted(maps.Keys(res))
 	var failed []string
 	for _, n := range names {
 		if res[n] != "ok" {
@@ -364,28 +462,74 @@ func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("conversation %q: not a number", chi.URLParam(r, "id")), http.StatusBadRequest)
 		return
 	}
-	c, ok := s.gen.Conversation(id)
+	lane, err := s.laneIndex(r.URL.Query().Get("lane"))
+	if err != nil {
+		http.Error(w, "conversation: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, ok := s.lanes[lane].Gen.Conversation(id)
 	if !ok {
 		http.Error(w, fmt.Sprintf("conversation %d is not in the log (it keeps the last %d)", id, loadgen.LogSize), http.StatusNotFound)
 		return
 	}
-	components.Conversation(conversation(c, "")).Render(r.Context(), w)
+	d := conversation(c, "")
+	if len(s.lanes) > 1 {
+		d.Lane = upper(laneID(lane)) + " · " + s.laneName(s.lanes[lane].Router.PolicyName())
+	}
+	components.Conversation(d).Render(r.Context(), w)
 }
 
 // stateJSON is the body of GET /api/state.
 type stateJSON struct {
+	// Mode and Snapshot are the first lane's (lane A's in the A/B view).
 	Mode string `json:"mode"`
 	// Fault is the fault the dashboard injected into the simulated fleet,
 	// as /api/fault takes it ("none", "503:10", "slow:2"); empty for real
 	// workers.
 	Fault    string           `json:"fault,omitempty"`
 	Snapshot loadgen.Snapshot `json:"snapshot"`
+	// Pair are the policies the A/B view compares, A then B; absent in the
+	// single view.
+	Pair []string `json:"pair,omitempty"`
+	// Alternating says the pair takes turns on one fleet, each turn this
+	// many seconds; absent when each has its own fleet.
+	Alternating float64 `json:"alternating_turn_seconds,omitempty"`
+	// Lanes are the comparison's sides, A then B; absent in the single view.
+	Lanes []laneState `json:"lanes,omitempty"`
 	// Frontend is the Dynamo frontend's own view, when kvlens reads one.
 	Frontend *dynamo.Stats `json:"frontend,omitempty"`
 }
 
+// laneState is one side of the A/B comparison in /api/state.
+type laneState struct {
+	Lane   string `json:"lane"`
+	Policy string `json:"policy"`
+	// Name is the side's router and source, as the page names it.
+	Name string `json:"name"`
+	// Settling says why the window cannot be compared yet; absent once it can.
+	Settling string `json:"settling,omitempty"`
+	// Ago is a kept window's age, in the alternating view.
+	Ago string `json:"ago,omitempty"`
+	// Window is the side's window, absent when it has none yet.
+	Window *loadgen.Stats `json:"window,omitempty"`
+}
+
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
-	st := stateJSON{Mode: s.rt.PolicyName(), Snapshot: s.gen.Snapshot()}
+	snaps := s.snapshots()
+	st := stateJSON{Mode: s.lanes[0].Router.PolicyName(), Snapshot: snaps[0]}
+	if s.ab() {
+		st.Pair = s.pairPolicies()
+		if s.alt != nil {
+			st.Alternating = s.alt.every.Seconds()
+		}
+		for i, sd := range s.sides(time.Now(), snaps) {
+			ls := laneState{Lane: laneID(i), Policy: sd.policy, Name: s.laneName(sd.policy), Settling: sd.settling, Ago: sd.ago}
+			if !sd.none {
+				ls.Window = &sd.window
+			}
+			st.Lanes = append(st.Lanes, ls)
+		}
+	}
 	if s.opts.Faults != nil {
 		st.Fault = s.currentFault()
 	}

@@ -49,7 +49,7 @@ func (f *fakeLoad) Snapshot() loadgen.Snapshot {
 	return s
 }
 
-func (f *fakeLoad) Reset() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
+func (f *fakeLoad) BeginWindow() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
 func (f *fakeLoad) Conversations() []loadgen.ConversationSummary {
 	var out []loadgen.ConversationSummary
 	for _, c := range f.convs {
@@ -190,10 +190,10 @@ func TestTilesColourBySLO(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			load := &fakeLoad{target: 60}
-			load.snap.Window.TTFT = loadgen.Quantiles{Count: 1, P50: 100, P95: tt.p95}
+			load.snap.Window = settled(loadgen.Stats{TTFT: loadgen.Quantiles{Count: 1, P50: 100, P95: tt.p95}})
 			s := New(load, newFakeRouter("round_robin"), testOptions())
 			var b bytes.Buffer
-			components.Tiles(s.tiles(load.Snapshot())).Render(context.Background(), &b)
+			components.Tiles(tilesNow(s)).Render(context.Background(), &b)
 			doc, _ := goquery.NewDocumentFromReader(&b)
 			tile := doc.Find(`[data-testid=ttft-p95]`).Parent()
 			if !tile.HasClass(tt.want) {

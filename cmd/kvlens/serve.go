@@ -63,7 +63,23 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	})
 	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
-	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy: "+strings.Join(router.Policies, ", "))
+	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy of the single view (--ab off; giving --policy alone turns A/B off): "+strings.Join(router.Policies, ", "))
+	fs.Func("ab", "A/B: lane A's policy and lane B's, such as rr,kv, or off. The simulated fleet runs twice, identically, one fleet per policy, side by side; real workers (--workers) take turns of --ab-turn (default: rr,kv for the simulated fleet, off for real workers and --target)", func(s string) error {
+		if strings.TrimSpace(s) == "off" {
+			cfg.AB = nil
+			return nil
+		}
+		pair, err := parseModes(s, false)
+		if err != nil {
+			return fmt.Errorf("%w (want two, such as rr,kv, or off)", err)
+		}
+		if len(pair) != 2 {
+			return fmt.Errorf("want two policies, lane A's and lane B's, such as rr,kv (or off), got %d", len(pair))
+		}
+		cfg.AB = pair
+		return nil
+	})
+	fs.DurationVar(&cfg.ABTurn, "ab-turn", cfg.ABTurn, "with --ab and real workers, how long each policy runs before the other takes over (default 1m30s)")
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed), or shed. "+router.ShedRule)
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
 	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=; 0 means what each worker reports, else 64")
@@ -109,6 +125,18 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	return fs
 }
 
+// abDefault turns the A/B view off where the user did not ask for it and
+// it is not the default: for real workers (--workers), for another router
+// (--target), and when --policy alone names the single view's policy.
+func abDefault(cfg *demo.Config, set map[string]bool) {
+	if set["ab"] {
+		return
+	}
+	if set["workers"] || set["target"] || set["policy"] {
+		cfg.AB = nil
+	}
+}
+
 // intFlag is the value of fs's integer flag name.
 func intFlag(fs *flag.FlagSet, name string) int {
 	return fs.Lookup(name).Value.(flag.Getter).Get().(int)
@@ -144,6 +172,14 @@ func serve(args []string) int {
 		wl.Apply(&cfg.Load)
 		fs = serveFlags(&cfg, &acc, os.Stderr)
 		err = fs.Parse(args)
+	}
+	if err == nil {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		abDefault(&cfg, set)
+		if set["ab"] && cfg.AB != nil && cfg.Target != "" {
+			err = errors.New("--ab compares kvlens's own routing policies, and with --target the load bypasses kvlens's router: drop one of them")
+		}
 	}
 	if err == nil {
 		cfg.Load.MaxContext = traceLimit(cfg)

@@ -579,6 +579,7 @@ func (o *sweepOptions) startDemo() (baselines.Target, clock.Clock, string, func(
 	c := &o.sweep
 	serve := o.serve
 	serve.NoStart = true
+	serve.AB = nil // a sweep drives one fleet through its modes
 	serve.Load.Concurrency = c.Levels[0]
 	serve.Dashboard.SliderMin, serve.Dashboard.SliderMax, serve.Dashboard.SliderStep = slices.Min(c.Levels), slices.Max(c.Levels), 1
 	serve.Dashboard.SLOTTFT, serve.Dashboard.SLOTPOT = c.SLO.TTFT, c.SLO.TPOT

@@ -1,6 +1,7 @@
 // kvlens charts: the four time charts of the live dashboard, shared with the
 // recordings' replay page so that both draw the same figures the same way.
-// Each page feeds them points (web.Point as JSON) and marks (web.Mark).
+// Each page feeds them rows (one per second: {t, lanes: [web.Point, …]}, or
+// a single web.Point for one lane) and marks (web.Mark).
 (function () {
   "use strict";
   const body = document.body;
@@ -8,6 +9,9 @@
   const windowSecs = 600;
 
   const colours = { p50: "#4fc3f7", p95: "#ffb74d", slo: "#ef5350", tops: "#81c784", rps: "#ce93d8", err: "#ef5350" };
+  // Each lane of the A/B view has one colour everywhere: charts, tiles,
+  // headline. A is amber, B cyan.
+  const laneColours = ["#ffb74d", "#4fc3f7", "#81c784", "#ce93d8"];
   const fmt = (unit, digits) => (u, v) => (v == null ? "—" : v.toFixed(digits) + unit);
 
   // Two rows of charts share the height left under the tiles, so that the
@@ -24,12 +28,24 @@
   // Legends name the series only: a live legend shows the value under the
   // cursor, and without a cursor it is a row of dashes.
   const legend = { live: false };
-  const axis = (label) => [{ stroke: "#ccc", grid: { stroke: "#333" } }, { stroke: "#ccc", grid: { stroke: "#333" }, label }];
+  // The time axis says the time of day on one row: uPlot's own adds a date
+  // row whose labels overlap when the minute turns.
+  const clock = (t) => new Date(t * 1000).toLocaleTimeString("en-GB", { hour12: false });
+  const axis = (label) => [
+    { stroke: "#ccc", grid: { stroke: "#333" }, space: 70, values: (u, ts) => ts.map(clock) },
+    { stroke: "#ccc", grid: { stroke: "#333" }, label },
+  ];
+
+  // lanesOf is a row's points, one per lane.
+  const lanesOf = (row) => row.lanes || [row];
 
   // timeCharts draws the TTFT, TPOT, throughput and errors charts into the
   // elements with those ids, and returns how to feed them.
   function timeCharts() {
     let marks = []; // {t, kind, label}: concurrency changes, mode switches
+    let rows = []; // what the charts show, oldest first
+    let lanes = 0; // lanes the charts are built for
+    let charts = [];
 
     // marksPlugin draws every mark as a labelled vertical line, so a recording
     // shows cause (a slider move, a mode switch) next to effect.
@@ -40,6 +56,8 @@
           const [x0, x1] = [u.scales.x.min, u.scales.x.max];
           ctx.save();
           ctx.font = `${12 * devicePixelRatio}px system-ui, sans-serif`;
+          ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
+          ctx.textBaseline = "alphabetic";
           let lastX = -1e9, row = 0;
           for (const m of marks) {
             if (m.t < x0 || m.t > x1) continue;
@@ -61,47 +79,91 @@
       },
     };
 
-    // Each chart: element id, unit, series (label, colour, point field), and an
-    // SLO to draw as a dashed line.
-    const specs = [
-      { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: [["p50", colours.p50, "ttft_p50"], ["p95", colours.p95, "ttft_p95"]] },
-      { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: [["p50", colours.p50, "tpot_p50"], ["p95", colours.p95, "tpot_p95"]] },
-      { id: "tops-chart", unit: "tok/s", series: [["output tok/s", colours.tops, "tops"]] },
-      { id: "errors-chart", unit: "", series: [["error %", colours.err, "error_pct"], ["shed /s", colours.rps, "shed_per_sec"]] },
-    ];
-    const charts = specs.map((sp) => {
-      const el = document.getElementById(sp.id);
-      const series = [{}].concat(sp.series.map(([label, stroke]) => ({ label, stroke, width: 2, value: fmt(sp.unit ? " " + sp.unit : "", sp.unit ? 0 : 1) })));
-      if (sp.slo) series.push({ label: "SLO " + sp.slo + " " + sp.unit, stroke: colours.slo, width: 2, dash: [8, 6], points: { show: false } });
-      const data = series.map(() => []);
-      const size = () => ({ width: Math.max(el.clientWidth, 260), height: chartHeight() });
-      const yRange = sp.slo ? (u, min, max) => [0, Math.max(max || 0, sp.slo) * 1.15] : (u, min, max) => [0, Math.max(max || 0, 1) * 1.15];
-      const plot = new uPlot({ ...size(), legend, plugins: [marksPlugin], scales: { x: { time: true }, y: { range: yRange } }, axes: axis(sp.unit), series }, data, el);
-      window.addEventListener("resize", () => plot.setSize(size()));
-      // A banner appearing in the header moves the board down: fit again.
-      const header = document.querySelector("header");
-      if (header && window.ResizeObserver) new ResizeObserver(() => plot.setSize(size())).observe(header);
-      return { sp, el, plot, data };
-    });
+    // specs are each chart's element id, unit, SLO (a dashed line) and
+    // series: label, colour, point field and dash. One lane draws p50 and
+    // p95 in two colours; several draw each lane in its colour, p95 solid
+    // and p50 dashed, and the page's lane legend names them.
+    function specs(n) {
+      if (n <= 1) {
+        return [
+          { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: [["p50", colours.p50, "ttft_p50"], ["p95", colours.p95, "ttft_p95"]] },
+          { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: [["p50", colours.p50, "tpot_p50"], ["p95", colours.p95, "tpot_p95"]] },
+          { id: "tops-chart", unit: "tok/s", series: [["output tok/s", colours.tops, "tops"]] },
+          { id: "errors-chart", unit: "", series: [["error %", colours.err, "error_pct"], ["shed /s", colours.rps, "shed_per_sec"]] },
+        ];
+      }
+      const per = (fields) => {
+        const out = [];
+        for (let i = 0; i < n; i++) {
+          const id = String.fromCharCode(65 + i);
+          for (const [label, field, dash] of fields) out.push([`${id} ${label}`, laneColours[i % laneColours.length], field, dash, i]);
+        }
+        return out;
+      };
+      return [
+        { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: per([["p95", "ttft_p95"], ["p50", "ttft_p50", [6, 4]]]) },
+        { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: per([["p95", "tpot_p95"], ["p50", "tpot_p50", [6, 4]]]) },
+        { id: "tops-chart", unit: "tok/s", series: per([["output tok/s", "tops"]]) },
+        { id: "errors-chart", unit: "", series: per([["error %", "error_pct"], ["shed /s", "shed_per_sec", [2, 4]]]) },
+      ];
+    }
+
+    function build(n) {
+      for (const c of charts) c.plot.destroy();
+      lanes = n;
+      charts = specs(n).map((sp) => {
+        const el = document.getElementById(sp.id);
+        const series = [{}].concat(sp.series.map(([label, stroke, , dash]) => ({ label, stroke, width: dash ? 1.5 : 2, dash, points: n > 1 ? { show: false } : undefined, value: fmt(sp.unit ? " " + sp.unit : "", sp.unit ? 0 : 1) })));
+        if (sp.slo) series.push({ label: "SLO " + sp.slo + " " + sp.unit, stroke: colours.slo, width: 2, dash: [8, 6], points: { show: false } });
+        // Several lanes' charts have no legend row (the lanes are named
+        // above the tiles): they take its height.
+        const size = () => ({ width: Math.max(el.clientWidth, 260), height: chartHeight() + (n > 1 && window.innerWidth >= 900 ? 22 : 0) });
+        const yRange = sp.slo ? (u, min, max) => [0, Math.max(max || 0, sp.slo) * 1.15] : (u, min, max) => [0, Math.max(max || 0, 1) * 1.15];
+        // The x axis spans at least a minute, so the first seconds are not
+        // spread across the chart with sub-second ticks.
+        const xRange = (u, min, max) => [Math.min(min, max - 60), max];
+        const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.unit), series }, series.map(() => []), el);
+        el.dataset.lanes = String(n);
+        return { sp, el, plot, size };
+      });
+    }
+
+    function draw() {
+      for (const { sp, el, plot } of charts) {
+        const data = [rows.map((r) => r.t)];
+        for (const [, , field, , lane] of sp.series) data.push(rows.map((r) => { const p = lanesOf(r)[lane || 0]; return p ? p[field] : null; }));
+        if (sp.slo) data.push(rows.map(() => sp.slo));
+        plot.setData(data);
+        // Tests and people read what is drawn: the points and the last time.
+        el.dataset.points = String(rows.length);
+        el.dataset.lastT = rows.length ? String(rows[rows.length - 1].t) : "";
+      }
+    }
+
+    const resize = () => charts.forEach((c) => c.plot.setSize(c.size()));
+    window.addEventListener("resize", resize);
+    // A banner appearing in the header moves the board down: fit again.
+    const header = document.querySelector("header");
+    if (header && window.ResizeObserver) new ResizeObserver(resize).observe(header);
+    build(1);
 
     return {
-      // addPoints appends points (or replaces the charts' points with them),
+      // setLanes rebuilds the charts for n lanes when that changes.
+      setLanes(n) {
+        if (n !== lanes) { build(n); draw(); }
+      },
+      // addPoints appends rows (or replaces the charts' rows with them),
       // keeping the last 10 minutes.
-      addPoints(points, replace) {
-        for (const { sp, el, plot, data } of charts) {
-          if (replace) data.forEach((a) => (a.length = 0));
-          for (const p of points) {
-            data[0].push(p.t);
-            sp.series.forEach(([, , field], i) => data[i + 1].push(p[field]));
-            if (sp.slo) data[data.length - 1].push(sp.slo);
-          }
-          const cut = data[0].length - windowSecs;
-          if (cut > 0) data.forEach((a) => a.splice(0, cut));
-          plot.setData(data);
-          // Tests and people read what is drawn: the points and the last time.
-          el.dataset.points = String(data[0].length);
-          el.dataset.lastT = data[0].length ? String(data[0][data[0].length - 1]) : "";
+      addPoints(more, replace) {
+        rows = replace ? [] : rows;
+        for (const r of more) {
+          // Two ticks in one second (a late one, then one on time): the
+          // later replaces the earlier, so the x axis never repeats.
+          if (rows.length && rows[rows.length - 1].t >= r.t) rows[rows.length - 1] = r;
+          else rows.push(r);
         }
+        if (rows.length > windowSecs) rows = rows.slice(rows.length - windowSecs);
+        draw();
       },
       // setMarks replaces the marks; addMarks appends to them.
       setMarks(ms) { marks = ms || []; },
@@ -109,5 +171,19 @@
     };
   }
 
-  window.kvlens = { slo, colours, fmt, chartHeight, legend, windowSecs, timeCharts };
+  // rowsOf turns a chart frame (web.Frame) into rows, one per second, each
+  // with every lane's point of that second.
+  function rowsOf(f) {
+    const more = f.lanes || [];
+    if (!more.length) return f.points || [];
+    const byT = new Map();
+    (f.points || []).forEach((p) => byT.set(p.t, { t: p.t, lanes: [p] }));
+    more.forEach((l, i) => (l.points || []).forEach((p) => {
+      const r = byT.get(p.t);
+      if (r) r.lanes[i + 1] = p;
+    }));
+    return [...byT.values()];
+  }
+
+  window.kvlens = { slo, colours, laneColours, fmt, chartHeight, legend, windowSecs, timeCharts, rowsOf };
 })();

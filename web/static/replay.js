@@ -11,7 +11,7 @@
   const modeName = document.getElementById("mode-name");
   const notice = document.getElementById("notice");
 
-  let frames = []; // {t, point, mode_text}, by time
+  let frames = []; // {t, row, mode_text, lanes}, by time
   let marks = []; // every mark of the recording, by time
   let at = 0; // the playhead, an index into frames
   let speed = 1;
@@ -36,7 +36,8 @@
     at = Math.max(0, Math.min(frames.length - 1, i));
     const f = frames[at];
     charts.setMarks(marks.filter((m) => m.t <= f.t));
-    charts.addPoints(frames.slice(first(f.t - windowSecs + 1), at + 1).map((x) => x.point), true);
+    charts.setLanes(f.lanes);
+    charts.addPoints(frames.slice(first(f.t - windowSecs + 1), at + 1).map((x) => x.row), true);
     modeName.textContent = f.mode_text;
     timeline.value = String(at);
     playhead.textContent = `${clock(f.t)} UTC · +${elapsed(f.t - frames[0].t)} of ${elapsed(frames[frames.length - 1].t - frames[0].t)}`;
@@ -82,7 +83,10 @@
       for (const fr of rec.frames || []) {
         if (fr.kind !== "snapshot" || !fr.body) continue;
         const b = fr.body;
-        for (const p of b.points || []) frames.push({ t: p.t, point: p, mode_text: b.mode_text });
+        // An A/B recording's frames carry lane B's points beside lane A's.
+        const more = b.lanes || [];
+        const text = more.length ? more.map((l) => l.mode_text).join(", ") + " vs " + b.mode_text : b.mode_text;
+        for (const row of window.kvlens.rowsOf(b)) frames.push({ t: row.t, row, mode_text: text, lanes: 1 + more.length });
         if (b.marks) marks = marks.concat(b.marks);
       }
       frames.sort((a, b) => a.t - b.t);

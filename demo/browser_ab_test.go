@@ -1,0 +1,247 @@
+//go:build browser
+
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/kvlens/kvlens/web"
+)
+
+// tilesState is what a visitor reads on the A/B page at one moment.
+type tilesState struct {
+	// Settling is the tiles' data-settling; Deltas counts differences shown
+	// in tiles and headline; Coloured counts tiles coloured yellow or red.
+	Settling bool `json:"settling"`
+	Deltas   int  `json:"deltas"`
+	Coloured int  `json:"coloured"`
+	// HeadlineSettling, TTFTA and TTFTB are the headline's, in ms ("" for
+	// no data).
+	HeadlineSettling bool   `json:"headlineSettling"`
+	TTFTA            string `json:"ttftA"`
+	TTFTB            string `json:"ttftB"`
+	Status           string `json:"status"`
+}
+
+const readTiles = `(() => {
+	const tiles = document.getElementById('tiles'), h = document.getElementById('headline');
+	return JSON.stringify({
+		settling: tiles.dataset.settling === 'true',
+		deltas: document.querySelectorAll('#tiles .delta, #headline .delta').length,
+		coloured: document.querySelectorAll('#tiles .tile.bad, #tiles .tile.warn').length,
+		headlineSettling: h.dataset.settling === 'true',
+		ttftA: h.dataset.ttftA, ttftB: h.dataset.ttftB,
+		status: document.querySelector('[data-testid=ttft-p95-status]').textContent.trim(),
+	});
+})()`
+
+func readState(t *testing.T, ctx context.Context) tilesState {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](readTiles))
+	if err != nil {
+		t.Fatalf("read the tiles: %v", err)
+	}
+	var st tilesState
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatalf("read the tiles: %v in %s", err, raw)
+	}
+	return st
+}
+
+// watchSettling reads the tiles every second from since (a change, or the
+// start) until the window settles or limit passes, failing at once if the
+// page shows a difference or an SLO colour while settling, or calls a
+// window settled before web.SettleTime has passed since the change: that
+// would be a figure computed across it. It returns the settled state.
+func watchSettling(t *testing.T, ctx context.Context, what string, since time.Time, limit time.Duration) tilesState {
+	t.Helper()
+	for {
+		st := readState(t, ctx)
+		age := time.Since(since)
+		switch {
+		case st.Settling && (st.Deltas > 0 || st.Coloured > 0):
+			screenshot(t, ctx, "delta-while-settling.png", false)
+			t.Fatalf("%s, %s later: %d differences and %d coloured tiles while settling (%s)", what, age.Round(time.Second), st.Deltas, st.Coloured, st.Status)
+		case !st.Settling && age < web.SettleTime:
+			screenshot(t, ctx, "settled-too-soon.png", false)
+			t.Fatalf("%s, %s later: the tiles are settled before %s, so their window spans the change (%+v)", what, age.Round(time.Second), web.SettleTime, st)
+		case !st.Settling:
+			return st
+		case age > limit:
+			t.Fatalf("%s: still settling after %s (%s)", what, limit, st.Status)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// change does one operator action at the A/B page and returns when it was
+// made, once the server has followed (done) and the page shows the new
+// window settling.
+func change(t *testing.T, ctx context.Context, what, js string, done func() bool) time.Time {
+	t.Helper()
+	waitJS(t, ctx, `!document.querySelector('.htmx-request')`, 5*time.Second, "a request is still under way before "+what)
+	at := time.Now()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !done(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the server did not follow", what)
+		}
+	}
+	waitJS(t, ctx, `document.getElementById('tiles').dataset.settling === 'true' && !document.querySelector('#tiles .delta')`, 5*time.Second, what+": the tiles never began a new window")
+	return at
+}
+
+// choose sets a select's value and tells htmx, as a person choosing does.
+func choose(sel, value string) string {
+	return fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event('change', { bubbles: true })); return true; })()`, sel, value)
+}
+
+// TestBrowserAB runs the default demo, round-robin against kv on two
+// identical simulated fleets, as a booth visitor and its operator see it:
+// from the first frame no tile shows a difference or turns red while its
+// window settles; once it has, the headline shows both lanes' TTFT p95 with
+// kv's lower; no change of pair, concurrency or mode ever shows a
+// difference computed across it; the board fits 1080p and a phone's first
+// screen holds the headline and the key tiles.
+func TestBrowserAB(t *testing.T) {
+	// Chromium is up before the demo starts, so its first frame is the
+	// demo's first second or two.
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	d := startDemo(t)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first frame %s after start", time.Since(started).Round(100*time.Millisecond))
+	screenshot(t, ctx, "ab-first-frame-1920x1080.png", false)
+	if mode := text(t, ctx, `[data-testid=mode]`); !strings.Contains(mode, "Round-robin") || !strings.Contains(mode, "KV-aware") {
+		t.Fatalf("header %q does not name the pair", mode)
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=worker-row]').length`)); n != 6 {
+		t.Fatalf("the workers panel lists %d workers, want both fleets' 6", n)
+	}
+
+	// From the first frame until the window settles: no difference, no colour.
+	st := watchSettling(t, ctx, "the start", started, 45*time.Second)
+	t.Logf("settled %s after start: headline TTFT p95 B %s ms vs A %s ms", time.Since(started).Round(time.Second), st.TTFTB, st.TTFTA)
+	var a, b float64
+	if _, err := fmt.Sscan(st.TTFTA+" "+st.TTFTB, &a, &b); err != nil {
+		t.Fatalf("the headline shows TTFT p95 %q and %q: %v", st.TTFTB, st.TTFTA, err)
+	}
+	if b >= a {
+		screenshot(t, ctx, "kv-not-lower.png", false)
+		t.Fatalf("settled %s after start, KV-aware's TTFT p95 is %.0f ms against round-robin's %.0f ms; want it lower", time.Since(started).Round(time.Second), b, a)
+	}
+	checkBoardFits(t, ctx)
+
+	// The operator unlocks the controls and changes the pair, the
+	// concurrency and lane A's mode; each begins a new window.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
+		chromedp.Click(`.login button`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `!!document.querySelector('[data-testid=pair-a]') && !document.querySelector('[data-testid=pair-a]').disabled`, 10*time.Second, "the pair stayed disabled after entering the token")
+	steps := []struct {
+		what, js string
+		done     func() bool
+	}{
+		{"the pair: lane A to least-loaded", choose(`[data-testid=pair-a]`, "least_loaded"),
+			func() bool { return d.lanes[0].proxy.PolicyName() == "least_loaded" }},
+		{"the concurrency: 60 to 80", `(() => { const s = document.querySelector('[data-testid=concurrency-slider]'); s.value = "80"; s.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`,
+			func() bool { return d.lanes[0].gen.Snapshot().Target == 80 && d.lanes[1].gen.Snapshot().Target == 80 }},
+		{"the mode: lane A back to round-robin", choose(`[data-testid=pair-a]`, "round_robin"),
+			func() bool { return d.lanes[0].proxy.PolicyName() == "round_robin" }},
+	}
+	var last time.Time
+	for _, step := range steps {
+		last = change(t, ctx, step.what, step.js, step.done)
+		// Read the tiles each second for a while: never a difference.
+		for range 4 {
+			time.Sleep(time.Second)
+			if st := readState(t, ctx); !st.Settling || st.Deltas > 0 || st.Coloured > 0 {
+				t.Fatalf("%s, %s later: %+v; want the tiles settling, without a difference or colour", step.what, time.Since(last).Round(time.Second), st)
+			}
+		}
+	}
+	st = watchSettling(t, ctx, steps[len(steps)-1].what, last, 45*time.Second)
+	if st.Deltas == 0 {
+		t.Fatalf("settled after the last change, the tiles show no difference: %+v", st)
+	}
+	time.Sleep(2 * time.Second) // one more frame on the charts
+	screenshot(t, ctx, "ab-after-changes-1920x1080.png", false)
+
+	// A phone: the headline and the key tiles on the first screen.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+		chromedp.Sleep(2*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if wide, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > 391`)); wide {
+		t.Errorf("the A/B page is wider than a 390 px phone")
+	}
+	for _, sel := range []string{"[data-testid=headline]", "[data-tile=ttft-p95]", "[data-tile=kv-hit]", "[data-tile=ttft-p50]", "[data-tile=tpot-p95]"} {
+		bottom, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('`+sel+`').getBoundingClientRect().bottom`))
+		if err != nil || bottom > 844 {
+			t.Errorf("%s ends at %.0f px (%v), below a 390x844 phone's first screen", sel, bottom, err)
+		}
+	}
+	screenshot(t, ctx, "ab-390x844.png", false)
+}
+
+// heroAfter, when set, makes TestBrowserHero run: the README's pictures of
+// the default demo in its steady state, this long after start.
+var heroAfter = flag.Duration("hero-after", 0, "run TestBrowserHero: screenshots of the default demo this long after start (the README's pictures)")
+
+// TestBrowserHero takes the README's pictures: the default demo, left to
+// run for -hero-after, at 1920x1080 and on a 390x844 phone. It is not part
+// of the browser test's two minutes unless asked for.
+func TestBrowserHero(t *testing.T) {
+	if *heroAfter <= 0 {
+		t.Skip("the README's pictures are taken with -hero-after, such as -hero-after 3m")
+	}
+	// Seen from the booth machine: the operator's page, controls enabled.
+	d := startDemo(t, func(cfg *Config) { cfg.Dashboard.Access = web.Access{} })
+	time.Sleep(*heroAfter)
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+		chromedp.Sleep(3*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("headline: %s", text(t, ctx, `[data-testid=headline]`))
+	screenshot(t, ctx, "dashboard-1920x1080.png", false)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+		chromedp.Sleep(3*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, "dashboard-390x844.png", false)
+}

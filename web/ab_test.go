@@ -1,0 +1,273 @@
+package web
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/components"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+)
+
+// abServer is a dashboard over two fake lanes: A round-robin, B kv.
+func abServer(t *testing.T, a, b loadgen.Stats) (*Server, *fakeLoad, *fakeLoad, *fakeRouter, *fakeRouter) {
+	t.Helper()
+	la, lb := &fakeLoad{target: 120}, &fakeLoad{target: 120}
+	la.snap.Window, lb.snap.Window = a, b
+	ra, rb := newFakeRouter("round_robin"), newFakeRouter("kv")
+	opts := testOptions()
+	opts.Source = "simulated"
+	opts.Lanes = []Lane{{Gen: lb, Router: rb}}
+	return New(la, ra, opts), la, lb, ra, rb
+}
+
+// window is a window with TTFT p95 and KV hit rate as given.
+func window(ttftP95, hit float64) loadgen.Stats {
+	return loadgen.Stats{TTFT: loadgen.Quantiles{Count: 100, P50: ttftP95 / 2, P95: ttftP95}, KVHitRate: hit,
+		Completed: 100, Covered: 20 * time.Second}
+}
+
+func TestABTilesCompareLaneBWithLaneA(t *testing.T) {
+	tests := []struct {
+		name       string
+		a, b       loadgen.Stats
+		tile       string
+		wantValue  string
+		wantBase   string
+		wantDelta  string
+		wantBetter bool
+		wantLevel  string
+		settling   bool
+	}{
+		// 372 against 561 ms: (372−561)/561 = −33.7%
+		{"a lower TTFT in lane B is an improvement", settled(window(561, 0.86)), settled(window(372, 0.98)), "ttft-p95", "372 ms", "vs 561 ms", "−34%", true, "ok", false},
+		{"a higher TTFT in lane B is worse, with a plus", settled(window(372, 0.98)), settled(window(561, 0.86)), "ttft-p95", "561 ms", "vs 372 ms", "+51%", false, "warn", false},
+		// 98% against 86%: 12 percentage points, not +14%
+		{"the hit rate differs in percentage points", settled(window(561, 0.86)), settled(window(372, 0.98)), "kv-hit", "98%", "vs 86%", "+12 pt", true, "none", false},
+		{"equal figures are even, neither better nor worse", settled(window(500, 0.9)), settled(window(500, 0.9)), "ttft-p95", "500 ms", "vs 500 ms", "±0%", false, "ok", false},
+		// 20 s of a 30 s settle: values shown, no delta, no colour even over the SLO
+		{"a settling window shows both values and no delta or colour", window(561, 0.86), window(900, 0.98), "ttft-p95", "900 ms", "vs 561 ms", "", false, "none", true},
+		{"one lane settling is enough to hold back the delta", settled(window(561, 0.86)), window(372, 0.98), "ttft-p95", "372 ms", "vs 561 ms", "", false, "none", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _, _, _ := abServer(t, tt.a, tt.b)
+			td := tilesNow(s)
+			got := tile(td, tt.tile)
+			if got.Value != tt.wantValue || got.Baseline != tt.wantBase || got.Delta != tt.wantDelta || got.Better != tt.wantBetter || got.Level != tt.wantLevel {
+				t.Fatalf("tile = value %q base %q delta %q better %v level %q; want %q %q %q %v %q",
+					got.Value, got.Baseline, got.Delta, got.Better, got.Level, tt.wantValue, tt.wantBase, tt.wantDelta, tt.wantBetter, tt.wantLevel)
+			}
+			if (got.Settling != "") != tt.settling || (td.Settling != "") != tt.settling {
+				t.Fatalf("settling %q (tiles %q), want settling %v", got.Settling, td.Settling, tt.settling)
+			}
+			for _, x := range td.Tiles {
+				if tt.settling && (x.Delta != "" || (x.Level != "none")) {
+					t.Errorf("tile %s shows delta %q level %q while settling", x.ID, x.Delta, x.Level)
+				}
+			}
+		})
+	}
+}
+
+func TestABHeadline(t *testing.T) {
+	tests := []struct {
+		name         string
+		a, b         loadgen.Stats
+		wantTTFT     [2]string // B, A
+		wantDelta    string
+		wantSettling bool
+	}{
+		{"a settled pair names the difference", settled(window(561, 0.86)), settled(window(372, 0.98)), [2]string{"372 ms", "561 ms"}, "−34%", false},
+		{"a settling pair shows the figures and no difference", window(561, 0.86), window(372, 0.98), [2]string{"372 ms", "561 ms"}, "", true},
+		{"a lane without TTFT data shows a dash and no difference", settled(window(561, 0.86)), settled(loadgen.Stats{}), [2]string{"—", "561 ms"}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _, _, _ := abServer(t, tt.a, tt.b)
+			h := s.headline(s.sides(time.Now(), s.snapshots()))
+			if !h.Show || h.B != "Plain kv" || h.A != "Plain round_robin" || h.Conversations != 120 {
+				t.Fatalf("headline %+v names the wrong pair or concurrency", h)
+			}
+			if h.TTFTB != tt.wantTTFT[0] || h.TTFTA != tt.wantTTFT[1] || h.Delta != tt.wantDelta || (h.Settling != "") != tt.wantSettling {
+				t.Fatalf("headline TTFT %q vs %q, delta %q, settling %q", h.TTFTB, h.TTFTA, h.Delta, h.Settling)
+			}
+		})
+	}
+}
+
+func TestEveryChangeBeginsAWindowInEveryLane(t *testing.T) {
+	tests := []struct {
+		name string
+		path string
+		form url.Values
+		mark string
+	}{
+		{"a concurrency change", "/api/concurrency", url.Values{"concurrency": {"140"}}, `"label":"→ 140"`},
+		{"lane B's policy", "/api/mode", url.Values{"mode": {"least_loaded"}, "lane": {"b"}}, `"label":"B: Plain least_loaded"`},
+		{"lane A's policy", "/api/mode", url.Values{"mode": {"kv"}, "lane": {"a"}}, `"label":"A: Plain kv"`},
+		{"a cache reset", "/api/reset", nil, `"kind":"reset"`},
+		{"a start", "/api/start", nil, `"kind":"start"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, la, lb, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+			s.frames() // the dashboard has looked once
+			ts := httptest.NewServer(s.Handler())
+			defer ts.Close()
+			resp, err := http.PostForm(ts.URL+tt.path, tt.form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s = %d %s", tt.path, resp.StatusCode, body)
+			}
+			if la.resets != 1 || lb.resets != 1 {
+				t.Fatalf("windows begun: lane A %d, lane B %d; want 1 each", la.resets, lb.resets)
+			}
+			frame := string(s.frames()[0])
+			if strings.Count(frame, `"kind":`) != 1 || !strings.Contains(frame, tt.mark) {
+				t.Fatalf("want one mark %s, got %s", tt.mark, frame)
+			}
+			if la.resets != 1 || lb.resets != 1 {
+				t.Fatal("the tick began the window again for a change the dashboard made")
+			}
+		})
+	}
+}
+
+func TestAChangeBehindTheDashboardsBackBeginsAWindow(t *testing.T) {
+	s, la, lb, _, rb := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	s.frames()
+	rb.SwitchPolicy("dynamo") // the router's admin API, say
+	frame := string(s.frames()[0])
+	if la.resets != 1 || lb.resets != 1 || !strings.Contains(frame, `"label":"B: Plain dynamo"`) {
+		t.Fatalf("resets %d/%d, frame %s; want a new window in both lanes and a mark", la.resets, lb.resets, frame)
+	}
+	la.SetConcurrency(160) // a script driving the generator directly
+	if frame := string(s.frames()[0]); la.resets != 2 || !strings.Contains(frame, `"label":"→ 160"`) {
+		t.Fatalf("resets %d, frame %s; want a new window for the new concurrency", la.resets, frame)
+	}
+	if frame := string(s.frames()[0]); strings.Contains(frame, `"marks"`) || la.resets != 2 {
+		t.Fatal("a change was taken twice")
+	}
+}
+
+func TestModeNamesItsLane(t *testing.T) {
+	tests := []struct {
+		name       string
+		form       url.Values
+		wantStatus int
+		wantA      string
+		wantB      string
+		wantBody   string
+	}{
+		{"lane b switches lane B only", url.Values{"mode": {"dynamo"}, "lane": {"b"}}, 200, "round_robin", "dynamo", `data-testid="pair-b"`},
+		{"no lane is lane A", url.Values{"mode": {"random"}}, 200, "random", "kv", `data-testid="pair-a"`},
+		{"an unknown lane is refused in one line", url.Values{"mode": {"kv"}, "lane": {"z"}}, 400, "round_robin", "kv", `lane "z" is unknown`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _, ra, rb := abServer(t, loadgen.Stats{}, loadgen.Stats{})
+			ts := httptest.NewServer(s.Handler())
+			defer ts.Close()
+			resp, err := http.PostForm(ts.URL+"/api/mode", tt.form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
+				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, tt.wantStatus, tt.wantBody)
+			}
+			if ra.PolicyName() != tt.wantA || rb.PolicyName() != tt.wantB {
+				t.Fatalf("pair = %s, %s; want %s, %s", ra.PolicyName(), rb.PolicyName(), tt.wantA, tt.wantB)
+			}
+		})
+	}
+}
+
+func TestStateCarriesThePair(t *testing.T) {
+	s, _, _, _, _ := abServer(t, settled(window(561, 0.86)), window(372, 0.98))
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/api/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Pair  []string `json:"pair"`
+		Lanes []struct {
+			Lane, Policy, Name, Settling string
+			Window                       *loadgen.Stats
+		} `json:"lanes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(st.Pair, ",") != "round_robin,kv" || len(st.Lanes) != 2 {
+		t.Fatalf("state pair %v, %d lanes", st.Pair, len(st.Lanes))
+	}
+	b := st.Lanes[1]
+	if b.Lane != "b" || b.Name != "kvlens kv · simulated" || b.Settling != "settling (20 s of 30)" || b.Window == nil || b.Window.TTFT.P95 != 372 {
+		t.Fatalf("lane B = %+v", b)
+	}
+	if st.Lanes[0].Settling != "" {
+		t.Fatalf("lane A is settled, state says %q", st.Lanes[0].Settling)
+	}
+}
+
+func TestFramesCarryEveryLaneAtOneTime(t *testing.T) {
+	s, _, _, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	var f Frame
+	if err := json.Unmarshal(s.frames()[0], &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Points) != 1 || len(f.Lanes) != 1 || len(f.Lanes[0].Points) != 1 {
+		t.Fatalf("frame has %d points and %d more lanes", len(f.Points), len(f.Lanes))
+	}
+	b := f.Lanes[0]
+	if b.Mode != "kv" || b.Name != "kvlens kv · simulated" || *b.Points[0].TTFTp95 != 372 || b.Points[0].T != f.Points[0].T {
+		t.Fatalf("lane B in the frame: %+v, point %+v; lane A's point at %d", b, b.Points[0], f.Points[0].T)
+	}
+	if strings.Join(f.Pair, ",") != "round_robin,kv" {
+		t.Fatalf("frame pair %v", f.Pair)
+	}
+	hello := string(s.hello()[0])
+	if !strings.Contains(hello, `"lanes":[{"mode":"kv"`) {
+		t.Fatalf("a browser connecting later gets no lane B history: %.300s", hello)
+	}
+}
+
+func TestPanelsShowBothFleets(t *testing.T) {
+	s, _, _, ra, rb := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	ra.workers = fakeWorkers("sim-0", "sim-1", "sim-2")
+	rb.workers = fakeWorkers("sim-3", "sim-4", "sim-5")
+	html := string(s.frames()[1])
+	for _, want := range []string{`id="headline"`, `id="pair-names"`, "A · round-robin · simulated", "B · kvlens kv · simulated", ">sim-5<"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("panels lack %s", want)
+		}
+	}
+	var d components.WorkersData = s.workers(s.snapshots())
+	if len(d.Lanes) != 2 || len(d.Lanes[1].Rows) != 3 {
+		t.Fatalf("workers panel has %d lanes", len(d.Lanes))
+	}
+}
+
+func fakeWorkers(names ...string) []router.WorkerState {
+	var out []router.WorkerState
+	for _, n := range names {
+		out = append(out, router.WorkerState{Name: n, Healthy: true, Capacity: 64})
+	}
+	return out
+}

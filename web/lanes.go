@@ -1,0 +1,122 @@
+package web
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvlens/kvlens/loadgen"
+)
+
+// Lane is one fleet the dashboard shows: the load generator that drives it
+// and the router in front of it. The single view has one lane; the A/B view
+// has two, identical fleets fed the same conversation script at the same
+// time, so that every figure of one has a live counterpart in the other.
+type Lane struct {
+	Gen    Loadgen
+	Router Router
+	// Gauges, when not nil, returns each worker's own queue and KV-cache
+	// figures by worker name.
+	Gauges func() map[string]Gauge
+}
+
+// laneID is lane i's name on the page, in the API and in marks: a, b, …
+func laneID(i int) string { return string(rune('a' + i)) }
+
+// laneIndex is the lane an API request names ("a", "b"; "" is the first).
+func (s *Server) laneIndex(id string) (int, error) {
+	if id == "" {
+		return 0, nil
+	}
+	for i := range s.lanes {
+		if laneID(i) == id {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("lane %q is unknown (this dashboard has %d)", id, len(s.lanes))
+}
+
+// ab says whether the page compares two policies: two lanes side by side,
+// or one lane alternating between them.
+func (s *Server) ab() bool { return len(s.lanes) > 1 || s.alt != nil }
+
+// seen is what the dashboard last knew of each lane's settings, so that a
+// change made behind its back (the router's admin API) also begins a new
+// window and a mark.
+type seen struct {
+	mu       sync.Mutex
+	policies []string
+	targets  []int
+}
+
+// change begins a new metrics window on every lane, so that no figure spans
+// the change, and marks it on the charts. The handler makes its change in
+// apply, under the same lock as the tick's look for changes, so that one
+// change is one mark.
+func (s *Server) change(kind, label string, apply func() error) error {
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	if apply != nil {
+		if err := apply(); err != nil {
+			return err
+		}
+	}
+	s.beginLocked(time.Now(), kind, label)
+	return nil
+}
+
+// beginLocked begins every lane's window and marks why; s.seen.mu is held.
+func (s *Server) beginLocked(now time.Time, kind, label string) {
+	for _, l := range s.lanes {
+		l.Gen.BeginWindow()
+	}
+	s.recordSeenLocked()
+	if s.alt != nil {
+		s.alt.changed(kind)
+	}
+	s.history.mark(Mark{T: now.Unix(), Kind: kind, Label: label})
+}
+
+func (s *Server) recordSeenLocked() {
+	s.seen.policies = s.seen.policies[:0]
+	s.seen.targets = s.seen.targets[:0]
+	for _, l := range s.lanes {
+		s.seen.policies = append(s.seen.policies, l.Router.PolicyName())
+		s.seen.targets = append(s.seen.targets, l.Gen.Snapshot().Target)
+	}
+}
+
+// watch begins a new window when a lane's policy or concurrency changed
+// since the dashboard last looked, as when the router's admin API switched
+// it, and says whether it did; it runs every tick.
+func (s *Server) watch(now time.Time, snaps []loadgen.Snapshot) bool {
+	s.seen.mu.Lock()
+	defer s.seen.mu.Unlock()
+	if len(s.seen.policies) != len(s.lanes) {
+		s.recordSeenLocked()
+		return false
+	}
+	for i, l := range s.lanes {
+		if p := l.Router.PolicyName(); p != s.seen.policies[i] {
+			s.beginLocked(now, "mode", s.laneLabel(i, s.opts.Describe(p)))
+			return true
+		}
+		if snaps[i].Target != s.seen.targets[i] {
+			s.beginLocked(now, "concurrency", fmt.Sprintf("→ %d", snaps[i].Target))
+			return true
+		}
+	}
+	return false
+}
+
+// laneLabel prefixes a mark's label with its lane in the A/B view.
+func (s *Server) laneLabel(i int, label string) string {
+	if len(s.lanes) < 2 {
+		return label
+	}
+	return fmt.Sprintf("%s: %s", upper(laneID(i)), label)
+}
+
+// upper is a lane's id as the page shows it: A, B.
+func upper(id string) string { return strings.ToUpper(id) }

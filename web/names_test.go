@@ -1,0 +1,48 @@
+package web
+
+import (
+	"testing"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/router"
+)
+
+func TestCurveNamesSayRouterFleetAndSource(t *testing.T) {
+	seeds := builtinAverage(t)
+	sim := &baselines.Set{Deployment: "Simulated: yes: virtual time (kvlens discrete-event simulation, seed 1); GPU: 3x simulated worker (kvlens sim)"}
+	lab := &baselines.Set{Deployment: "4x H100 SXM, vLLM 0.11"}
+	tests := []struct {
+		name string
+		set  *baselines.Set
+		mode string
+		want string
+	}{
+		{"the seeds' KV curve is Dynamo's router on hardware", seeds, "kv", "Dynamo 0.9 KV router · 3×H200 · measured"},
+		{"the seeds' round-robin curve says it was measured", seeds, "round_robin", "round-robin · 3×H200 · measured"},
+		{"a simulated set's kv curve is kvlens's own", sim, "kv", "kvlens kv · simulated"},
+		{"a simulated set's round-robin curve is simulated", sim, "round_robin", "round-robin · simulated"},
+		{"a measured set without Dynamo names no router it cannot know", lab, "kv", "KV router · 4×H100 · measured"},
+		{"no set names the policy only", nil, "kv", "kvlens kv"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CurveName(tt.set, tt.mode); got != tt.want {
+				t.Fatalf("CurveName = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEveryPolicyHasARouterName(t *testing.T) {
+	seen := map[string]string{}
+	for _, p := range router.Policies {
+		n := RouterName(p)
+		if n == p && p != "random" {
+			t.Errorf("policy %s has no router name", p)
+		}
+		if q, dup := seen[n]; dup {
+			t.Errorf("policies %s and %s are both named %q", q, p, n)
+		}
+		seen[n] = p
+	}
+}
