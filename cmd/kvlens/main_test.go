@@ -85,15 +85,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := kvlens(tt.args...).CombinedOutput()
-			exit, ok := err.(*exec.ExitError)
-			if !ok || exit.ExitCode() != 2 {
-				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
-			}
-			first, _, _ := strings.Cut(string(out), "\n")
-			if !strings.Contains(first, tt.wantErr) {
-				t.Fatalf("first line %q does not say %q", first, tt.wantErr)
-			}
+			out := refusedWithUsage(t, tt.args, tt.wantErr)
 			if !strings.Contains(string(out), "Usage") && !strings.Contains(string(out), "-addr") {
 				t.Fatalf("no usage after the error:\n%s", out)
 			}
@@ -147,4 +139,20 @@ func TestSignalStopsWithinFiveSecondsAndExits0(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusedWithUsage runs kvlens with args, checks that it exits with status
+// 2 and says want on its first line, and returns what it printed.
+func refusedWithUsage(t *testing.T, args []string, want string) []byte {
+	t.Helper()
+	out, err := kvlens(args...).CombinedOutput()
+	exit, ok := err.(*exec.ExitError)
+	if !ok || exit.ExitCode() != 2 {
+		t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if !strings.Contains(first, want) {
+		t.Fatalf("first line %q does not say %q", first, want)
+	}
+	return out
 }

@@ -30,15 +30,7 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := kvlens(tt.args...).CombinedOutput()
-			exit, ok := err.(*exec.ExitError)
-			if !ok || exit.ExitCode() != 2 {
-				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
-			}
-			first, _, _ := strings.Cut(string(out), "\n")
-			if !strings.Contains(first, tt.wantErr) {
-				t.Fatalf("first line %q does not say %q", first, tt.wantErr)
-			}
+			refusedWithUsage(t, tt.args, tt.wantErr)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,15 +96,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := kvlens(tt.args...).CombinedOutput()
-			exit, ok := err.(*exec.ExitError)
-			if !ok || exit.ExitCode() != 2 {
-				t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
-			}
-			first, _, _ := strings.Cut(string(out), "\n")
-			if !strings.Contains(first, tt.want) {
-				t.Fatalf("first line %q does not say %q", first, tt.want)
-			}
+			refusedWithUsage(t, tt.args, tt.want)
 		})
 	}
 }
