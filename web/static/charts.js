@@ -120,8 +120,12 @@
         const size = () => ({ width: Math.max(el.clientWidth, 260), height: chartHeight() + (n > 1 && window.innerWidth >= 900 ? 22 : 0) });
         const yRange = sp.slo ? (u, min, max) => [0, Math.max(max || 0, sp.slo) * 1.15] : (u, min, max) => [0, Math.max(max || 0, 1) * 1.15];
         // The x axis spans at least a minute, so the first seconds are not
-        // spread across the chart with sub-second ticks.
-        const xRange = (u, min, max) => [Math.min(min, max - 60), max];
+        // spread across the chart with sub-second ticks; with no data yet it
+        // is the last minute, not 1970's first.
+        const xRange = (u, min, max) => {
+          if (max == null) { const now = Date.now() / 1000; return [now - 60, now]; }
+          return [Math.min(min, max - 60), max];
+        };
         const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.unit), series }, series.map(() => []), el);
         el.dataset.lanes = String(n);
         return { sp, el, plot, size };
