@@ -172,6 +172,7 @@ type Demo struct {
 	fleet   *sim.Fleet // the first lane's simulated workers; nil for real ones
 	scraper *scraper   // real workers' /metrics; nil for the simulated fleet
 	srv     *http.Server
+	fresh   freshConns
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -388,7 +389,7 @@ func Start(cfg Config) (*Demo, error) {
 		mux.Handle(lanePrefix(l.id)+"/v1/", http.StripPrefix(lanePrefix(l.id), l.proxy))
 	}
 	mux.Handle("/", d.Web.Handler())
-	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnState: d.fresh.track}
 	if rec != nil {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); rec.Run(ctx) }()
@@ -467,6 +468,9 @@ func (d *Demo) Close(ctx context.Context) error {
 	// after 2 s (a stuck client) is cut, so exit stays well within 5 s.
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	// A connection a cancelled request dialled but never used would hold
+	// Shutdown for its 5 s grace: close those first.
+	d.fresh.closeAll()
 	err := d.srv.Shutdown(sctx)
 	if err != nil {
 		d.srv.Close()
@@ -646,4 +650,34 @@ func portOf(addr string) int {
 		return 8080
 	}
 	return n
+}
+
+// freshConns are the listener's connections that have not yet sent a
+// request (http.StateNew).
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// track is an http.Server's ConnState hook.
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st != http.StateNew {
+		delete(f.conns, c)
+		return
+	}
+	if f.conns == nil {
+		f.conns = map[net.Conn]struct{}{}
+	}
+	f.conns[c] = struct{}{}
+}
+
+// closeAll closes every connection that has sent nothing yet.
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		c.Close()
+	}
 }
