@@ -111,13 +111,24 @@ func waitJS(t *testing.T, ctx context.Context, cond string, timeout time.Duratio
 	}
 }
 
+// text reads the visible text of the first element sel matches, waiting
+// up to 5 s for one. It reads in one script rather than by node id, since
+// htmx swaps the page's fragments every second and a node found may be
+// gone by the time it is read.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(sel))
-	if err != nil {
-		t.Fatalf("read %s: %v", sel, err)
+	js := `(() => { const e = document.querySelector(` + strconv.Quote(sel) + `); return e ? e.innerText : null; })()`
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](js))
+		if err == nil && s != nil {
+			return *s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %s: no such element (%v)", sel, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return s
 }
 
 func screenshot(t *testing.T, ctx context.Context, name string, full bool) {
