@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -579,7 +580,12 @@ func EnvelopeSentence(set *baselines.Set, slo baselines.SLO) string {
 func (s *Server) conversations() components.ConversationsData {
 	d := components.ConversationsData{Lanes: len(s.lanes)}
 	list := s.lanes[0].Gen.Conversations()
-	// The log lists newest first; 50 are plenty to pick one to read.
+	// The log lists newest first. Those with an answered turn lead, so that
+	// a visitor who opens one reads a question and its answer, not a pane
+	// waiting for the first; 50 are plenty to pick one to read.
+	slices.SortStableFunc(list, func(a, b loadgen.ConversationSummary) int {
+		return cmp.Compare(min(b.Turns, 1), min(a.Turns, 1))
+	})
 	for _, c := range list[:min(len(list), 50)] {
 		d.Items = append(d.Items, components.ConversationItem{ID: c.ID, Title: c.Title, Turns: c.Turns, Planned: c.Planned,
 			Errs: c.Errors, Done: c.Done, Worker: c.LastWorker, Asking: c.Asking})

@@ -664,10 +664,12 @@ func TestViewerCannotSwitchModeOrReset(t *testing.T) {
 
 func TestConversations(t *testing.T) {
 	load := &fakeLoad{target: 60}
-	load.convs = []loadgen.ConversationLog{{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
+	// The log lists newest first: 9 (waiting for its first answer), then 7.
+	load.convs = []loadgen.ConversationLog{{ID: 9, Title: "Prefix caching", Planned: 3,
+		Asking: &loadgen.AskingTurn{Index: 0, Question: "Why cache prefixes?", QuestionSource: "opening", Sent: time.Now()}},
+		{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
 		{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
-	}}, {ID: 9, Title: "Prefix caching", Planned: 3,
-		Asking: &loadgen.AskingTurn{Index: 0, Question: "Why cache prefixes?", QuestionSource: "opening", Sent: time.Now()}}}
+		}}}
 	ts := httptest.NewServer(New(load, newFakeRouter("kv"), testOptions()).Handler())
 	defer ts.Close()
 	get := func(path string) (int, string) {
@@ -701,6 +703,13 @@ func TestConversations(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a conversation with an answered turn is listed before a newer one without", func(t *testing.T) {
+		_, body := get("/conversations")
+		answered, waiting := strings.Index(body, `/conversations/7"`), strings.Index(body, `/conversations/9"`)
+		if answered < 0 || waiting < 0 || answered > waiting {
+			t.Fatalf("7 at %d, 9 at %d in %s; want 7 first", answered, waiting, body)
+		}
+	})
 }
 
 func TestHowItWorksShowsTheLastDecision(t *testing.T) {
