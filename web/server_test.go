@@ -668,7 +668,7 @@ func TestConversations(t *testing.T) {
 	load.convs = []loadgen.ConversationLog{{ID: 9, Title: "Prefix caching", Planned: 3,
 		Asking: &loadgen.AskingTurn{Index: 0, Question: "Why cache prefixes?", QuestionSource: "opening", Sent: time.Now()}},
 		{ID: 7, Title: "Paged attention", Planned: 5, Turns: []loadgen.TurnLog{
-		{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
+			{Index: 0, Question: "Explain <this>", Answer: "It pages.", TTFT: 312, TPOT: 21.5, ISL: 4000, OSL: 300, CachedTokens: 0, Worker: "sim-1"},
 		}}}
 	ts := httptest.NewServer(New(load, newFakeRouter("kv"), testOptions()).Handler())
 	defer ts.Close()
