@@ -349,7 +349,10 @@ func TestConversationLogShowsTheQuestionWaitingForItsAnswer(t *testing.T) {
 		return false
 	})
 	for _, s := range g.Conversations() {
-		c, _ := g.Conversation(s.ID)
+		c, ok := g.Conversation(s.ID)
+		if !ok {
+			continue // conversations churn fast here: this one left the log since listing
+		}
 		if s.Done && (s.Asking || c.Asking != nil || len(c.Turns) != 2) {
 			t.Errorf("done conversation %d: asking %v, %d turns; want nothing asked and both turns logged", s.ID, c.Asking, len(c.Turns))
 		}

@@ -90,6 +90,9 @@ type Request struct {
 	// length drawn for it, are then a function of its prompt: two requests
 	// with one prompt get one answer, as on a real engine.
 	Greedy bool
+	// Answer is the tokens the answer is made of, in order, repeated if the
+	// answer runs past them; empty means the prose ring (prose.go).
+	Answer []uint32
 }
 
 // StepResult is what one step did. Its slices are reused by the next Step.
@@ -392,6 +395,9 @@ func (e *Engine) Step() *StepResult {
 			continue // prefill goes on next step
 		}
 		tok := ring[(s.outOffset+s.generated)%len(ring)]
+		if a := s.req.Answer; len(a) > 0 {
+			tok = a[s.generated%len(a)]
+		}
 		r.Tokens = append(r.Tokens, Token{ID: s.req.ID, Index: s.generated, Token: tok})
 		s.tokens = append(s.tokens, tok)
 		s.generated++

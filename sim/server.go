@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -91,6 +93,9 @@ type Server struct {
 	mux    *http.ServeMux
 	clk    clock.Clock
 	tok    *tokenizer.Engine
+
+	answerMu  sync.Mutex
+	answerRNG *rand.Rand // where sampled answers start (answer.go)
 }
 
 // NewServer returns a worker with a fresh engine, running.
@@ -122,6 +127,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		reg:    prometheus.NewRegistry(),
 		clk:    clk,
 		tok:    opts.Tokenizer,
+		// Answers draw their own stream, so faults draw theirs unchanged.
+		answerRNG: rand.New(rand.NewPCG(opts.Seed, 0x616e73)),
 	}
 	if s.tok == nil {
 		s.tok = tokenizer.Embedded
@@ -232,6 +239,11 @@ type genRequest struct {
 	usage     bool // stream_options.include_usage
 	ignoreEOS bool // vLLM's sampling option: run to max_tokens
 	greedy    bool // temperature 0: one prompt, one answer
+	// answer is the tokens the answer is made of, drawn from the chat's
+	// text (answer.go), and pieces their texts as the worker streams them;
+	// both nil for the prose ring.
+	answer []uint32
+	pieces []string
 }
 
 // chatRequest is the subset of an OpenAI chat request the worker reads.
@@ -365,7 +377,7 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 			writeError(w, http.StatusInternalServerError, "injected fault: internal engine error")
 			return
 		}
-		req := Request{Prompt: g.ids, MaxTokens: g.maxTokens, Greedy: g.greedy}
+		req := Request{Prompt: g.ids, MaxTokens: g.maxTokens, Greedy: g.greedy, Answer: g.answer}
 		g.ids = nil // the engine owns them now
 		if g.ignoreEOS {
 			req.OutputTokens = g.maxTokens
@@ -395,6 +407,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	limit := s.prof.MaxModelLen
 	var g genRequest
 	var prompt string
+	var msgs []tokenizer.Message
 	if chat {
 		req, err := parseChatRequest(bytes.NewReader(body))
 		if err != nil {
@@ -412,6 +425,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
+		msgs = req.Messages
 	} else {
 		req, err := parseCompletionRequest(bytes.NewReader(body))
 		if err != nil {
@@ -434,7 +448,21 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	if err != nil {
 		return genRequest{}, http.StatusBadRequest, err
 	}
+	if text := answerText(msgs, g.maxTokens, s.pick(), g.greedy); text != "" {
+		g.answer = s.tok.Encode(text)
+		g.pieces = make([]string, len(g.answer))
+		for i := range g.answer {
+			g.pieces[i] = s.tok.Decode(g.answer[i : i+1])
+		}
+	}
 	return g, 0, nil
+}
+
+// pick draws where a sampled answer starts.
+func (s *Server) pick() uint64 {
+	s.answerMu.Lock()
+	defer s.answerMu.Unlock()
+	return s.answerRNG.Uint64()
 }
 
 // checkModel refuses a request for a model the worker does not serve, as
@@ -494,6 +522,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream,
 				panic(http.ErrAbortHandler)
 			}
 			piece := pieceText(t.Token)
+			if len(g.pieces) > 0 {
+				piece = g.pieces[t.Index%len(g.pieces)]
+			}
 			if g.stream {
 				enc.token(piece, t.Index == 0)
 			} else {

@@ -84,10 +84,15 @@ type streamed struct {
 
 func streamChat(t *testing.T, url, content string, maxTokens int) (streamed, error) {
 	t.Helper()
+	return streamMessages(t, url, []openai.ChatCompletionMessage{{Role: "user", Content: content}}, maxTokens)
+}
+
+func streamMessages(t *testing.T, url string, msgs []openai.ChatCompletionMessage, maxTokens int) (streamed, error) {
+	t.Helper()
 	start := time.Now()
 	stream, err := openaiClient(url).CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
 		Model:         DefaultModel,
-		Messages:      []openai.ChatCompletionMessage{{Role: "user", Content: content}},
+		Messages:      msgs,
 		MaxTokens:     maxTokens,
 		Stream:        true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},

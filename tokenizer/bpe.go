@@ -51,6 +51,8 @@ type bpe struct {
 
 	maxTokenBytes int // the longest token, in bytes
 
+	texts texts // id -> bytes, for decoding
+
 	mu       sync.Mutex
 	words    map[string][]uint32 // word cache: a byte-level word -> its ids
 	segments map[string][]uint32 // text between added tokens -> its ids
