@@ -194,6 +194,8 @@ func TestBrowserDashboard(t *testing.T) {
 	if status != 403 || d.Gen.Snapshot().Target == 120 {
 		t.Fatalf("a viewer's slider move got %d, target %d", status, d.Gen.Snapshot().Target)
 	}
+	// A viewer's page, with its token row, fits as the operator's does.
+	checkBoardFits(t, ctx)
 
 	// The operator enters the token once; the page reloads with controls on.
 	if err := chromedp.Do(ctx,

@@ -82,21 +82,22 @@ func TestBrowserReconnects(t *testing.T) {
 	waitJS(t, ctx, `!document.getElementById('stale').hidden && /Live data stopped \d+ s ago/.test(document.getElementById('stale').textContent)`, 6*time.Second, "the banner does not say the data stopped")
 	time.Sleep(3 * time.Second)
 	d = startDemoAt(t, addr)
-	framesFlow(t, ctx, 15*time.Second, "the page did not reconnect after a short restart")
+	framesFlow(t, ctx, 10*time.Second, "the page did not reconnect within 10 s of a short restart")
 	if reloaded() {
 		t.Error("the page reloaded after a short restart; it should pick up where it was")
 	}
 
-	// A restart after longer than a page may show stale numbers: it reloads.
+	// An outage of two minutes, longer than a page may show stale numbers:
+	// the page keeps trying and reloads once kvlens is back.
 	mark()
 	closeDemo(t, d)
-	time.Sleep(35 * time.Second)
+	time.Sleep(2 * time.Minute)
 	d = startDemoAt(t, addr)
 	defer func() { closeDemo(t, d) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for !reloaded() {
 		if time.Now().After(deadline) {
-			t.Fatal("the page did not reload after kvlens was away for 35 s")
+			t.Fatal("the page did not reload after kvlens was away for 2 minutes")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
