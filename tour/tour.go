@@ -54,7 +54,7 @@ const (
 	MinStep    = time.Second
 	MaxStep    = time.Hour
 	MaxSteps   = 100
-	MaxCaption = 200 // characters, about two lines on a 1920 px screen
+	MaxCaption = 120 // characters: one line of the dashboard at 1920 px
 	maxFile    = 64 << 10
 )
 

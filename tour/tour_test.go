@@ -74,7 +74,7 @@ func TestParseRefusesBadFilesInOneLineNamingTheLine(t *testing.T) {
 		{"unterminated caption", "# c\n50s reset \"watch", `line 2: the caption must be one double-quoted string`},
 		{"text after the caption", "50s reset \"watch\" more", `line 1: the caption must be one double-quoted string`},
 		{"empty caption", "50s reset \"  \"", "line 1: the caption is empty"},
-		{"caption too long", "50s reset \"" + long + "\"", "line 1: the caption has 201 characters"},
+		{"caption too long", "50s reset \"" + long + "\"", "line 1: the caption has 121 characters; at most 120"},
 		{"line break in the caption", `50s reset "a\nb"`, "line 1: the caption holds a control character"},
 		{"duration missing", "reset \"x\"", "line 1: want DURATION ACTION"},
 		{"duration without unit", "50 reset \"x\"", `line 1: duration "50"`},
