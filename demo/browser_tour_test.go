@@ -167,6 +167,34 @@ func TestBrowserTour(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, `document.getElementById('tour').dataset.paused === 'false'`, 5*time.Second, "Resume did not resume the tour")
+
+	// A visitor's phone: the caption takes the bar's width, nothing is
+	// wider than the screen, and the first screen still holds the headline
+	// and the key tiles, the caption after them.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=tour-caption]`),
+		chromedp.Sleep(2*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if wide, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > 391`)); wide {
+		t.Errorf("the page with the tour is wider than a 390 px phone")
+	}
+	if w, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('[data-testid=tour-caption]').getBoundingClientRect().width`)); w < 300 {
+		t.Errorf("the caption is %.0f px wide on a 390 px phone; want the bar's width", w)
+	}
+	for _, sel := range []string{"[data-testid=headline]", "[data-tile=ttft-p95]", "[data-tile=kv-hit]", "[data-tile=ttft-p50]", "[data-tile=tpot-p95]"} {
+		bottom, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('`+sel+`').getBoundingClientRect().bottom`))
+		if err != nil || bottom > 844 {
+			t.Errorf("%s ends at %.0f px (%v), below a 390x844 phone's first screen", sel, bottom, err)
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { document.getElementById('tour').scrollIntoView(); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, "tour-390x844.png", false)
 }
 
 // tourShotAfter, when set, makes TestBrowserTourShot run: the docs'

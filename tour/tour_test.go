@@ -313,3 +313,25 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestTheDocsExampleParses keeps docs/dashboard.md's example tour file in
+// step with the parser.
+func TestTheDocsExampleParses(t *testing.T) {
+	b, err := os.ReadFile("../docs/dashboard.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "### A tour file")
+	_, block, ok2 := strings.Cut(after, "```text\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/dashboard.md has no example tour file under \"### A tour file\"")
+	}
+	s, err := Parse("docs/dashboard.md", strings.NewReader(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Steps) < 5 {
+		t.Fatalf("the example has %d steps", len(s.Steps))
+	}
+}
