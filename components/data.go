@@ -71,6 +71,28 @@ type PageData struct {
 	PublicURL string
 	// How fills the "How it works" panel.
 	How HowData
+	// Tour is the tour's bar; hidden without --tour.
+	Tour TourData
+}
+
+// TourData is the tour's bar (--tour).
+type TourData struct {
+	// Show says a tour plays, or is paused.
+	Show bool
+	// Step is the step playing or paused in, from 1, of Steps.
+	Step, Steps int
+	// Caption tells visitors what to watch.
+	Caption string
+	// Left is the time to the next step, such as "42 s left".
+	Left string
+	// Done is the fraction of the step's time gone, 0 to 1.
+	Done float64
+	// Paused says an operator has taken over.
+	Paused bool
+	// Operator enables Pause and Resume on this render.
+	Operator bool
+	// Err says why the step's change failed; empty when it did not.
+	Err string
 }
 
 // TilesData are the headline figures, pushed to the browser every second.

@@ -182,6 +182,9 @@ func Start(cfg Config) (*Demo, error) {
 	if _, err := cfg.Dashboard.ParseConcurrency(fmt.Sprint(cfg.Load.Concurrency)); err != nil {
 		return nil, fmt.Errorf("initial %w", err)
 	}
+	if err := cfg.CheckTour(); err != nil {
+		return nil, err
+	}
 	simulated := len(cfg.Workers) == 0 && cfg.Target == ""
 	pair := cfg.AB
 	if cfg.Target != "" {
@@ -414,7 +417,26 @@ func Start(cfg Config) (*Demo, error) {
 			l.gen.Start()
 		}
 	}
+	if cfg.Dashboard.Tour != nil {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.Web.PlayTour(ctx) }()
+	}
 	return d, nil
+}
+
+// CheckTour checks the tour, when there is one, against the demo it will
+// play on: the slider's scale, whether the fleet takes faults (the
+// simulated one) and whether the view compares a pair.
+func (cfg Config) CheckTour() error {
+	if cfg.Dashboard.Tour == nil {
+		return nil
+	}
+	if cfg.NoStart {
+		return errors.New("--tour plays over running load: drop --no-start")
+	}
+	simulated := len(cfg.Workers) == 0 && cfg.Target == ""
+	pair := len(cfg.AB) == 2 && cfg.Target == ""
+	return cfg.Dashboard.CheckTour(simulated, pair)
 }
 
 // lanePrefix is where lane id's router answers besides the first's /v1:

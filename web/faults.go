@@ -68,22 +68,37 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kind, amount, err := ParseFault(r.FormValue("fault"))
-	label := faultLabel(kind, amount)
 	if err == nil {
-		// A fault begins a new window: the figures with it are not those
-		// without it.
-		err = s.change("fault", label, func() error { return s.opts.Faults.InjectFault(kind, amount) })
+		s.operatorTakes()
+		err = s.injectFault(kind, amount)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	value := kind
-	if kind != "none" {
-		value = kind + ":" + strconv.FormatFloat(amount, 'g', -1, 64)
+	fmt.Fprintf(w, "%s: every simulated worker", faultLabel(kind, amount))
+}
+
+// injectFault puts a fault, as ParseFault read it, in force in every
+// simulated worker.
+func (s *Server) injectFault(kind string, amount float64) error {
+	// A fault begins a new window: the figures with it are not those
+	// without it.
+	err := s.change("fault", faultLabel(kind, amount), func() error { return s.opts.Faults.InjectFault(kind, amount) })
+	if err != nil {
+		return err
 	}
+	value := faultValue(kind, amount)
 	s.faultInForce.Store(&value)
-	fmt.Fprintf(w, "%s: every simulated worker", label)
+	return nil
+}
+
+// faultValue writes a fault as /api/fault takes it: "503:10", "none".
+func faultValue(kind string, amount float64) string {
+	if kind == "none" {
+		return kind
+	}
+	return kind + ":" + strconv.FormatFloat(amount, 'g', -1, 64)
 }
 
 // currentFault is the fault in force, as /api/fault takes it.

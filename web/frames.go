@@ -50,7 +50,8 @@ type Point struct {
 type Mark struct {
 	// T is the time, in Unix seconds.
 	T int64 `json:"t"`
-	// Kind is "concurrency", "mode", "start", "stop" or "reset".
+	// Kind is "concurrency", "mode", "start", "stop", "reset", "fault" or
+	// "tour" (paused or resumed).
 	Kind string `json:"kind"`
 	// Label is shown on the charts, such as "→ 120" or "KV-aware".
 	Label string `json:"label"`
@@ -247,6 +248,11 @@ func (s *Server) frames() [][]byte {
 	now := time.Now()
 	snaps := s.snapshots()
 	changed := s.watch(now, snaps)
+	if changed {
+		// Someone changed the demo behind the dashboard's back (the
+		// router's admin API): an operator action like any other.
+		s.operatorTakes()
+	}
 	if s.alt != nil && s.alternate(now, snaps[0]) {
 		changed = true
 	}
@@ -291,6 +297,11 @@ func (s *Server) panelsHTML(now time.Time, snaps []loadgen.Snapshot) []byte {
 	components.LiveCount(liveCounts(snaps)).Render(ctx, &b)
 	components.Workers(s.workers(snaps)).Render(ctx, &b)
 	components.BlindBanner(s.blind()).Render(ctx, &b)
+	if s.tour != nil {
+		// Broadcast to every browser, so rendered as a viewer; the page
+		// enables the operator's Pause and Resume.
+		components.Tour(s.tourData(false)).Render(ctx, &b)
+	}
 	if s.opts.Simulator != nil {
 		// Broadcast to every browser, so rendered as a viewer; an operator's
 		// button comes back with the next page load or POST.

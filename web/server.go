@@ -5,6 +5,7 @@ package web
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -23,10 +24,12 @@ import (
 
 	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/dynamo"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/tour"
 )
 
 //go:embed static
@@ -126,6 +129,12 @@ type Options struct {
 	// router's blindness detector); "" when it can. /readyz names it, and
 	// the header shows it in red. Nil never warns.
 	Blind func() string
+	// Tour, when set, is the script PlayTour plays (--tour), through the
+	// operator's own controls; CheckTour checks it against these options.
+	Tour *tour.Script
+	// TourSpeed plays the tour this many times faster than written, for
+	// rehearsals and tests; 0 means 1.
+	TourSpeed float64
 }
 
 // Server is the dashboard's HTTP side.
@@ -146,6 +155,8 @@ type Server struct {
 	// baseline is the set the tiles and the overlay compare with; it starts
 	// as Options.Baseline and changes when a simulated curve is put in use.
 	baseline atomic.Pointer[baselines.Set]
+	// tour plays Options.Tour; nil without one.
+	tour *tour.Player
 }
 
 // New returns a dashboard over gen and rt.
@@ -173,6 +184,9 @@ func New(gen Loadgen, rt Router, opts Options) *Server {
 		s.rule.Hosts = opts.Hosts
 	}
 	s.baseline.Store(opts.Baseline)
+	if opts.Tour != nil {
+		s.tour = tour.NewPlayer(opts.Tour, clock.Real, opts.TourSpeed, s.tourStep)
+	}
 	s.hub = NewHub(s.frames, s.hello, opts.Viewers, opts.Registerer)
 	s.hub.upgrader.CheckOrigin = s.wsOrigin
 	return s
@@ -215,6 +229,8 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/api/simulate/use", s.useSimulated)
 			r.Post("/api/mode", s.mode)
 			r.Post("/api/reset", s.reset)
+			r.Post("/api/tour/pause", s.pauseTour)
+			r.Post("/api/tour/resume", s.resumeTour)
 			r.Post("/recordings/{id}/delete", s.deleteRecording)
 		})
 		r.Get("/recordings", s.recordingsPage)
@@ -277,6 +293,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		CanLogin:     s.rule.Token != "",
 		QR:           s.opts.PublicURL != "",
 		PublicURL:    s.opts.PublicURL,
+		Tour:         s.tourData(operator),
 		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()},
 	}
 	if s.ab() {
@@ -299,16 +316,23 @@ func (s *Server) laneNames() []string {
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	s.operatorTakes()
+	s.startLoad()
+	components.RunState(true, true).Render(r.Context(), w)
+}
+
+// startLoad starts every lane's load generator, beginning a new window.
+func (s *Server) startLoad() {
 	s.change("start", "start", func() error {
 		for _, l := range s.lanes {
 			l.Gen.Start()
 		}
 		return nil
 	})
-	components.RunState(true, true).Render(r.Context(), w)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	s.operatorTakes()
 	for _, l := range s.lanes {
 		l.Gen.Stop()
 	}
@@ -334,15 +358,8 @@ func (o Options) ParseConcurrency(raw string) (int, error) {
 func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 	n, err := s.opts.ParseConcurrency(r.FormValue("concurrency"))
 	if err == nil {
-		// Every lane runs the same number of conversations.
-		err = s.change("concurrency", fmt.Sprintf("→ %d", n), func() error {
-			for _, l := range s.lanes {
-				if err := l.Gen.SetConcurrency(n); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		s.operatorTakes()
+		err = s.setConcurrency(n)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -350,6 +367,19 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 	}
 	components.Target(n).Render(r.Context(), w)
 	s.renderPanels(r.Context(), w)
+}
+
+// setConcurrency sets every lane to n conversations: each runs the same
+// number.
+func (s *Server) setConcurrency(n int) error {
+	return s.change("concurrency", fmt.Sprintf("→ %d", n), func() error {
+		for _, l := range s.lanes {
+			if err := l.Gen.SetConcurrency(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // renderPanels appends the headline and tiles to a control's answer, as
@@ -381,8 +411,25 @@ func (s *Server) mode(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "routing mode: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	text := s.opts.Describe(name)
-	err = s.change("mode", s.laneLabel(i, text), func() error {
+	s.operatorTakes()
+	if err := s.setMode(i, name); err != nil {
+		http.Error(w, "routing mode: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if s.ab() {
+		components.PairSwitch(s.pair(true)).Render(r.Context(), w)
+		components.PairNames(s.pairNames()).Render(r.Context(), w)
+	} else {
+		components.ModeSwitch(s.modes(true)).Render(r.Context(), w)
+		components.ModeName(s.opts.Describe(name)).Render(r.Context(), w)
+	}
+	s.renderPanels(r.Context(), w)
+}
+
+// setMode makes name lane i's routing policy; in the alternating view it
+// sets one side of the pair.
+func (s *Server) setMode(i int, name string) error {
+	return s.change("mode", s.laneLabel(i, s.opts.Describe(name)), func() error {
 		if s.alt != nil {
 			rt := s.lanes[0].Router
 			if run := s.alt.setPair(i, name, rt.PolicyName()); run != rt.PolicyName() {
@@ -392,18 +439,6 @@ func (s *Server) mode(w http.ResponseWriter, r *http.Request) {
 		}
 		return s.lanes[i].Router.SwitchPolicy(name)
 	})
-	if err != nil {
-		http.Error(w, "routing mode: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if s.ab() {
-		components.PairSwitch(s.pair(true)).Render(r.Context(), w)
-		components.PairNames(s.pairNames()).Render(r.Context(), w)
-	} else {
-		components.ModeSwitch(s.modes(true)).Render(r.Context(), w)
-		components.ModeName(text).Render(r.Context(), w)
-	}
-	s.renderPanels(r.Context(), w)
 }
 
 // pairNames are the policies compared, in plain words, for the header.
@@ -418,10 +453,22 @@ func (s *Server) pairNames() []string {
 // reset drops the workers' prefix caches, the routers' indexes and the
 // metrics windows, so the next minute shows a cold start.
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	s.operatorTakes()
+	n, err := s.resetCaches(r.Context())
+	if err != nil {
+		fmt.Fprintf(w, "Caches reset, except: %v", err)
+		return
+	}
+	fmt.Fprintf(w, "Caches reset on %d workers; index and window cleared.", n)
+}
+
+// resetCaches resets every lane's workers and router, and says on how
+// many workers, or which failed and why.
+func (s *Server) resetCaches(ctx context.Context) (int, error) {
 	res := map[string]string{}
 	s.change("reset", "reset", func() error {
 		for _, l := range s.lanes {
-			maps.Copy(res, l.Router.Reset(r.Context()))
+			maps.Copy(res, l.Router.Reset(ctx))
 		}
 		return nil
 	})
@@ -433,10 +480,9 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(failed) > 0 {
-		fmt.Fprintf(w, "Caches reset, except: %s", strings.Join(failed, "; "))
-		return
+		return len(names), errors.New(strings.Join(failed, "; "))
 	}
-	fmt.Fprintf(w, "Caches reset on %d workers; index and window cleared.", len(names))
+	return len(names), nil
 }
 
 func (s *Server) howData() components.HowData {
@@ -498,6 +544,8 @@ type stateJSON struct {
 	Lanes []laneState `json:"lanes,omitempty"`
 	// Frontend is the Dynamo frontend's own view, when kvlens reads one.
 	Frontend *dynamo.Stats `json:"frontend,omitempty"`
+	// Tour is the tour's state; absent without --tour.
+	Tour *tourState `json:"tour,omitempty"`
 }
 
 // laneState is one side of the A/B comparison in /api/state.
@@ -537,6 +585,7 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 		f := s.opts.Frontend.Stats()
 		st.Frontend = &f
 	}
+	st.Tour = s.tourState()
 	writeJSON(w, st)
 }
 

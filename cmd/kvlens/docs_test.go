@@ -130,6 +130,9 @@ func TestEveryCommandLineInTheDocsParses(t *testing.T) {
 	if err := os.WriteFile("my-gpu.json", []byte(`{"name":"my-gpu"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile("booth.tour", []byte("50s concurrency 120 \"watch TTFT p95\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The docs' model directory is the fixture model.
 	os.Mkdir("Llama-3.1-70B-Instruct", 0o755)
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {

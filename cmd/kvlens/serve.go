@@ -22,6 +22,7 @@ import (
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/store"
 	"github.com/kvlens/kvlens/tokenizer"
+	"github.com/kvlens/kvlens/tour"
 )
 
 // serveFlags binds serve's flags to cfg, and those that say who may change
@@ -79,6 +80,24 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		cfg.AB = pair
 		return nil
 	})
+	fs.BoolFunc("tour", "play the built-in tour: a looping script of changes (60, 120 and 180 conversations, a cache reset, a fault), each held for a while with a caption saying what to watch, for an unattended booth; any operator action pauses it, Resume plays on", func(s string) error {
+		on, err := strconv.ParseBool(s)
+		switch {
+		case err != nil:
+			return err
+		case !on:
+			cfg.Dashboard.Tour = nil
+		case cfg.Dashboard.Tour == nil:
+			cfg.Dashboard.Tour = tour.Builtin()
+		}
+		return nil
+	})
+	fs.Func("tour-file", "play this tour file instead of the built-in one (implies --tour): one step a line, DURATION ACTION [VALUE] \"CAPTION\", such as 50s concurrency 120 \"watch TTFT p95\"; see docs/dashboard.md", func(p string) error {
+		s, err := tour.Load(p)
+		cfg.Dashboard.Tour = s
+		return err
+	})
+	fs.Float64Var(&cfg.Dashboard.TourSpeed, "tour-speed", 1, "play the tour this many times faster than written, to rehearse it (10 plays a 50 s step in 5 s)")
 	fs.DurationVar(&cfg.ABTurn, "ab-turn", cfg.ABTurn, "with --ab and real workers, how long each policy runs before the other takes over (default 1m30s)")
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed), or shed. "+router.ShedRule)
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
@@ -364,6 +383,11 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--slo-ttft and --slo-tpot must be positive")
 	case cfg.Dashboard.Viewers.MaxViewers < 1:
 		return fmt.Errorf("--max-viewers must be at least 1, got %d", cfg.Dashboard.Viewers.MaxViewers)
+	case !(cfg.Dashboard.TourSpeed > 0) || cfg.Dashboard.TourSpeed > 1000:
+		return fmt.Errorf("--tour-speed must be above 0 and at most 1000, got %g", cfg.Dashboard.TourSpeed)
+	}
+	if err := cfg.CheckTour(); err != nil {
+		return err
 	}
 	if err := cfg.SimPorts.Check(cfg.SimWorkers); err != nil {
 		return fmt.Errorf("--sim-ports: %w", err)

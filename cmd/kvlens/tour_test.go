@@ -1,0 +1,86 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvlens/kvlens/demo"
+)
+
+func TestTourFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.tour", "50s concurrency 120 \"watch TTFT p95\"\n")
+	offScale := file("high.tour", "# booth\n50s concurrency 400 \"x\"\n")
+	withFault := file("fault.tour", "50s fault 503:10 \"x\"\n")
+	withPair := file("pair.tour", "50s pair rr,kv \"x\"\n")
+	tests := []struct {
+		name string
+		args []string
+		// want is the script played ("" for none), wantErr the refusal.
+		want, wantErr string
+	}{
+		{"no tour by default", nil, "", ""},
+		{"--tour plays the built-in tour", []string{"--tour"}, "built-in tour", ""},
+		{"--tour=false plays none", []string{"--tour", "--tour=false"}, "", ""},
+		{"--tour-file plays a file", []string{"--tour-file", good}, good, ""},
+		{"--tour after --tour-file keeps the file", []string{"--tour-file", good, "--tour"}, good, ""},
+		{"--tour-file after --tour replaces the built-in tour", []string{"--tour", "--tour-file", good}, good, ""},
+		{"a faster tour", []string{"--tour", "--tour-speed", "10"}, "built-in tour", ""},
+		{"a missing file is refused", []string{"--tour-file", filepath.Join(dir, "none.tour")}, "", "none.tour: no such file"},
+		{"a concurrency off the slider names the line", []string{"--tour-file", offScale}, "", "high.tour line 2: concurrency 400 is outside 60..180"},
+		{"the built-in tour needs the slider's scale", []string{"--tour", "--slider-max", "160"}, "", "built-in tour line 11: concurrency 180 is outside 60..160"},
+		{"faults need the simulated fleet", []string{"--tour-file", withFault, "--workers", "http://w:8000"}, "", "fault.tour line 1: faults can be injected only into the simulated fleet"},
+		{"a pair needs the A/B view", []string{"--tour-file", withPair, "--ab", "off"}, "", "pair.tour line 1: a pair needs the A/B view"},
+		{"a tour plays over running load", []string{"--tour", "--no-start"}, "", "drop --no-start"},
+		{"a speed of zero", []string{"--tour", "--tour-speed", "0"}, "", "--tour-speed must be above 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := demo.DefaultConfig()
+			var acc accessFlags
+			fs := serveFlags(&cfg, &acc, io.Discard)
+			err := fs.Parse(tt.args)
+			if err == nil {
+				set := map[string]bool{}
+				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				abDefault(&cfg, set)
+				err = checkServe(cfg)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("err = %v, want one line with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if cfg.Dashboard.Tour != nil {
+				got = cfg.Dashboard.Tour.Name
+			}
+			if got != tt.want {
+				t.Fatalf("tour %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestABadTourFileStopsKvlensAtStart(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "booth.tour")
+	if err := os.WriteFile(p, []byte("50s concurrency 120 \"ok\"\n50s restart \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refusedWithUsage(t, []string{"--tour-file", p, "--addr", "127.0.0.1:0"}, `booth.tour line 2: action "restart" is unknown`)
+}

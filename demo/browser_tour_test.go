@@ -1,0 +1,224 @@
+//go:build browser
+
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/kvlens/kvlens/tour"
+)
+
+// tourSpeed compresses the built-in tour for TestBrowserTour: its 45 and
+// 50 s steps last about 2 s, the loop about 14 s.
+const tourSpeed = 25
+
+// tourBar is what a visitor reads in the tour's bar at one moment.
+type tourBar struct {
+	Step     string `json:"step"`
+	Paused   string `json:"paused"`
+	Caption  string `json:"caption"`
+	Position string `json:"position"`
+	// Buttons counts the bar's Pause and Resume buttons a visitor can see.
+	Buttons int `json:"buttons"`
+	// Lines is how many lines the caption takes.
+	Lines int `json:"lines"`
+}
+
+const readTour = `(() => {
+	const t = document.getElementById('tour');
+	if (!t) return null;
+	const q = (s) => { const e = t.querySelector(s); return e ? e.innerText.trim() : ''; };
+	return JSON.stringify({ step: t.dataset.step, paused: t.dataset.paused, caption: q('[data-testid=tour-caption]'),
+		position: q('[data-testid=tour-position]'),
+		buttons: [...t.querySelectorAll('button')].filter((b) => b.offsetParent !== null).length,
+		lines: (() => { const c = t.querySelector('[data-testid=tour-caption]'); return Math.round(c.getBoundingClientRect().height / parseFloat(getComputedStyle(c).lineHeight)); })() });
+})()`
+
+func readBar(t *testing.T, ctx context.Context) tourBar {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[*string](readTour))
+	if err != nil || raw == nil {
+		t.Fatalf("read the tour's bar: %v (no bar: %v)", err, raw == nil)
+	}
+	var b tourBar
+	if err := json.Unmarshal([]byte(*raw), &b); err != nil {
+		t.Fatalf("read the tour's bar: %v in %s", err, *raw)
+	}
+	return b
+}
+
+// TestBrowserTour plays the built-in tour at 25 times its speed, as a booth
+// visitor sees it: every step's caption appears in order with "step N of 7
+// · N s left", each caption on one line, and the loop starts again; the
+// board still fits 1080p and 960p; a visitor sees no Pause or Resume. Then the operator moves the
+// slider: the bar says the tour is paused, Resume shows, and pressing it
+// plays on.
+func TestBrowserTour(t *testing.T) {
+	script := tour.Builtin()
+	d := startDemo(t, func(cfg *Config) {
+		cfg.Dashboard.Tour, cfg.Dashboard.TourSpeed = script, tourSpeed
+	})
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=tour-caption]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch a full loop: each step's caption, in order, then step 1 again.
+	want := len(script.Steps)
+	seen := map[int]string{}
+	var order []int
+	position := regexp.MustCompile(`^step ([1-9]) of ` + fmt.Sprint(want) + ` · \d+ s left$`)
+	limit := time.Now().Add(2*script.Length()/tourSpeed + 20*time.Second)
+	for {
+		b := readBar(t, ctx)
+		if b.Paused != "false" {
+			t.Fatalf("the tour paused by itself: %+v", b)
+		}
+		if b.Buttons != 0 {
+			t.Fatalf("a visitor sees %d of the tour's buttons", b.Buttons)
+		}
+		// One line at 1920 px: the board below is measured to fit with it.
+		if b.Lines != 1 {
+			screenshot(t, ctx, "tour-caption-lines.png", false)
+			t.Fatalf("step %s's caption takes %d lines at 1920 px: %q", b.Step, b.Lines, b.Caption)
+		}
+		m := position.FindStringSubmatch(b.Position)
+		if m == nil || m[1] != b.Step {
+			t.Fatalf("the bar says %q in step %s; want \"step %s of %d · N s left\"", b.Position, b.Step, b.Step, want)
+		}
+		var step int
+		fmt.Sscan(b.Step, &step)
+		if len(order) == 0 || order[len(order)-1] != step {
+			order = append(order, step)
+			seen[step] = b.Caption
+			t.Logf("step %d: %s", step, b.Caption)
+		}
+		// A full loop: every step seen, and the first again after the last.
+		if len(seen) == want && len(order) > want && step == 1 && slices.Contains(order, want) {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("after %s the page showed steps %v; want a full loop of %d", 2*script.Length()/tourSpeed+20*time.Second, order, want)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	for i, st := range script.Steps {
+		if seen[i+1] != st.Caption {
+			t.Errorf("step %d showed %q, want %q", i+1, seen[i+1], st.Caption)
+		}
+	}
+	// Steps are seen in order: each the one after the last, around the loop
+	// (a step seen first is wherever the page joined the tour).
+	for i := 1; i < len(order); i++ {
+		if order[i] != order[i-1]%want+1 {
+			t.Fatalf("the steps came in the order %v", order)
+		}
+	}
+	var st struct {
+		Tour struct {
+			Loops int `json:"loops"`
+		} `json:"tour"`
+	}
+	if js, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch('/api/state').then(r => r.text())`, chromedp.EvalAwaitPromise)); err != nil || json.Unmarshal([]byte(js), &st) != nil || st.Tour.Loops < 1 {
+		t.Fatalf("/api/state's tour: %+v (%v); want a loop completed", st, err)
+	}
+	checkBoardFits(t, ctx)
+
+	// The operator takes over: moving the slider pauses the tour.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
+		chromedp.Click(`.login button`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `(() => { const b = document.querySelector('[data-testid=tour-pause]'); return !!b && !b.disabled && b.offsetParent !== null; })()`, 10*time.Second, "the operator's page shows no Pause")
+	waitJS(t, ctx, `!document.querySelector('[data-testid=concurrency-slider]').disabled`, 5*time.Second, "the slider stayed disabled for the operator")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.querySelector('[data-testid=concurrency-slider]'); s.value = "100"; s.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.getElementById('tour').dataset.paused === 'true'`, 10*time.Second, "the tour did not pause when the operator moved the slider")
+	if c := strings.Join(strings.Fields(text(t, ctx, `[data-testid=tour-caption]`)), " "); c != "Tour paused — operator in control · Resume" {
+		t.Fatalf("the paused bar says %q", c)
+	}
+	// It stays paused, at the operator's concurrency, past a step's length.
+	time.Sleep(3 * time.Second)
+	if b := readBar(t, ctx); b.Paused != "true" || d.Gen.Snapshot().Target != 100 {
+		t.Fatalf("3 s after the operator's change: %+v, target %d; want paused at 100", b, d.Gen.Snapshot().Target)
+	}
+	screenshot(t, ctx, "tour-paused-1920x1080.png", false)
+
+	// Resume plays on.
+	waitJS(t, ctx, `(() => { const b = document.querySelector('[data-testid=tour-resume]'); return !!b && !b.disabled; })()`, 5*time.Second, "Resume is not enabled for the operator")
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=tour-resume]`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.getElementById('tour').dataset.paused === 'false'`, 5*time.Second, "Resume did not resume the tour")
+
+	// A visitor's phone: the caption takes the bar's width, nothing is
+	// wider than the screen, and the first screen still holds the headline
+	// and the key tiles, the caption after them.
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=tour-caption]`),
+		chromedp.Sleep(2*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if wide, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > 391`)); wide {
+		t.Errorf("the page with the tour is wider than a 390 px phone")
+	}
+	if w, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('[data-testid=tour-caption]').getBoundingClientRect().width`)); w < 300 {
+		t.Errorf("the caption is %.0f px wide on a 390 px phone; want the bar's width", w)
+	}
+	for _, sel := range []string{"[data-testid=headline]", "[data-tile=ttft-p95]", "[data-tile=kv-hit]", "[data-tile=ttft-p50]", "[data-tile=tpot-p95]"} {
+		bottom, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('`+sel+`').getBoundingClientRect().bottom`))
+		if err != nil || bottom > 844 {
+			t.Errorf("%s ends at %.0f px (%v), below a 390x844 phone's first screen", sel, bottom, err)
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { document.getElementById('tour').scrollIntoView(); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, "tour-390x844.png", false)
+}
+
+// tourShotAfter, when set, makes TestBrowserTourShot run: the docs'
+// picture of a tour step, this long into the built-in tour at its own pace.
+var tourShotAfter = flag.Duration("tour-shot-after", 0, "run TestBrowserTourShot: a screenshot of the built-in tour this long after start (docs/tour-1920x1080.png), such as 2m15s for step 3's settled figures")
+
+// TestBrowserTourShot takes the docs' picture of the tour: the built-in
+// tour at its own pace, seen from a visitor's browser at 1920x1080.
+func TestBrowserTourShot(t *testing.T) {
+	if *tourShotAfter <= 0 {
+		t.Skip("the docs' tour picture is taken with -tour-shot-after, such as -tour-shot-after 2m15s")
+	}
+	d := startDemo(t, func(cfg *Config) { cfg.Dashboard.Tour = tour.Builtin() })
+	time.Sleep(*tourShotAfter - 10*time.Second)
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=tour-caption]`),
+		chromedp.Sleep(10*time.Second),
+	); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tour: %+v; headline: %s", readBar(t, ctx), text(t, ctx, `[data-testid=headline]`))
+	checkBoardFits(t, ctx)
+	screenshot(t, ctx, "tour-1920x1080.png", false)
+}
