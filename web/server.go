@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,9 +103,11 @@ type Options struct {
 	Faults FaultInjector
 	// Simulator, when set, runs "simulate this curve" from the dashboard.
 	Simulator Simulator
-	// Record, when set, receives every 1 Hz chart frame (JSON, with the
-	// marks made since the last one), for the session's recording.
-	Record func(frame []byte)
+	// Record, when set, receives the session's recording: every 1 Hz chart
+	// frame (kind "snapshot": JSON, with the marks made since the last one
+	// and the headline and tiles), and the baseline compared with (kind
+	// "baseline") at the first frame and whenever it changes.
+	Record func(kind string, body []byte)
 	// Recordings, when not nil, is the store the Recordings page lists and
 	// replays; nil shows the page saying recordings are off, and why
 	// (RecordingsOff).
@@ -146,6 +149,11 @@ type Server struct {
 	// baseline is the set the tiles and the overlay compare with; it starts
 	// as Options.Baseline and changes when a simulated curve is put in use.
 	baseline atomic.Pointer[baselines.Set]
+	// recorded is the baseline last handed to Options.Record, as JSON.
+	recorded struct {
+		sync.Mutex
+		base []byte
+	}
 }
 
 // New returns a dashboard over gen and rt.
@@ -220,6 +228,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/recordings", s.recordingsPage)
 		r.Get("/recordings/{id}", s.replayPage)
 		r.Get("/recordings/{id}/frames", s.recordingFrames)
+		r.Get("/recordings/{id}/frames/{seq}/panels", s.recordedPanels)
 		r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
 		r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
 		r.Get("/how", s.how)
@@ -356,12 +365,11 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 // out-of-band swaps, so the page shows the new window at once rather than
 // at the next tick.
 func (s *Server) renderPanels(ctx context.Context, w io.Writer) {
-	snaps := s.snapshots()
-	sides := s.sides(time.Now(), snaps)
-	if s.ab() {
-		components.Headline(s.headline(sides)).Render(ctx, w)
+	p := s.panels(time.Now(), s.snapshots())
+	if p.Headline != nil {
+		components.Headline(*p.Headline).Render(ctx, w)
 	}
-	components.Tiles(s.tiles(sides)).Render(ctx, w)
+	components.Tiles(p.Tiles).Render(ctx, w)
 }
 
 // mode switches a lane's routing policy: form field mode, and lane ("a" or
