@@ -83,6 +83,7 @@ var CSVHeader = []string{"time", "kind", "mode", "target", "live",
 // baseline compared with, at the start and at each change), in time order:
 // the figures a spreadsheet needs to redraw the session. An event row has
 // its kind, the mode, and what happened in "event"; its figures are empty.
+// The tiles each second kept ("panels" frames) are in the JSON export only.
 // Missing figures are empty cells, not zeros.
 func WriteCSV(w io.Writer, frames []store.Frame) error {
 	cw := csv.NewWriter(w)
@@ -97,6 +98,9 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 	}
 	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	for i, f := range frames {
+		if f.Kind == "panels" {
+			continue // the tiles as shown: text, which the snapshot's figures hold as numbers
+		}
 		if f.Kind == "baseline" {
 			// The stored curves the dashboard compared with from here on:
 			// an event row naming them.

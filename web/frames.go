@@ -75,15 +75,14 @@ type Frame struct {
 	// Pair are the policies the A/B view compares, A then B, so that every
 	// page keeps its selects in step with another operator's choice.
 	Pair []string `json:"pair,omitempty"`
-	// Panels are the headline and tiles of the same tick. Only a recorded
-	// frame carries them (browsers get them as HTML), so that a replay
-	// shows what the page showed at that second.
-	Panels *Panels `json:"panels,omitempty"`
 }
 
 // Panels are what the page showed beside the charts at one tick: the
-// headline (A/B view only) and the tiles, with their settling state.
+// headline (A/B view only) and the tiles, with their settling state. A
+// recording keeps them, so that a replay shows what the page showed.
 type Panels struct {
+	// T is the tick's time, in Unix seconds: its chart points' T.
+	T        int64                    `json:"t"`
 	Headline *components.HeadlineData `json:"headline,omitempty"`
 	Tiles    components.TilesData     `json:"tiles"`
 }
@@ -276,26 +275,31 @@ func (s *Server) frames() [][]byte {
 	js, _ := json.Marshal(f)
 	p := s.panels(now, snaps)
 	if s.opts.Record != nil {
-		s.record(f, p)
+		p.T = now.Unix()
+		s.record(js, p)
 	}
 	return [][]byte{js, s.panelsHTML(snaps, p)}
 }
 
-// record hands the recorder this tick's frame with its panels and, first,
-// the baseline the tiles and the baseline chart compare with whenever it is
-// not the one recorded last (a recording's first tick, or "Compare with
-// it"), so that a replay draws the curves that were compared at the time.
-func (s *Server) record(f Frame, p Panels) {
+// record hands the recorder this tick: first the baseline the tiles and
+// the baseline chart compare with, whenever it is not the one recorded last
+// (a recording's first tick, or "Compare with it"), so that a replay draws
+// the curves compared at the time; then the chart frame as pushed; then its
+// panels, right after it, so that frame seq+1 holds the panels of snapshot
+// seq. The panels are a frame of their own because each of the two fits a
+// row of the store's page (about 1 KB) and the two together do not: a
+// larger row spills into a page of its own, four times the disk.
+func (s *Server) record(frame []byte, p Panels) {
 	base, _ := json.Marshal(s.baselineData())
+	panels, _ := json.Marshal(p)
 	s.recorded.Lock()
+	defer s.recorded.Unlock()
 	if !bytes.Equal(base, s.recorded.base) {
 		s.recorded.base = base
 		s.opts.Record("baseline", base)
 	}
-	s.recorded.Unlock()
-	f.Panels = &p
-	js, _ := json.Marshal(f)
-	s.opts.Record("snapshot", js)
+	s.opts.Record("snapshot", frame)
+	s.opts.Record("panels", panels)
 }
 
 // hello is what a browser gets on connecting: the charts' history and the

@@ -116,9 +116,10 @@ func (s *Server) blankTiles(why string) components.TilesData {
 }
 
 // recordedPanels answers GET /recordings/{id}/frames/{seq}/panels: the
-// headline and tiles that snapshot frame seq kept, drawn by the live page's
-// components, for the player to swap in at the playhead. A frame recorded
-// before kvlens kept them gets dashes and the reason, not an error.
+// headline and tiles recorded with snapshot frame seq (in frame seq+1,
+// Server.record), drawn by the live page's components, for the player to
+// swap in at the playhead. A snapshot recorded before kvlens kept them gets
+// dashes and the reason, not an error.
 func (s *Server) recordedPanels(w http.ResponseWriter, r *http.Request) {
 	rec, ok := s.recording(w, r)
 	if !ok {
@@ -143,14 +144,19 @@ func (s *Server) recordedPanels(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("frame %d of recording %d is a %s frame, which has no tiles", seq, rec.ID, f.Kind), http.StatusBadRequest)
 		return
 	}
-	var body struct {
-		Panels *Panels `json:"panels"`
-	}
 	p := Panels{Tiles: s.blankTiles(noPanels)}
-	if err := json.Unmarshal(f.Body, &body); err != nil {
-		p.Tiles.Compare = "this frame cannot be read: " + err.Error()
-	} else if body.Panels != nil && len(body.Panels.Tiles.Tiles) > 0 {
-		p = *body.Panels
+	if next, err := s.opts.Recordings.RecordingFrame(r.Context(), rec.ID, seq+1); err == nil && next.Kind == "panels" {
+		// The panels name their second: a frame that does not is not this
+		// snapshot's.
+		var snap struct {
+			Points []Point `json:"points"`
+		}
+		var kept Panels
+		if err := json.Unmarshal(next.Body, &kept); err != nil {
+			p.Tiles.Compare = "the tiles of this second cannot be read: " + err.Error()
+		} else if json.Unmarshal(f.Body, &snap) == nil && len(snap.Points) > 0 && snap.Points[0].T == kept.T && len(kept.Tiles.Tiles) > 0 {
+			p = kept
+		}
 	}
 	var h components.HeadlineData
 	if p.Headline != nil {
@@ -174,8 +180,8 @@ type replayFrameJSON struct {
 	// T is when the frame was recorded, in Unix ms.
 	T    int64  `json:"t"`
 	Kind string `json:"kind"`
-	// Body is the frame as the dashboard pushed it (a Frame for snapshots,
-	// without its panels; the baseline chart's data for a baseline).
+	// Body is the frame as the dashboard pushed it (a Frame for snapshots;
+	// the baseline chart's data for a baseline).
 	Body json.RawMessage `json:"body"`
 }
 
@@ -190,33 +196,16 @@ func (s *Server) recordingFrames(w http.ResponseWriter, r *http.Request) {
 	}
 	out := replayJSON{ID: rec.ID, Name: rec.Name, Frames: make([]replayFrameJSON, 0, len(frames))}
 	for i, f := range frames {
+		if f.Kind == "panels" {
+			continue // the player fetches them a second at a time
+		}
 		body := json.RawMessage(f.Body)
 		if !json.Valid(body) {
 			body = json.RawMessage("null") // the player skips it; the rest still plays
-		} else if f.Kind == "snapshot" {
-			body = withoutPanels(body)
 		}
 		out.Frames = append(out.Frames, replayFrameJSON{Seq: i, T: f.T.UnixMilli(), Kind: f.Kind, Body: body})
 	}
 	writeJSON(w, out)
-}
-
-// withoutPanels is a snapshot's body without its panels, which the player
-// fetches one second at a time: they are most of a frame's size.
-func withoutPanels(body json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil {
-		return body
-	}
-	if _, ok := m["panels"]; !ok {
-		return body
-	}
-	delete(m, "panels")
-	out, err := json.Marshal(m)
-	if err != nil {
-		return body
-	}
-	return out
 }
 
 func (s *Server) exportRecording(format string) http.HandlerFunc {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -350,8 +351,15 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 	for _, f := range recorded {
 		kinds = append(kinds, f.Kind)
 	}
-	if got := strings.Join(kinds, ","); got != "baseline,snapshot,snapshot,baseline,snapshot,snapshot" {
-		t.Fatalf("recorded %s; want the baseline before the first tick and again when it changed", got)
+	if got := strings.Join(kinds, ","); got != "baseline,snapshot,panels,snapshot,panels,baseline,snapshot,panels,snapshot" {
+		t.Fatalf("recorded %s; want each snapshot followed by its panels, and the baseline before the first and again when it changed", got)
+	}
+	for i, f := range recorded {
+		// A frame is one row of the store, which keeps a row of up to about
+		// 1 KB in its page and puts a longer one's rest in a 4 KB page.
+		if n := len(gzipped(t, f.Body)); n > 900 {
+			t.Errorf("frame %d (%s) is %d bytes compressed; want a row that fits the page", i, f.Kind, n)
+		}
 	}
 
 	panels := func(seq int) *goquery.Document {
@@ -370,7 +378,7 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 		h, _ := goquery.OuterHtml(doc.Find(sel))
 		return h
 	}
-	for i, seq := range []int{1, 2, 4} {
+	for i, seq := range []int{1, 3, 6} {
 		live, _ := goquery.NewDocumentFromReader(strings.NewReader(pushed[i]))
 		got := panels(seq)
 		for _, sel := range []string{"#tiles", "#headline"} {
@@ -386,12 +394,12 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 	if d := panels(1).Find(`[data-testid=ttft-p95-status]`).Text(); d != "−34%" {
 		t.Errorf("first tick's TTFT p95 difference = %q, want −34%%", d)
 	}
-	second := panels(2)
+	second := panels(3)
 	if v, st := second.Find(`[data-testid=ttft-p95]`).Text(), second.Find(`[data-testid=ttft-p95-status]`).Text(); v != "450 ms" || !strings.HasPrefix(st, "settling") {
 		t.Errorf("second tick's TTFT p95 tile = %q, %q; want 450 ms, settling", v, st)
 	}
 
-	old := panels(5)
+	old := panels(8)
 	if old.Find(`.tile`).Length() != 12 || old.Find(`[data-testid=ttft-p95]`).Text() != "—" || old.Find(`[data-testid=kv-hit]`).Text() != "—" {
 		t.Errorf("an old frame's tiles: %d, TTFT p95 %q; want 12 tiles of dashes", old.Find(`.tile`).Length(), old.Find(`[data-testid=ttft-p95]`).Text())
 	}
@@ -399,8 +407,8 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 		t.Errorf("an old frame shows a headline, or does not say why its tiles are dashes: %s", outer(old, "#tiles"))
 	}
 
-	// The player's frames: in order, numbered, with the baselines, and
-	// without the panels it fetches one second at a time.
+	// The player's frames: in order, numbered as stored, with the
+	// baselines, and without the panels it fetches one second at a time.
 	w := serve(s, "GET", fmt.Sprintf("/recordings/%d/frames", id), false)
 	var got struct {
 		Frames []struct {
@@ -412,13 +420,12 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || len(got.Frames) != 6 {
 		t.Fatalf("frames: %d, %v", len(got.Frames), err)
 	}
-	for i, f := range got.Frames {
-		if f.Seq != i {
-			t.Errorf("frame %d is numbered %d", i, f.Seq)
-		}
-		if _, ok := f.Body["panels"]; ok {
-			t.Errorf("frame %d carries its panels to the player", i)
-		}
+	var seqs []string
+	for _, f := range got.Frames {
+		seqs = append(seqs, fmt.Sprint(f.Seq))
+	}
+	if got := strings.Join(seqs, ","); got != "0,1,3,5,6,8" {
+		t.Errorf("the player's frames are numbered %s, want 0,1,3,5,6,8: every frame but the panels, by its number in the store", got)
 	}
 	if name := string(got.Frames[3].Body["name"]); name != `"simulated just now"` || got.Frames[4].Body["live"] == nil {
 		t.Errorf("the second baseline is %s; the snapshot after it has live point %s", name, got.Frames[4].Body["live"])
@@ -430,7 +437,8 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 		code       int
 	}{
 		{"a baseline frame has no tiles", fmt.Sprintf("/recordings/%d/frames/0/panels", id), 400},
-		{"a frame past the end is not found", fmt.Sprintf("/recordings/%d/frames/6/panels", id), 404},
+		{"the panels are asked for by their snapshot's number", fmt.Sprintf("/recordings/%d/frames/2/panels", id), 400},
+		{"a frame past the end is not found", fmt.Sprintf("/recordings/%d/frames/9/panels", id), 404},
 		{"a frame number that is not a number is refused", fmt.Sprintf("/recordings/%d/frames/x/panels", id), 400},
 		{"a negative frame number is refused", fmt.Sprintf("/recordings/%d/frames/-1/panels", id), 400},
 		{"an unknown recording's panels are not found", "/recordings/99/frames/1/panels", 404},
@@ -440,4 +448,15 @@ func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
 			t.Errorf("%s: GET %s = %d %q, want %d and one line", tt.name, tt.path, w.Code, body, tt.code)
 		}
 	}
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -103,10 +103,11 @@ type Options struct {
 	Faults FaultInjector
 	// Simulator, when set, runs "simulate this curve" from the dashboard.
 	Simulator Simulator
-	// Record, when set, receives the session's recording: every 1 Hz chart
-	// frame (kind "snapshot": JSON, with the marks made since the last one
-	// and the headline and tiles), and the baseline compared with (kind
-	// "baseline") at the first frame and whenever it changes.
+	// Record, when set, receives the session's recording, as JSON of each
+	// kind: every 1 Hz chart frame ("snapshot", with the marks made since
+	// the last one), followed by the headline and tiles of the same second
+	// ("panels"), and the baseline compared with ("baseline") before the
+	// first frame and whenever it changes.
 	Record func(kind string, body []byte)
 	// Recordings, when not nil, is the store the Recordings page lists and
 	// replays; nil shows the page saying recordings are off, and why
