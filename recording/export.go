@@ -12,7 +12,7 @@ import (
 )
 
 // jsonExport is the JSON export's shape: the recording, then its frames with
-// their bodies as they were pushed to the dashboard.
+// their bodies as recorded (a snapshot as it was pushed to the dashboard).
 type jsonExport struct {
 	ID      int64           `json:"id"`
 	Name    string          `json:"name"`

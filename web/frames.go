@@ -286,9 +286,9 @@ func (s *Server) frames() [][]byte {
 // (a recording's first tick, or "Compare with it"), so that a replay draws
 // the curves compared at the time; then the chart frame as pushed; then its
 // panels, right after it, so that frame seq+1 holds the panels of snapshot
-// seq. The panels are a frame of their own because each of the two fits a
-// row of the store's page (about 1 KB) and the two together do not: a
-// larger row spills into a page of its own, four times the disk.
+// seq. The panels are a frame of their own because the store keeps a frame
+// of up to about 1 KB compressed within its page, and the two together are
+// more: the rest of a larger one takes a 4 KB page of its own.
 func (s *Server) record(frame []byte, p Panels) {
 	base, _ := json.Marshal(s.baselineData())
 	panels, _ := json.Marshal(p)
