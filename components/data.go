@@ -96,46 +96,49 @@ type TourData struct {
 }
 
 // TilesData are the headline figures, pushed to the browser every second.
+// Recordings keep it, and HeadlineData, as JSON under these tags, so that a
+// replay shows what the page showed: a renamed field keeps its tag.
 type TilesData struct {
 	// Tiles are the figures in display order.
-	Tiles []Tile
+	Tiles []Tile `json:"tiles"`
 	// Lanes name the lanes the charts draw, each in its colour, when they
 	// draw more than one: the legend of every chart.
-	Lanes []string
+	Lanes []string `json:"lanes,omitempty"`
 	// Compare says what the tiles show and compare with, such as "tiles: B
 	// vs A, same conversations at the same time".
-	Compare string
+	Compare string `json:"compare"`
 	// Settling says why no tile shows a difference yet, such as "settling
 	// (12 s of 30)"; empty once the windows are settled.
-	Settling string
+	Settling string `json:"settling,omitempty"`
 }
 
 // Tile is one headline figure: live value, baseline value and difference.
 type Tile struct {
 	// ID names the tile for tests (data-testid) and styling.
-	ID string
+	ID string `json:"id"`
 	// Label is the figure's name, such as "TTFT p95".
-	Label string
+	Label string `json:"label"`
 	// Value is the live figure with its unit (lane B's in the A/B view), or
 	// a dash when there is no data.
-	Value string
+	Value string `json:"value"`
 	// Baseline is what Value is compared with, or a dash: lane A's figure
 	// ("vs 561 ms") or the stored one at the current concurrency ("base
 	// 561 ms").
-	Baseline string
+	Baseline string `json:"baseline"`
 	// Delta is Value's difference from Baseline, such as "+12%"; empty when
 	// either is missing or the windows are settling.
-	Delta string
+	Delta string `json:"delta,omitempty"`
 	// Better says whether Delta is an improvement, Even that it is none
 	// either way; they colour the delta.
-	Better, Even bool
+	Better bool `json:"better,omitempty"`
+	Even   bool `json:"even,omitempty"`
 	// Level is the SLO colour: "ok", "warn", "bad" or "none".
-	Level string
+	Level string `json:"level"`
 	// Note is a small extra line, such as the shed count.
-	Note string
+	Note string `json:"note,omitempty"`
 	// Settling, while the window is too young to compare, says so in place
 	// of Delta, such as "settling (12 s of 30)"; the tile is not coloured.
-	Settling string
+	Settling string `json:"settling,omitempty"`
 }
 
 // HeadlineData is the A/B view's sentence: lane B against lane A in words
@@ -143,24 +146,31 @@ type Tile struct {
 // −34%; cache hit 98% vs 86% · 120 conversations each".
 type HeadlineData struct {
 	// Show is false in the single view, which has no headline.
-	Show bool
+	Show bool `json:"show"`
 	// A and B name the policies in plain words; AgoA and AgoB are a kept
 	// window's age in the alternating view.
-	A, B, AgoA, AgoB string
+	A    string `json:"a,omitempty"`
+	B    string `json:"b,omitempty"`
+	AgoA string `json:"ago_a,omitempty"`
+	AgoB string `json:"ago_b,omitempty"`
 	// Conversations is the concurrency both run.
-	Conversations int
+	Conversations int `json:"conversations,omitempty"`
 	// TTFTA and TTFTB are TTFT p95 formatted, or dashes; TTFTAms and
 	// TTFTBms the same in ms (0 without data), for tests to read.
-	TTFTA, TTFTB     string
-	TTFTAms, TTFTBms float64
+	TTFTA   string  `json:"ttft_a,omitempty"`
+	TTFTB   string  `json:"ttft_b,omitempty"`
+	TTFTAms float64 `json:"ttft_a_ms,omitempty"`
+	TTFTBms float64 `json:"ttft_b_ms,omitempty"`
 	// Delta is B's TTFT p95 against A's, such as "−34%"; Better and Even
 	// colour it.
-	Delta        string
-	Better, Even bool
+	Delta  string `json:"delta,omitempty"`
+	Better bool   `json:"better,omitempty"`
+	Even   bool   `json:"even,omitempty"`
 	// HitA and HitB are the KV hit rates, or dashes.
-	HitA, HitB string
+	HitA string `json:"hit_a,omitempty"`
+	HitB string `json:"hit_b,omitempty"`
 	// Settling replaces Delta while a window is too young.
-	Settling string
+	Settling string `json:"settling,omitempty"`
 }
 
 // PairData is the A/B view's policy selects, one per lane.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +123,8 @@ func TestBrowserAB(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	d := startDemo(t)
+	// The session is recorded, so the test can replay its headline.
+	d := startDemo(t, func(cfg *Config) { cfg.DB, cfg.Record = filepath.Join(t.TempDir(), "kvlens.db"), true })
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(1920, 1080),
 		chromedp.Navigate(d.URL),
@@ -141,6 +143,7 @@ func TestBrowserAB(t *testing.T) {
 
 	// From the first frame until the window settles: no difference, no colour.
 	st := watchSettling(t, ctx, "the start", started, 45*time.Second)
+	settledAt := time.Now().Unix() // the recorded second shown, or a later one as settled
 	t.Logf("settled %s after start: headline TTFT p95 B %s ms vs A %s ms", time.Since(started).Round(time.Second), st.TTFTB, st.TTFTA)
 	var a, b float64
 	if _, err := fmt.Sscan(st.TTFTA+" "+st.TTFTB, &a, &b); err != nil {
@@ -204,6 +207,55 @@ func TestBrowserAB(t *testing.T) {
 		}
 	}
 	screenshot(t, ctx, "ab-390x844.png", false)
+
+	replayHeadline(t, ctx, d, settledAt)
+}
+
+// replayHeadline replays the A/B session: at its first second the headline
+// is there and settling, as it was live; at the second the test saw it
+// settled, it names both lanes' TTFT p95 and their difference (issue 19).
+func replayHeadline(t *testing.T, ctx context.Context, d *Demo, settledAt int64) {
+	t.Helper()
+	flushCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.FlushRecording(flushCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(fmt.Sprintf("%s/recordings/%d", d.URL, d.Recording)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `Number(document.body.dataset.frameCount) >= 10`, 10*time.Second, "the A/B replay loaded no frames")
+	const headline = `(() => { const h = document.getElementById('headline');
+		return JSON.stringify({ hidden: h.hidden, settling: h.dataset.settling || '', a: h.dataset.ttftA || '', b: h.dataset.ttftB || '',
+			delta: (h.querySelector('.delta') || {}).textContent || '' }); })()`
+	type shown struct {
+		Hidden                bool
+		Settling, A, B, Delta string
+	}
+	read := func() shown {
+		waitJS(t, ctx, `document.body.dataset.panelsSeq === document.querySelector('[data-testid=playhead]').dataset.seq`, 5*time.Second, "the tiles of the playhead's second never came")
+		js, err := chromedp.Run(ctx, chromedp.Evaluate[string](headline))
+		var h shown
+		if err == nil {
+			err = json.Unmarshal([]byte(js), &h)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	scrub(t, ctx, 0)
+	if h := read(); h.Hidden || h.Settling != "true" || h.Delta != "" {
+		t.Errorf("the replay's first second shows the headline %+v; want it there and settling", h)
+	}
+	at := replayIndex(t, ctx, fmt.Sprintf("p.t <= %d", settledAt))
+	scrub(t, ctx, at)
+	if h := read(); h.Hidden || h.Settling != "false" || h.A == "" || h.B == "" || h.Delta == "" {
+		t.Errorf("the replay's second the live page was seen settled shows the headline %+v; want both lanes' TTFT p95 and the difference", h)
+	}
 }
 
 // heroAfter, when set, makes TestBrowserHero run: the README's pictures of

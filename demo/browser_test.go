@@ -4,11 +4,13 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -370,15 +372,33 @@ func replaySession(t *testing.T, ctx context.Context, d *Demo) {
 		t.Fatalf("the mode at the end of the recording is %q, want KV-aware", mode)
 	}
 
-	// Scrubbing to the start moves the playhead and the mode back.
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
-		const s = document.querySelector('[data-testid=timeline]');
-		s.value = "0";
-		s.dispatchEvent(new Event('input', { bubbles: true }));
-		return true;
-	})()`)); err != nil {
-		t.Fatal(err)
+	// Issue 19: the tiles and the baseline chart are the live page's at the
+	// playhead's second, and follow it to another concurrency: the last
+	// second with TTFT figures before the slider went to 120, then the last
+	// at 120 (the cache reset at the end begins a window with none).
+	before, at120 := replayIndex(t, ctx, "p.target !== 120"), replayIndex(t, ctx, "p.target === 120")
+	seen := map[string]replayView{}
+	for _, at := range []struct {
+		name  string
+		index int
+	}{{"before the slider moved", before}, {"at 120 conversations", at120}} {
+		scrub(t, ctx, at.index)
+		v := replayed(t, ctx)
+		if !ttftText.MatchString(v.TTFT) || !strings.HasPrefix(v.TTFTBase, "base ") || v.Tops == "—" || v.Tops == "" {
+			t.Errorf("%s the tiles show TTFT p95 %q (%q), throughput %q; want figures and the stored curve's", at.name, v.TTFT, v.TTFTBase, v.Tops)
+		}
+		if v.Curves != "round_robin,kv" || v.LiveX == "" || v.LiveY == "" || v.LiveY == "undefined" || !strings.HasPrefix(v.BaseName, "Compared with: ") {
+			t.Errorf("%s the baseline chart has curves %q, point (%s, %s), caption %q; want both stored curves, the point and the set's name", at.name, v.Curves, v.LiveX, v.LiveY, v.BaseName)
+		}
+		seen[at.name] = v
 	}
+	a, b := seen["before the slider moved"], seen["at 120 conversations"]
+	if a.LiveX == b.LiveX || a.Compare == b.Compare || a.TTFTBase == b.TTFTBase || !strings.Contains(b.Compare, "at 120 conversations") {
+		t.Errorf("the replay shows the same at two concurrencies: point x %s and %s, tiles %q (%s) and %q (%s)", a.LiveX, b.LiveX, a.Compare, a.TTFTBase, b.Compare, b.TTFTBase)
+	}
+
+	// Scrubbing to the start moves the playhead and the mode back.
+	scrub(t, ctx, 0)
 	start := playheadT(t, ctx)
 	if start > end-9 {
 		t.Fatalf("the playhead went from %d to %d after scrubbing to the start", end, start)
@@ -402,8 +422,72 @@ func replaySession(t *testing.T, ctx context.Context, d *Demo) {
 	if got := playheadT(t, ctx); got != end {
 		t.Fatalf("the player stopped at %d, want the end %d", got, end)
 	}
+	// The replay fits a 1080p screen as the live page does; the picture is
+	// of the second at 120 conversations, which has every tile.
+	scrub(t, ctx, at120)
+	replayed(t, ctx)
+	checkBoardFits(t, ctx)
 	time.Sleep(500 * time.Millisecond)
 	screenshot(t, ctx, "replay-1920x1080.png", false)
+}
+
+// ttftText is a TTFT tile's figure: "372 ms", or "10.2 s" on a loaded machine.
+var ttftText = regexp.MustCompile(`^(\d+ ms|\d+\.\d s)$`)
+
+// scrub moves the replay's playhead to frame i, as dragging the timeline does.
+func scrub(t *testing.T, ctx context.Context, i int) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const s = document.querySelector('[data-testid=timeline]');
+		s.value = "`+strconv.Itoa(i)+`";
+		s.dispatchEvent(new Event('input', { bubbles: true }));
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replayIndex is the timeline position of the last recorded second whose
+// point p matches cond and has a TTFT p95.
+func replayIndex(t *testing.T, ctx context.Context, cond string) int {
+	t.Helper()
+	i, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch(document.body.dataset.frames).then((r) => r.json()).then((rec) => {
+		const points = rec.frames.filter((f) => f.kind === 'snapshot' && f.body && f.body.points && f.body.points.length).map((f) => f.body.points[0]).sort((a, b) => a.t - b.t);
+		let at = -1;
+		points.forEach((p, i) => { if (`+cond+` && p.ttft_p95 != null) at = i; });
+		return at;
+	})`, chromedp.EvalAwaitPromise))
+	if err != nil || i < 0 {
+		t.Fatalf("no recorded second where %s has a TTFT p95 (%v)", cond, err)
+	}
+	return i
+}
+
+// replayView is what the replay shows at the playhead.
+type replayView struct {
+	TTFT, TTFTBase, Tops, Compare  string
+	Curves, LiveX, LiveY, BaseName string
+}
+
+// replayed waits for the tiles of the playhead's second and reads them and
+// the baseline chart.
+func replayed(t *testing.T, ctx context.Context) replayView {
+	t.Helper()
+	waitJS(t, ctx, `document.body.dataset.panelsSeq === document.querySelector('[data-testid=playhead]').dataset.seq`, 5*time.Second, "the tiles of the playhead's second never came")
+	js, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const txt = (id) => { const e = document.querySelector('[data-testid=' + id + ']'); return e ? e.innerText : ''; };
+		const b = document.getElementById('baseline-chart').dataset;
+		return JSON.stringify({ TTFT: txt('ttft-p95'), TTFTBase: txt('ttft-p95-baseline'), Tops: txt('tops'), Compare: txt('compare'),
+			Curves: b.curves || '', LiveX: b.liveX || '', LiveY: b.liveY || '', BaseName: txt('baseline-name') });
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v replayView
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func playheadT(t *testing.T, ctx context.Context) int64 {

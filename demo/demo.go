@@ -320,7 +320,7 @@ func Start(cfg Config) (*Demo, error) {
 	if cfg.Record && cfg.DB != "" {
 		rec = d.startRecording(cfg, pair)
 		if rec != nil {
-			opts.Record = func(frame []byte) { rec.Add("snapshot", frame) }
+			opts.Record = rec.Add
 			opts.Recordings, opts.CurrentRecording = d.db, rec.ID()
 		} else {
 			opts.RecordingsOff = "the store at " + cfg.DB + " could not be opened (see the warning kvlens printed at start)"

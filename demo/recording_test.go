@@ -47,8 +47,15 @@ func TestSessionIsRecorded(t *testing.T) {
 	if len(frames) < 3 || rec.Ended.IsZero() {
 		t.Fatalf("recording %+v with %d frames; want at least 3 and an end", rec, len(frames))
 	}
-	if !strings.Contains(string(frames[0].Body), `"type":"snapshot"`) || !strings.Contains(string(rec.Config), `"policy":"round_robin"`) {
-		t.Fatalf("first frame %.120s, config %s", frames[0].Body, rec.Config)
+	// The baseline compared with, then each second's chart frame and tiles.
+	if frames[0].Kind != "baseline" || !strings.Contains(string(frames[0].Body), `"curves":{`) {
+		t.Fatalf("first frame is %s %.120s; want the baseline", frames[0].Kind, frames[0].Body)
+	}
+	if frames[1].Kind != "snapshot" || !strings.Contains(string(frames[1].Body), `"type":"snapshot"`) || !strings.Contains(string(rec.Config), `"policy":"round_robin"`) {
+		t.Fatalf("second frame %s %.120s, config %s", frames[1].Kind, frames[1].Body, rec.Config)
+	}
+	if frames[2].Kind != "panels" || !strings.Contains(string(frames[2].Body), `"id":"ttft-p95"`) {
+		t.Fatalf("third frame %s %.120s; want the first second's tiles", frames[2].Kind, frames[2].Body)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // jsonExport is the JSON export's shape: the recording, then its frames with
-// their bodies as they were pushed to the dashboard.
+// their bodies as recorded (a snapshot as it was pushed to the dashboard).
 type jsonExport struct {
 	ID      int64           `json:"id"`
 	Name    string          `json:"name"`
@@ -79,9 +79,11 @@ var CSVHeader = []string{"time", "kind", "mode", "target", "live",
 	"output_tokens_per_s", "requests_per_s", "error_pct", "event"}
 
 // WriteCSV writes one row per snapshot and one per event (a concurrency
-// change, a mode switch, a start, stop, reset or fault), in time order: the
-// figures a spreadsheet needs to redraw the session. An event row has its
-// kind, the mode, and what happened in "event"; its figures are empty.
+// change, a mode switch, a start, stop, reset or fault, and the stored
+// baseline compared with, at the start and at each change), in time order:
+// the figures a spreadsheet needs to redraw the session. An event row has
+// its kind, the mode, and what happened in "event"; its figures are empty.
+// The tiles each second kept ("panels" frames) are in the JSON export only.
 // Missing figures are empty cells, not zeros.
 func WriteCSV(w io.Writer, frames []store.Frame) error {
 	cw := csv.NewWriter(w)
@@ -96,6 +98,28 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 	}
 	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	for i, f := range frames {
+		if f.Kind == "panels" {
+			continue // the tiles as shown: text, which the snapshot's figures hold as numbers
+		}
+		if f.Kind == "baseline" {
+			// The stored curves the dashboard compared with from here on:
+			// an event row naming them.
+			var b struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal(f.Body, &b); err != nil {
+				return fmt.Errorf("recording: frame %d (%s at %s): %w", i, f.Kind, stamp(f.T), err)
+			}
+			row := make([]string, len(CSVHeader))
+			row[0], row[1], row[12] = stamp(f.T), f.Kind, "compared with "+b.Name
+			if b.Name == "" {
+				row[12] = "no stored baseline"
+			}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+			continue
+		}
 		var b snapshotBody
 		if err := json.Unmarshal(f.Body, &b); err != nil {
 			return fmt.Errorf("recording: frame %d (%s at %s): %w", i, f.Kind, stamp(f.T), err)

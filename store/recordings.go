@@ -40,6 +40,9 @@ type Frame struct {
 // ErrNoRecording means no recording has the given id.
 var ErrNoRecording = errors.New("no such recording")
 
+// ErrNoFrame means a recording has no frame of the given number.
+var ErrNoFrame = errors.New("no such frame")
+
 // CreateRecording starts a recording and returns its id.
 func (db *DB) CreateRecording(ctx context.Context, name string, config []byte) (int64, error) {
 	var id int64
@@ -172,6 +175,26 @@ func (db *DB) RecordingFrames(ctx context.Context, id int64) ([]Frame, error) {
 		out = append(out, f)
 	}
 	return out, rows.Err()
+}
+
+// RecordingFrame returns a recording's frame number seq, counting from 0 in
+// the order RecordingFrames returns them.
+func (db *DB) RecordingFrame(ctx context.Context, id, seq int64) (Frame, error) {
+	var f Frame
+	var ms int64
+	var body []byte
+	err := db.db.QueryRowContext(ctx, `SELECT t_ms, kind, body FROM recording_frames WHERE recording_id = ? AND seq = ?`, id, seq).Scan(&ms, &f.Kind, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("store: recording %d has no frame %d: %w", id, seq, ErrNoFrame)
+	}
+	if err != nil {
+		return f, fmt.Errorf("store: recording %d frame %d: %w", id, seq, err)
+	}
+	if f.Body, err = decompress(body); err != nil {
+		return f, fmt.Errorf("store: recording %d frame %d: %w", id, seq, err)
+	}
+	f.T = time.UnixMilli(ms)
+	return f, nil
 }
 
 // DeleteRecording removes a recording and its frames.

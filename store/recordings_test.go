@@ -47,6 +47,10 @@ func TestRecordingsRoundTrip(t *testing.T) {
 		{"every frame of both batches is kept", len(got) == 6},
 		{"frames come back in the order they were appended", len(got) == 6 && string(got[4].Body) == `{"i":4}` && got[5].Kind == "mode"},
 		{"times survive at millisecond precision", len(got) == 6 && got[2].T.Equal(t0.Add(2*time.Second))},
+		{"one frame read by its number is the one at that place in the list", func() bool {
+			f, err := db.RecordingFrame(ctx, id, 4)
+			return err == nil && string(f.Body) == `{"i":4}` && f.Kind == "snapshot" && f.T.Equal(t0.Add(4*time.Second))
+		}()},
 	}
 	for _, tt := range tests {
 		if !tt.ok {
@@ -67,6 +71,13 @@ func TestRecordingsSadPaths(t *testing.T) {
 	}
 	if err := db.DeleteRecording(ctx, 42); !errors.Is(err, ErrNoRecording) {
 		t.Errorf("deleting a missing recording: %v", err)
+	}
+	id, _ := db.CreateRecording(ctx, "short", nil)
+	db.AppendFrames(ctx, id, []Frame{{T: time.Now(), Kind: "snapshot", Body: []byte(`{}`)}})
+	for _, seq := range []int64{1, -1} {
+		if _, err := db.RecordingFrame(ctx, id, seq); !errors.Is(err, ErrNoFrame) {
+			t.Errorf("frame %d of a one-frame recording: %v", seq, err)
+		}
 	}
 }
 

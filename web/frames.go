@@ -78,6 +78,16 @@ type Frame struct {
 	Pair []string `json:"pair,omitempty"`
 }
 
+// Panels are what the page showed beside the charts at one tick: the
+// headline (A/B view only) and the tiles, with their settling state. A
+// recording keeps them, so that a replay shows what the page showed.
+type Panels struct {
+	// T is the tick's time, in Unix seconds: its chart points' T.
+	T        int64                    `json:"t"`
+	Headline *components.HeadlineData `json:"headline,omitempty"`
+	Tiles    components.TilesData     `json:"tiles"`
+}
+
 // LaneFrame is one more lane's part of a Frame.
 type LaneFrame struct {
 	Mode     string     `json:"mode"`
@@ -222,7 +232,7 @@ func (s *Server) snapshots() []loadgen.Snapshot {
 }
 
 // frame builds a chart frame of the given type from each lane's points.
-func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) []Point, marks []Mark) []byte {
+func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) []Point, marks []Mark) Frame {
 	f := Frame{Type: typ, Marks: marks}
 	for i, l := range s.lanes {
 		mode := l.Router.PolicyName()
@@ -236,8 +246,7 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 	if s.ab() {
 		f.Pair = s.pairPolicies()
 	}
-	js, _ := json.Marshal(f)
-	return js
+	return f
 }
 
 // frames is the hub's tick: one chart point per lane as JSON, and the tiles
@@ -268,32 +277,66 @@ func (s *Server) frames() [][]byte {
 		points[i].ShedPerSec = s.history.shedRate(i, l.Router.Counts().Shed, snaps[i].Time)
 		s.history.add(i, points[i])
 	}
-	js := s.frame("snapshot", snaps, func(i int) []Point { return points[i : i+1] }, s.history.takeFresh())
+	f := s.frame("snapshot", snaps, func(i int) []Point { return points[i : i+1] }, s.history.takeFresh())
+	js, _ := json.Marshal(f)
+	p := s.panels(now, snaps)
 	if s.opts.Record != nil {
-		s.opts.Record(js)
+		p.T = now.Unix()
+		s.record(js, p)
 	}
-	return [][]byte{js, s.panelsHTML(now, snaps)}
+	return [][]byte{js, s.panelsHTML(snaps, p)}
+}
+
+// record hands the recorder this tick: first the baseline the tiles and
+// the baseline chart compare with, whenever it is not the one recorded last
+// (a recording's first tick, or "Compare with it"), so that a replay draws
+// the curves compared at the time; then the chart frame as pushed; then its
+// panels, right after it, so that frame seq+1 holds the panels of snapshot
+// seq. The panels are a frame of their own because the store keeps a frame
+// of up to about 1 KB compressed within its page, and the two together are
+// more: the rest of a larger one takes a 4 KB page of its own.
+func (s *Server) record(frame []byte, p Panels) {
+	base, _ := json.Marshal(s.baselineData())
+	panels, _ := json.Marshal(p)
+	s.recorded.Lock()
+	defer s.recorded.Unlock()
+	if !bytes.Equal(base, s.recorded.base) {
+		s.recorded.base = base
+		s.opts.Record("baseline", base)
+	}
+	s.opts.Record("snapshot", frame)
+	s.opts.Record("panels", panels)
 }
 
 // hello is what a browser gets on connecting: the charts' history and the
 // current tiles, so a reload shows the last 10 minutes at once.
 func (s *Server) hello() [][]byte {
 	snaps := s.snapshots()
-	js := s.frame("history", snaps, s.history.all, s.history.allMarks())
-	return [][]byte{js, s.panelsHTML(time.Now(), snaps)}
+	js, _ := json.Marshal(s.frame("history", snaps, s.history.all, s.history.allMarks()))
+	return [][]byte{js, s.panelsHTML(snaps, s.panels(time.Now(), snaps))}
+}
+
+// panels are the headline (in the A/B view) and the tiles at now.
+func (s *Server) panels(now time.Time, snaps []loadgen.Snapshot) Panels {
+	sides := s.sides(now, snaps)
+	p := Panels{Tiles: s.tiles(sides)}
+	if s.ab() {
+		h := s.headline(sides)
+		p.Headline = &h
+	}
+	return p
 }
 
 // panelsHTML is one HTML frame of out-of-band swaps: the headline and
 // tiles, the live conversation count and the workers panel.
-func (s *Server) panelsHTML(now time.Time, snaps []loadgen.Snapshot) []byte {
+func (s *Server) panelsHTML(snaps []loadgen.Snapshot, p Panels) []byte {
 	var b bytes.Buffer
 	ctx := context.Background()
-	sides := s.sides(now, snaps)
-	if s.ab() {
+	if p.Headline != nil {
 		components.PairNames(s.pairNames()).Render(ctx, &b)
-		components.Headline(s.headline(sides)).Render(ctx, &b)
+		components.Headline(*p.Headline).Render(ctx, &b)
 	}
-	components.Tiles(s.tiles(sides)).Render(ctx, &b)
+	components.Tiles(p.Tiles).Render(ctx, &b)
 	components.LiveCount(liveCounts(snaps)).Render(ctx, &b)
 	components.Workers(s.workers(snaps)).Render(ctx, &b)
 	components.BlindBanner(s.blind()).Render(ctx, &b)

@@ -22,6 +22,7 @@ type Recordings interface {
 	Recordings(ctx context.Context) ([]store.Recording, error)
 	Recording(ctx context.Context, id int64) (store.Recording, error)
 	RecordingFrames(ctx context.Context, id int64) ([]store.Frame, error)
+	RecordingFrame(ctx context.Context, id, seq int64) (store.Frame, error)
 	DeleteRecording(ctx context.Context, id int64) error
 }
 
@@ -93,7 +94,76 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 	components.Replay(components.ReplayData{
 		ID: rec.ID, Name: rec.Name, Started: rec.Started.UTC().Format(time.RFC3339),
 		SLOTTFTms: ms(s.opts.SLOTTFT), SLOTPOTms: ms(s.opts.SLOTPOT),
+		Tiles: s.blankTiles("loading the tiles at the playhead…"),
 	}).Render(r.Context(), w)
+}
+
+// noPanels says why a replay's tiles are dashes: the frame is older than
+// kvlens's recording of them.
+const noPanels = "this recording kept no tiles (made by an older kvlens)"
+
+// blankTiles are the tiles with every figure a dash, and why there are
+// none; the same tiles, in the same order, as Server.tiles.
+func (s *Server) blankTiles(why string) components.TilesData {
+	d := components.TilesData{Compare: why}
+	for _, m := range s.metrics() {
+		d.Tiles = append(d.Tiles, components.Tile{ID: m.id, Label: m.label, Value: "—", Baseline: "—", Level: "none"})
+	}
+	last := len(d.Tiles) - 1
+	errs := components.Tile{ID: "errors", Label: "Errors", Value: "—", Baseline: "—", Level: "none"}
+	d.Tiles = append(d.Tiles[:last], errs, d.Tiles[last])
+	return d
+}
+
+// recordedPanels answers GET /recordings/{id}/frames/{seq}/panels: the
+// headline and tiles recorded with snapshot frame seq (in frame seq+1,
+// Server.record), drawn by the live page's components, for the player to
+// swap in at the playhead. A snapshot recorded before kvlens kept them gets
+// dashes and the reason, not an error.
+func (s *Server) recordedPanels(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.recording(w, r)
+	if !ok {
+		return
+	}
+	raw := chi.URLParam(r, "seq")
+	seq, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || seq < 0 {
+		http.Error(w, fmt.Sprintf("frame %q: not a whole number", raw), http.StatusBadRequest)
+		return
+	}
+	f, err := s.opts.Recordings.RecordingFrame(r.Context(), rec.ID, seq)
+	if errors.Is(err, store.ErrNoFrame) {
+		http.Error(w, fmt.Sprintf("recording %d has no frame %d", rec.ID, seq), http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		http.Error(w, "read recording: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if f.Kind != "snapshot" {
+		http.Error(w, fmt.Sprintf("frame %d of recording %d is a %s frame, which has no tiles", seq, rec.ID, f.Kind), http.StatusBadRequest)
+		return
+	}
+	p := Panels{Tiles: s.blankTiles(noPanels)}
+	if next, err := s.opts.Recordings.RecordingFrame(r.Context(), rec.ID, seq+1); err == nil && next.Kind == "panels" {
+		// The panels name their second: a frame that does not is not this
+		// snapshot's.
+		var snap struct {
+			Points []Point `json:"points"`
+		}
+		var kept Panels
+		if err := json.Unmarshal(next.Body, &kept); err != nil {
+			p.Tiles.Compare = "the tiles of this second cannot be read: " + err.Error()
+		} else if json.Unmarshal(f.Body, &snap) == nil && len(snap.Points) > 0 && snap.Points[0].T == kept.T && len(kept.Tiles.Tiles) > 0 {
+			p = kept
+		}
+	}
+	var h components.HeadlineData
+	if p.Headline != nil {
+		h = *p.Headline
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	components.ReplayPanels(h, p.Tiles).Render(r.Context(), w)
 }
 
 // replayJSON is the body of GET /recordings/{id}/frames: the player's input.
@@ -104,10 +174,14 @@ type replayJSON struct {
 }
 
 type replayFrameJSON struct {
+	// Seq is the frame's number in the recording, from 0: its panels are
+	// at /recordings/{id}/frames/{seq}/panels.
+	Seq int `json:"seq"`
 	// T is when the frame was recorded, in Unix ms.
 	T    int64  `json:"t"`
 	Kind string `json:"kind"`
-	// Body is the frame as the dashboard pushed it (a Frame for snapshots).
+	// Body is the frame as the dashboard pushed it (a Frame for snapshots;
+	// the baseline chart's data for a baseline).
 	Body json.RawMessage `json:"body"`
 }
 
@@ -121,12 +195,15 @@ func (s *Server) recordingFrames(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := replayJSON{ID: rec.ID, Name: rec.Name, Frames: make([]replayFrameJSON, 0, len(frames))}
-	for _, f := range frames {
+	for i, f := range frames {
+		if f.Kind == "panels" {
+			continue // the player fetches them a second at a time
+		}
 		body := json.RawMessage(f.Body)
 		if !json.Valid(body) {
 			body = json.RawMessage("null") // the player skips it; the rest still plays
 		}
-		out.Frames = append(out.Frames, replayFrameJSON{T: f.T.UnixMilli(), Kind: f.Kind, Body: body})
+		out.Frames = append(out.Frames, replayFrameJSON{Seq: i, T: f.T.UnixMilli(), Kind: f.Kind, Body: body})
 	}
 	writeJSON(w, out)
 }

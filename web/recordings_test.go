@@ -2,8 +2,10 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -125,12 +127,13 @@ func TestRecordingRoutes(t *testing.T) {
 				t.Error("a viewer's delete button is enabled")
 			}
 		}},
-		{"the replay page names the recording and has the player and the four charts", "/recordings/2", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
+		{"the replay page names the recording and has the player, the four charts, the tiles and the baseline chart", "/recordings/2", 200, func(t *testing.T, w *httptest.ResponseRecorder) {
 			doc, _ := goquery.NewDocumentFromReader(w.Body)
 			if got := doc.Find(`[data-testid=replay-name]`).Text(); !strings.Contains(got, "booth afternoon") {
 				t.Errorf("header = %q", got)
 			}
-			for _, id := range []string{"timeline", "play", "speed-1", "speed-4", "speed-16", "playhead", "ttft-chart", "tpot-chart", "tops-chart", "errors-chart"} {
+			for _, id := range []string{"timeline", "play", "speed-1", "speed-4", "speed-16", "playhead", "ttft-chart", "tpot-chart", "tops-chart", "errors-chart",
+				"ttft-p95", "kv-hit", "errors", "headline", "baseline-chart", "baseline-field", "baseline-name"} {
 				if doc.Find(`[data-testid=`+id+`]`).Length() != 1 {
 					t.Errorf("no %s", id)
 				}
@@ -308,4 +311,152 @@ func TestReplayFirstLoadIsLightAndSelfContained(t *testing.T) {
 	if total > 300_000 {
 		t.Fatalf("replay first load is %d bytes, over the 300 KB budget", total)
 	}
+}
+
+// TestReplayShowsWhatTheLivePageShowed records an A/B session's ticks as the
+// demo does, then replays them: each second's headline and tiles are the
+// very ones the browsers were sent, the baseline is recorded at the start
+// and again when another is put in use, and a frame from before kvlens kept
+// tiles replays with dashes and the reason.
+func TestReplayShowsWhatTheLivePageShowed(t *testing.T) {
+	ctx := context.Background()
+	s, _, lb, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	_, db := recordingServer(t)
+	id, err := db.CreateRecording(ctx, "booth A/B", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded []store.Frame
+	s.opts.Record = func(kind string, body []byte) {
+		recorded = append(recorded, store.Frame{T: time.Now(), Kind: kind, Body: body})
+	}
+	s.opts.Recordings = db
+
+	var pushed []string // the panels' HTML each tick sent to the browsers
+	tick := func() { pushed = append(pushed, string(s.frames()[1])) }
+	tick()
+	lb.snap.Window = window(450, 0.97) // lane B's window begins again: settling
+	tick()
+	other := *s.base()
+	other.Name = "simulated just now"
+	s.baseline.Store(&other) // "Compare with it"
+	tick()
+	// A frame as kvlens recorded it before it kept tiles.
+	recorded = append(recorded, store.Frame{T: time.Now(), Kind: "snapshot", Body: recordedFrame(t, time.Now().Unix(), "kv")})
+	if err := db.AppendFrames(ctx, id, recorded); err != nil {
+		t.Fatal(err)
+	}
+
+	var kinds []string
+	for _, f := range recorded {
+		kinds = append(kinds, f.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "baseline,snapshot,panels,snapshot,panels,baseline,snapshot,panels,snapshot" {
+		t.Fatalf("recorded %s; want each snapshot followed by its panels, and the baseline before the first and again when it changed", got)
+	}
+	for i, f := range recorded {
+		// A frame is one row of the store, which keeps a row of up to about
+		// 1 KB in its page and puts a longer one's rest in a 4 KB page.
+		if n := len(gzipped(t, f.Body)); n > 900 {
+			t.Errorf("frame %d (%s) is %d bytes compressed; want a row that fits the page", i, f.Kind, n)
+		}
+	}
+
+	panels := func(seq int) *goquery.Document {
+		t.Helper()
+		w := serve(s, "GET", fmt.Sprintf("/recordings/%d/frames/%d/panels", id, seq), false)
+		if w.Code != 200 {
+			t.Fatalf("panels of frame %d = %d %q", seq, w.Code, w.Body.String())
+		}
+		doc, err := goquery.NewDocumentFromReader(w.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	outer := func(doc *goquery.Document, sel string) string {
+		h, _ := goquery.OuterHtml(doc.Find(sel))
+		return h
+	}
+	for i, seq := range []int{1, 3, 6} {
+		live, _ := goquery.NewDocumentFromReader(strings.NewReader(pushed[i]))
+		got := panels(seq)
+		for _, sel := range []string{"#tiles", "#headline"} {
+			if want := outer(live, sel); want == "" || outer(got, sel) != want {
+				t.Errorf("tick %d's %s replays as\n%s\nwant what the browsers got:\n%s", i, sel, outer(got, sel), want)
+			}
+		}
+	}
+	// The two ticks differ as the live page did: settled, then settling.
+	if v := panels(1).Find(`[data-testid=ttft-p95]`).Text(); v != "372 ms" {
+		t.Errorf("first tick's TTFT p95 tile = %q, want 372 ms", v)
+	}
+	if d := panels(1).Find(`[data-testid=ttft-p95-status]`).Text(); d != "−34%" {
+		t.Errorf("first tick's TTFT p95 difference = %q, want −34%%", d)
+	}
+	second := panels(3)
+	if v, st := second.Find(`[data-testid=ttft-p95]`).Text(), second.Find(`[data-testid=ttft-p95-status]`).Text(); v != "450 ms" || !strings.HasPrefix(st, "settling") {
+		t.Errorf("second tick's TTFT p95 tile = %q, %q; want 450 ms, settling", v, st)
+	}
+
+	old := panels(8)
+	if old.Find(`.tile`).Length() != 12 || old.Find(`[data-testid=ttft-p95]`).Text() != "—" || old.Find(`[data-testid=kv-hit]`).Text() != "—" {
+		t.Errorf("an old frame's tiles: %d, TTFT p95 %q; want 12 tiles of dashes", old.Find(`.tile`).Length(), old.Find(`[data-testid=ttft-p95]`).Text())
+	}
+	if _, hidden := old.Find(`#headline`).Attr("hidden"); !hidden || !strings.Contains(old.Find(`[data-testid=compare]`).Text(), noPanels) {
+		t.Errorf("an old frame shows a headline, or does not say why its tiles are dashes: %s", outer(old, "#tiles"))
+	}
+
+	// The player's frames: in order, numbered as stored, with the
+	// baselines, and without the panels it fetches one second at a time.
+	w := serve(s, "GET", fmt.Sprintf("/recordings/%d/frames", id), false)
+	var got struct {
+		Frames []struct {
+			Seq  int
+			Kind string
+			Body map[string]json.RawMessage
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || len(got.Frames) != 6 {
+		t.Fatalf("frames: %d, %v", len(got.Frames), err)
+	}
+	var seqs []string
+	for _, f := range got.Frames {
+		seqs = append(seqs, fmt.Sprint(f.Seq))
+	}
+	if got := strings.Join(seqs, ","); got != "0,1,3,5,6,8" {
+		t.Errorf("the player's frames are numbered %s, want 0,1,3,5,6,8: every frame but the panels, by its number in the store", got)
+	}
+	if name := string(got.Frames[3].Body["name"]); name != `"simulated just now"` || got.Frames[4].Body["live"] == nil {
+		t.Errorf("the second baseline is %s; the snapshot after it has live point %s", name, got.Frames[4].Body["live"])
+	}
+
+	// Sad paths: a one-line reason.
+	for _, tt := range []struct {
+		name, path string
+		code       int
+	}{
+		{"a baseline frame has no tiles", fmt.Sprintf("/recordings/%d/frames/0/panels", id), 400},
+		{"the panels are asked for by their snapshot's number", fmt.Sprintf("/recordings/%d/frames/2/panels", id), 400},
+		{"a frame past the end is not found", fmt.Sprintf("/recordings/%d/frames/9/panels", id), 404},
+		{"a frame number that is not a number is refused", fmt.Sprintf("/recordings/%d/frames/x/panels", id), 400},
+		{"a negative frame number is refused", fmt.Sprintf("/recordings/%d/frames/-1/panels", id), 400},
+		{"an unknown recording's panels are not found", "/recordings/99/frames/1/panels", 404},
+	} {
+		w := serve(s, "GET", tt.path, false)
+		if body := strings.TrimSpace(w.Body.String()); w.Code != tt.code || body == "" || strings.Contains(body, "\n") {
+			t.Errorf("%s: GET %s = %d %q, want %d and one line", tt.name, tt.path, w.Code, body, tt.code)
+		}
+	}
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

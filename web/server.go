@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,9 +106,12 @@ type Options struct {
 	Faults FaultInjector
 	// Simulator, when set, runs "simulate this curve" from the dashboard.
 	Simulator Simulator
-	// Record, when set, receives every 1 Hz chart frame (JSON, with the
-	// marks made since the last one), for the session's recording.
-	Record func(frame []byte)
+	// Record, when set, receives the session's recording, as JSON of each
+	// kind: every 1 Hz chart frame ("snapshot", with the marks made since
+	// the last one), followed by the headline and tiles of the same second
+	// ("panels"), and the baseline compared with ("baseline") before the
+	// first frame and whenever it changes.
+	Record func(kind string, body []byte)
 	// Recordings, when not nil, is the store the Recordings page lists and
 	// replays; nil shows the page saying recordings are off, and why
 	// (RecordingsOff).
@@ -157,6 +161,11 @@ type Server struct {
 	baseline atomic.Pointer[baselines.Set]
 	// tour plays Options.Tour; nil without one.
 	tour *tour.Player
+	// recorded is the baseline last handed to Options.Record, as JSON.
+	recorded struct {
+		sync.Mutex
+		base []byte
+	}
 }
 
 // New returns a dashboard over gen and rt.
@@ -236,6 +245,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/recordings", s.recordingsPage)
 		r.Get("/recordings/{id}", s.replayPage)
 		r.Get("/recordings/{id}/frames", s.recordingFrames)
+		r.Get("/recordings/{id}/frames/{seq}/panels", s.recordedPanels)
 		r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
 		r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
 		r.Get("/how", s.how)
@@ -386,12 +396,11 @@ func (s *Server) setConcurrency(n int) error {
 // out-of-band swaps, so the page shows the new window at once rather than
 // at the next tick.
 func (s *Server) renderPanels(ctx context.Context, w io.Writer) {
-	snaps := s.snapshots()
-	sides := s.sides(time.Now(), snaps)
-	if s.ab() {
-		components.Headline(s.headline(sides)).Render(ctx, w)
+	p := s.panels(time.Now(), s.snapshots())
+	if p.Headline != nil {
+		components.Headline(*p.Headline).Render(ctx, w)
 	}
-	components.Tiles(s.tiles(sides)).Render(ctx, w)
+	components.Tiles(p.Tiles).Render(ctx, w)
 }
 
 // mode switches a lane's routing policy: form field mode, and lane ("a" or

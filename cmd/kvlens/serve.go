@@ -117,7 +117,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	acc.register(fs, "change the demo (dashboard controls, router admin API, recordings)", "a random token, printed at start")
 	fs.BoolVar(&acc.open, "open-controls", false, "let every browser change the demo, with no operator token (the dashboard's hosts and cross-origin checks still apply)")
 	fs.BoolVar(&cfg.Record, "record", true, "record this session (1 Hz frames and events) in the store, for replay and export with kvlens recordings")
-	fs.DurationVar(&cfg.RecordingRetention, "recording-retention", 7*24*time.Hour, "delete recordings older than this at start (0 keeps them all); about 1 MB per hour of recording")
+	fs.DurationVar(&cfg.RecordingRetention, "recording-retention", 7*24*time.Hour, "delete recordings older than this at start (0 keeps them all); about 5 MB per hour of recording")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used (default "+defaultDBText()+")")
 	fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "name of the baseline set the dashboard compares with (default: the seeds' 6-sweep average)")
 	fs.BoolVar(&acc.loopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")

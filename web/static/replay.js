@@ -1,18 +1,26 @@
 // kvlens replay: plays a recording's 1 Hz frames on the live dashboard's
 // charts (charts.js): a timeline to scrub, play and pause at 1×, 4× or 16×.
-// The charts show the 10 minutes up to the playhead, with the marks.
+// The charts show the 10 minutes up to the playhead, with the marks; the
+// headline and tiles are those the live page showed at the playhead's
+// second, and the baseline chart the curves it compared with then, with the
+// point where the system sat.
 (function () {
   "use strict";
+  const { slo, windowSecs, liveOf } = window.kvlens;
   const charts = window.kvlens.timeCharts();
-  const windowSecs = window.kvlens.windowSecs;
+  const baseline = window.kvlens.baselineChart(document.getElementById("baseline-chart"), document.getElementById("baseline-field"));
+  const baseName = document.getElementById("baseline-name");
   const timeline = document.getElementById("timeline");
   const playBtn = document.getElementById("play");
   const playhead = document.getElementById("playhead");
   const modeName = document.getElementById("mode-name");
   const notice = document.getElementById("notice");
 
-  let frames = []; // {t, row, mode_text, lanes}, by time
+  let frames = []; // {t, row, mode_text, lanes, seq, base, live}, by time
   let marks = []; // every mark of the recording, by time
+  const bases = []; // the recording's baseline frames' bodies, in order
+  let shownBase = null; // the index in bases drawn, -1 for none
+  let panels = null; // the fetch of the playhead's panels in flight
   let at = 0; // the playhead, an index into frames
   let speed = 1;
   let timer = null;
@@ -42,6 +50,40 @@
     timeline.value = String(at);
     playhead.textContent = `${clock(f.t)} UTC · +${elapsed(f.t - frames[0].t)} of ${elapsed(frames[frames.length - 1].t - frames[0].t)}`;
     playhead.dataset.t = String(f.t);
+    playhead.dataset.seq = String(f.seq);
+    if (f.base !== shownBase) {
+      shownBase = f.base;
+      const b = bases[f.base];
+      // A recording made before kvlens kept the baseline has none: the
+      // chart shows the points alone.
+      baseline.setBase(b || { slo_ttft_ms: slo.ttft, slo_tpot_ms: slo.tpot });
+      baseName.textContent = !b ? "This recording kept no baseline (made by an older kvlens)."
+        : b.name ? "Compared with: " + b.name : "No stored baseline was compared with.";
+    }
+    baseline.setLive(f.live);
+    fetchPanels(f.seq);
+  }
+
+  // fetchPanels swaps in the headline and tiles recorded with frame seq,
+  // drawn by the server with the live page's components; a newer playhead
+  // cancels an older fetch.
+  function fetchPanels(seq) {
+    if (panels) panels.abort();
+    const ctl = (panels = new AbortController());
+    fetch(`${document.body.dataset.frames}/${seq}/panels`, { signal: ctl.signal })
+      .then((r) => (r.ok ? r.text() : r.text().then((t) => Promise.reject(new Error(t.trim())))))
+      .then((html) => {
+        const tpl = document.createElement("template");
+        tpl.innerHTML = html;
+        for (const el of [...tpl.content.children]) {
+          const old = el.id && document.getElementById(el.id);
+          if (old) old.replaceWith(el);
+        }
+        document.body.dataset.panelsSeq = String(seq);
+      })
+      .catch((e) => {
+        if (e.name !== "AbortError") notice.textContent = "Cannot load the tiles: " + e.message;
+      });
   }
 
   function pause() {
@@ -80,13 +122,19 @@
   fetch(document.body.dataset.frames)
     .then((r) => (r.ok ? r.json() : r.text().then((t) => Promise.reject(new Error(t.trim())))))
     .then((rec) => {
+      let base = -1; // the baseline compared with from here on
       for (const fr of rec.frames || []) {
+        if (fr.kind === "baseline" && fr.body) {
+          bases.push(fr.body);
+          base = bases.length - 1;
+        }
         if (fr.kind !== "snapshot" || !fr.body) continue;
         const b = fr.body;
         // An A/B recording's frames carry lane B's points beside lane A's.
         const more = b.lanes || [];
         const text = more.length ? more.map((l) => l.mode_text).join(", ") + " vs " + b.mode_text : b.mode_text;
-        for (const row of window.kvlens.rowsOf(b)) frames.push({ t: row.t, row, mode_text: text, lanes: 1 + more.length });
+        const live = b.live ? liveOf(b) : [];
+        for (const row of window.kvlens.rowsOf(b)) frames.push({ t: row.t, row, mode_text: text, lanes: 1 + more.length, seq: fr.seq, base, live });
         if (b.marks) marks = marks.concat(b.marks);
       }
       frames.sort((a, b) => a.t - b.t);
