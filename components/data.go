@@ -22,6 +22,9 @@ type PageData struct {
 	Workers string
 	// Profile is the workers' engine profile or endpoints, in plain words.
 	Profile string
+	// ProfileName names the simulated workers' profile, for the header's
+	// hover text; "" when Profile is the name itself.
+	ProfileName string
 	// Running says whether load is being generated.
 	Running bool
 	// SliderMin, SliderMax and SliderStep bound the concurrency slider.

@@ -290,6 +290,21 @@ func TestBrowserDashboard(t *testing.T) {
 	screenshot(t, ctx, "single-1920x1080.png", false)
 	checkBoardFits(t, ctx)
 
+	// A tile's label opens its definition with a tap, and it stays open
+	// while the tiles are redrawn under it; a tap elsewhere closes it.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-tile=ttft-p95] h3 .term`)); err != nil {
+		t.Fatal(err)
+	}
+	const defOpen = `document.getElementById('def-ttft-p95').matches(':popover-open') && /Time to first token/.test(document.getElementById('def-ttft-p95').innerText)`
+	waitJS(t, ctx, defOpen, 2*time.Second, "tapping the First token p95 label does not show its definition")
+	time.Sleep(2500 * time.Millisecond) // two redraws of the tiles
+	waitJS(t, ctx, defOpen, time.Second, "the definition closed when the tiles were redrawn")
+	screenshot(t, ctx, "definition-1920x1080.png", false)
+	if err := chromedp.Do(ctx, chromedp.MouseClickXY(5, 1070)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `!document.getElementById('def-ttft-p95').matches(':popover-open')`, 2*time.Second, "a tap elsewhere does not close the definition")
+
 	// 7. Opening a conversation shows its turns with worker and timings.
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=conversations] summary`)); err != nil {
 		t.Fatal(err)

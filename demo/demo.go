@@ -292,6 +292,9 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	if d.fleet != nil {
 		opts.Profile = cfg.SimProfile.Name
+		if d := cfg.SimProfile.Description; d != "" {
+			opts.Profile, opts.ProfileName = d+" each", cfg.SimProfile.Name
+		}
 		opts.Gauges = first.gauges
 		opts.GaugeSource = "each simulated worker's engine"
 		opts.Source = "simulated"

@@ -18,6 +18,9 @@ import (
 type Profile struct {
 	// Name identifies the profile, such as h200-llama3.1-70b-fp8-tp1.
 	Name string `json:"name"`
+	// Description says in plain words what one worker is, such as "Llama
+	// 3.1 70B FP8 on one H200", for the dashboard's header.
+	Description string `json:"description,omitempty"`
 	// Model is the model name the worker serves.
 	Model string `json:"model"`
 
@@ -156,6 +159,7 @@ var profiles = []Profile{
 	// against 1.94 µs in trtllm-serve).
 	{
 		Name:                DefaultProfile,
+		Description:         "Llama 3.1 70B FP8 on one H200",
 		Model:               DefaultModel,
 		MaxBatchSize:        64,
 		MaxNumTokens:        16384,
@@ -187,6 +191,7 @@ var profiles = []Profile{
 	// Checked against NIM on 2×H100, 5000/500: 18.6 ms ITL at concurrency 1.
 	{
 		Name:                "h100x2-llama3.1-70b-fp8-tp2",
+		Description:         "Llama 3.1 70B FP8 on two H100s (tensor parallel 2)",
 		Model:               DefaultModel,
 		MaxBatchSize:        64,
 		MaxNumTokens:        16384,
@@ -223,6 +228,7 @@ var profiles = []Profile{
 	// path: nothing measured one for this deployment.
 	{
 		Name:                "a100-qwen3-8b",
+		Description:         "Qwen3 8B on one A100",
 		Model:               "Qwen/Qwen3-8B",
 		MaxBatchSize:        256,
 		MaxNumTokens:        8192,

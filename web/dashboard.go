@@ -180,7 +180,8 @@ func (s *Server) compareText(sides []side) string {
 // metric is one tile's figure: how to read it from a window, format it and
 // judge a difference.
 type metric struct {
-	id, label string
+	// id names the tile; its label and definition are components.Terms'.
+	id string
 	// key is the stored curves' field; "" when they have none.
 	key    string
 	get    func(w loadgen.Stats) (float64, bool)
@@ -224,19 +225,28 @@ func (s *Server) metrics() []metric {
 		return func(v float64) string { return strconv.FormatFloat(v, 'f', digits, 64) }
 	}
 	return []metric{
-		{id: "ttft-p50", label: "TTFT p50", key: "ttft_p50_ms", get: quantile(ttft, false), format: msf},
-		{id: "ttft-p95", label: "TTFT p95", key: "ttft_p95_ms", get: quantile(ttft, true), format: msf, slo: ms(s.opts.SLOTTFT)},
-		{id: "tpot-p50", label: "TPOT (ITL) p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf},
-		{id: "tpot-p95", label: "TPOT (ITL) p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT)},
-		{id: "chunk-gap-p50", label: "Chunk gap p50", get: quantile(gap, false), format: msf},
-		{id: "e2e-p50", label: "E2E p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf},
-		{id: "e2e-p95", label: "E2E p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf},
-		{id: "tops", label: "Output tok/s", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true},
-		{id: "rps", label: "Requests/s", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true},
-		{id: "goodput", label: "Goodput req/s", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true},
-		{id: "kv-hit", label: "KV hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.Completed > 0 },
+		{id: "ttft-p50", key: "ttft_p50_ms", get: quantile(ttft, false), format: msf},
+		{id: "ttft-p95", key: "ttft_p95_ms", get: quantile(ttft, true), format: msf, slo: ms(s.opts.SLOTTFT)},
+		{id: "tpot-p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf},
+		{id: "tpot-p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT)},
+		{id: "chunk-gap-p50", get: quantile(gap, false), format: msf},
+		{id: "e2e-p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf},
+		{id: "e2e-p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf},
+		{id: "tops", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true},
+		{id: "rps", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true},
+		{id: "goodput", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true},
+		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.Completed > 0 },
 			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true},
 	}
+}
+
+// label is a tile's heading in plain words (components.Terms).
+func label(id string) string {
+	t, ok := components.TermByID(id)
+	if !ok {
+		panic("web: no term for tile " + id)
+	}
+	return t.Label
 }
 
 // tiles are the headline figures of the last side (lane B in the A/B view),
@@ -276,7 +286,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 	}
 	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: wait}
 	for _, m := range s.metrics() {
-		t := components.Tile{ID: m.id, Label: m.label, Value: "—", Baseline: "—", Level: "none", Settling: wait}
+		t := components.Tile{ID: m.id, Label: label(m.id), Value: "—", Baseline: "—", Level: "none", Settling: wait}
 		v, has := value(&main, m)
 		if has {
 			t.Value = m.format(v)
@@ -296,10 +306,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		}
 		d.Tiles = append(d.Tiles, t)
 	}
-	// The chunk gap is the raw SSE gap; the seeds measured no such figure.
-	d.Tiles[4].Note = "raw gap, not ITL"
-
-	errs := components.Tile{ID: "errors", Label: "Errors", Value: "—", Baseline: "—", Level: "none", Settling: wait,
+	errs := components.Tile{ID: "errors", Label: label("errors"), Value: "—", Baseline: "—", Level: "none", Settling: wait,
 		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
 	if n := main.window.Completed + main.window.Errors; n > 0 && !main.none {
 		errs.Value = fmt.Sprintf("%.1f%%", 100*main.window.ErrorRate)

@@ -107,10 +107,10 @@ const noPanels = "this recording kept no tiles (made by an older kvlens)"
 func (s *Server) blankTiles(why string) components.TilesData {
 	d := components.TilesData{Compare: why}
 	for _, m := range s.metrics() {
-		d.Tiles = append(d.Tiles, components.Tile{ID: m.id, Label: m.label, Value: "—", Baseline: "—", Level: "none"})
+		d.Tiles = append(d.Tiles, components.Tile{ID: m.id, Label: label(m.id), Value: "—", Baseline: "—", Level: "none"})
 	}
 	last := len(d.Tiles) - 1
-	errs := components.Tile{ID: "errors", Label: "Errors", Value: "—", Baseline: "—", Level: "none"}
+	errs := components.Tile{ID: "errors", Label: label("errors"), Value: "—", Baseline: "—", Level: "none"}
 	d.Tiles = append(d.Tiles[:last], errs, d.Tiles[last])
 	return d
 }

@@ -67,6 +67,9 @@ type Options struct {
 	Workers string
 	// Profile is the workers' engine profile, or their endpoints.
 	Profile string
+	// ProfileName is the simulated workers' profile's name (--sim-profile),
+	// shown on hover beside Profile; "" when Profile is the name itself.
+	ProfileName string
 	// Model is the model the workers serve.
 	Model string
 	// BlockSize is the workers' KV block size, in tokens.
@@ -281,6 +284,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		Mode:         s.opts.Describe(s.lanes[0].Router.PolicyName()),
 		Workers:      s.opts.Workers,
 		Profile:      s.opts.Profile,
+		ProfileName:  s.opts.ProfileName,
 		Running:      snaps[0].Running,
 		SliderMin:    s.opts.SliderMin,
 		SliderMax:    s.opts.SliderMax,

@@ -781,3 +781,41 @@ func TestWorkersPanelShowsTheDynamoFrontend(t *testing.T) {
 		t.Fatal("the frontend line shows without a frontend")
 	}
 }
+
+func TestEveryTileHasAPlainLabelAndADefinitionOneTapAway(t *testing.T) {
+	ts := httptest.NewServer(New(&fakeLoad{target: 60}, newFakeRouter("kv"), testOptions()).Handler())
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := goquery.NewDocumentFromReader(resp.Body)
+	resp.Body.Close()
+	tiles := doc.Find(".tile[data-tile]")
+	if tiles.Length() != len(components.Terms) {
+		t.Fatalf("%d tiles, %d terms: every tile needs its term", tiles.Length(), len(components.Terms))
+	}
+	tiles.Each(func(_ int, tile *goquery.Selection) {
+		id, _ := tile.Attr("data-tile")
+		t.Run(id, func(t *testing.T) {
+			button := tile.Find("h3 button.term")
+			label := strings.TrimSpace(button.Text())
+			for _, jargon := range []string{"ITL", "TPOT", "TTFT", "E2E", "raw"} {
+				if strings.Contains(label, jargon) {
+					t.Errorf("label %q holds %q: the label is plain words, the acronym is in the definition", label, jargon)
+				}
+			}
+			target, _ := button.Attr("popovertarget")
+			def := doc.Find("#" + target)
+			if _, ok := def.Attr("popover"); !ok || strings.TrimSpace(def.Find("p").Text()) == "" {
+				t.Fatalf("label %q opens %q, which is not a popover with a definition", label, target)
+			}
+			if def.Closest("#tiles").Length() != 0 {
+				t.Errorf("definition %s sits inside the tiles, which are redrawn every second", target)
+			}
+			if title, _ := button.Attr("title"); !strings.Contains(title, strings.TrimSpace(def.Find("p").Text())) {
+				t.Errorf("label %q's hover text %q is not its definition", label, title)
+			}
+		})
+	})
+}
