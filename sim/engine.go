@@ -36,7 +36,9 @@ import (
 //     step, since the batch after it was formed during it. With a serving
 //     path (IntakeSteps), a request that arrived at a busy engine also
 //     waits until its drawn delay has passed. Neither wait holds a request
-//     back from a batch that would otherwise be empty.
+//     back from a batch that would otherwise be empty. With IntakeOverlap
+//     the path runs beside the engine instead: the request is admitted as
+//     any other, and its tokens are held until the delay has passed.
 //
 // When a running sequence needs a block and none is free or evictable, the
 // newest running sequence is preempted: its blocks are released and it goes
@@ -189,8 +191,12 @@ type sequence struct {
 	// notBefore is the first Step call whose batch the request may join.
 	notBefore uint64
 	// readyAt is the engine time the request reaches the queue through
-	// the profile's serving path (IntakeSteps).
+	// the profile's serving path (IntakeSteps) or, with IntakeOverlap, the
+	// time before which none of its tokens is emitted.
 	readyAt time.Duration
+	// emitted counts the generated tokens put in step results; fewer than
+	// generated while IntakeOverlap holds them.
+	emitted int
 	// planned is the tokens this step computes for the sequence, or 0.
 	planned int
 	done    bool
@@ -357,7 +363,7 @@ func (e *Engine) Step() *StepResult {
 		// not yet passed) waits, unless this batch would be empty: the path
 		// is only slow while the worker is busy, and an idle GPU takes the
 		// request at once.
-		late := e.calls < s.notBefore || e.elapsed < s.readyAt
+		late := e.calls < s.notBefore || (!e.prof.IntakeOverlap && e.elapsed < s.readyAt)
 		if (late && len(e.plan) > 0) || !e.admit(s, budget) {
 			break
 		}
@@ -398,11 +404,19 @@ func (e *Engine) Step() *StepResult {
 		if a := s.req.Answer; len(a) > 0 {
 			tok = a[s.generated%len(a)]
 		}
-		r.Tokens = append(r.Tokens, Token{ID: s.req.ID, Index: s.generated, Token: tok})
 		s.tokens = append(s.tokens, tok)
 		s.generated++
 		e.stats.GenerationTokens++
-		if s.generated >= s.target {
+		finished := s.generated >= s.target
+		// With IntakeOverlap, tokens wait for the serving path: they go out
+		// together at the end of the first step after its delay, or when
+		// the request ends, whichever is first.
+		if finished || !e.prof.IntakeOverlap || e.elapsed+r.Duration >= s.readyAt {
+			for ; s.emitted < s.generated; s.emitted++ {
+				r.Tokens = append(r.Tokens, Token{ID: s.req.ID, Index: s.emitted, Token: s.tokens[s.promptLen+s.emitted]})
+			}
+		}
+		if finished {
 			r.Finished = append(r.Finished, Finished{
 				ID:               s.req.ID,
 				PromptTokens:     s.promptLen,

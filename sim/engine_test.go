@@ -219,6 +219,64 @@ func TestTheServingPathHoldsAnArrivalAtABusyEngine(t *testing.T) {
 	}
 }
 
+func TestAnOverlappedServingPathHoldsTokensNotTheQueue(t *testing.T) {
+	tests := []struct {
+		name    string
+		overlap bool
+		// queued says the arrival joins the first batch it may, with its
+		// delay still running; otherwise it waits out the delay first.
+		queued bool
+	}{
+		{"in front of the queue, the path holds the arrival out of batches", false, false},
+		{"beside the engine, the arrival prefills at once and only its tokens wait", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tiny()
+			p.IntakeSteps, p.IntakeOverlap = 6, tt.overlap
+			for seed := range uint64(20) {
+				e, err := NewEngine(p, Options{Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				submit(t, e, 1, seqTokens(1, 3), 60)
+				e.Step()
+				submit(t, e, 2, seqTokens(100, 3), 20)
+				ready := e.byID[2].readyAt
+				prefilled, first := false, -1
+				var got []Token
+				for steps := 1; first < 0 && steps < 200; steps++ {
+					formedAt := e.elapsed
+					r := e.Step()
+					if len(r.Batch.Chunks) > 0 {
+						prefilled = true
+						if queued := formedAt < ready; queued != tt.queued {
+							t.Fatalf("seed %d: prefill formed at %v with the delay ending at %v", seed, formedAt, ready)
+						}
+					}
+					for _, tok := range r.Tokens {
+						if tok.ID == 2 {
+							got = append(got, tok)
+							first = steps
+						}
+					}
+					if first >= 0 && e.elapsed < ready {
+						t.Fatalf("seed %d: a token came at %v, before the delay ended at %v", seed, e.elapsed, ready)
+					}
+				}
+				if !prefilled || first < 0 {
+					t.Fatalf("seed %d: request 2 never prefilled or never emitted", seed)
+				}
+				for i, tok := range got {
+					if tok.Index != i {
+						t.Fatalf("seed %d: held tokens came out as indexes %v, want 0, 1, 2, … in order", seed, got)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestIntakeDelaysAverageIntakeStepsDecodeSteps(t *testing.T) {
 	for _, stages := range []int{1, 6} {
 		p := MustProfile(DefaultProfile)

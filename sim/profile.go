@@ -65,6 +65,12 @@ type Profile struct {
 	// step of the running batch. An idle engine still takes a request at
 	// once. 0 leaves the path out.
 	IntakeSteps int `json:"intake_steps,omitempty"`
+	// IntakeOverlap says the serving path runs beside the engine rather
+	// than in front of its queue: a request is queued at once, and prefills
+	// while its drawn delay passes, but none of its tokens reaches the
+	// client before the delay has passed. A request's first token then
+	// comes at the later of the two, not their sum.
+	IntakeOverlap bool `json:"intake_overlap,omitempty"`
 
 	// StepOverheadMs is c0: scheduling, sampling and kernel launch per step.
 	StepOverheadMs float64 `json:"step_overhead_ms"`
