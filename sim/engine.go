@@ -36,9 +36,9 @@ import (
 //     step, since the batch after it was formed during it. With a serving
 //     path (IntakeSteps), a request that arrived at a busy engine also
 //     waits until its drawn delay has passed. Neither wait holds a request
-//     back from a batch that would otherwise be empty. With IntakeOverlap
-//     the path runs beside the engine instead: the request is admitted as
-//     any other, and its tokens are held until the delay has passed.
+//     back from a batch that would otherwise be empty. A path beside the
+//     engine (BesideSteps) holds a request's tokens, not its admission,
+//     until a delay drawn likewise has passed since it reached the queue.
 //
 // When a running sequence needs a block and none is free or evictable, the
 // newest running sequence is preempted: its blocks are released and it goes
@@ -191,11 +191,13 @@ type sequence struct {
 	// notBefore is the first Step call whose batch the request may join.
 	notBefore uint64
 	// readyAt is the engine time the request reaches the queue through
-	// the profile's serving path (IntakeSteps) or, with IntakeOverlap, the
-	// time before which none of its tokens is emitted.
+	// the profile's serving path (IntakeSteps).
 	readyAt time.Duration
+	// shownAt is the engine time before which none of its tokens is
+	// emitted, through the path beside the engine (BesideSteps).
+	shownAt time.Duration
 	// emitted counts the generated tokens put in step results; fewer than
-	// generated while IntakeOverlap holds them.
+	// generated while the path beside the engine holds them.
 	emitted int
 	// planned is the tokens this step computes for the sequence, or 0.
 	planned int
@@ -280,7 +282,8 @@ func (e *Engine) Submit(r Request) error {
 			// The next batch was formed while the step in flight runs.
 			s.notBefore++
 		}
-		s.readyAt = e.elapsed + e.intakeDelay()
+		s.readyAt = e.elapsed + e.pathDelay(e.prof.IntakeSteps)
+		s.shownAt = s.readyAt + e.pathDelay(e.prof.BesideSteps)
 	}
 	e.waiting = append(e.waiting, s)
 	e.byID[r.ID] = s
@@ -363,7 +366,7 @@ func (e *Engine) Step() *StepResult {
 		// not yet passed) waits, unless this batch would be empty: the path
 		// is only slow while the worker is busy, and an idle GPU takes the
 		// request at once.
-		late := e.calls < s.notBefore || (!e.prof.IntakeOverlap && e.elapsed < s.readyAt)
+		late := e.calls < s.notBefore || e.elapsed < s.readyAt
 		if (late && len(e.plan) > 0) || !e.admit(s, budget) {
 			break
 		}
@@ -408,10 +411,10 @@ func (e *Engine) Step() *StepResult {
 		s.generated++
 		e.stats.GenerationTokens++
 		finished := s.generated >= s.target
-		// With IntakeOverlap, tokens wait for the serving path: they go out
-		// together at the end of the first step after its delay, or when
-		// the request ends, whichever is first.
-		if finished || !e.prof.IntakeOverlap || e.elapsed+r.Duration >= s.readyAt {
+		// Tokens wait for the path beside the engine: they go out together
+		// at the end of the first step after its delay, or when the
+		// request ends, whichever is first.
+		if finished || e.elapsed+r.Duration >= s.shownAt {
 			for ; s.emitted < s.generated; s.emitted++ {
 				r.Tokens = append(r.Tokens, Token{ID: s.req.ID, Index: s.emitted, Token: s.tokens[s.promptLen+s.emitted]})
 			}
@@ -438,17 +441,17 @@ func (e *Engine) Step() *StepResult {
 	return r
 }
 
-// intakeDelay draws how long the serving path holds a request that arrives
-// while the engine is busy: IntakeSteps stages, each an exponential wait
-// with a mean of one decode step of the running batch. The sum is
-// Erlang-distributed, with a mean of IntakeSteps decode steps and a
-// spread that shrinks, relative to it, as the stages add up.
-func (e *Engine) intakeDelay() time.Duration {
-	if e.prof.IntakeSteps == 0 {
+// pathDelay draws how long a serving path of the given stages holds a
+// request that arrives while the engine is busy: each stage an exponential
+// wait with a mean of one decode step of the running batch. The sum is
+// Erlang-distributed, with a mean of that many decode steps and a spread
+// that shrinks, relative to it, as the stages add up.
+func (e *Engine) pathDelay(stages int) time.Duration {
+	if stages == 0 {
 		return 0
 	}
 	steps := 0.0
-	for range e.prof.IntakeSteps {
+	for range stages {
 		steps += e.intake.ExpFloat64()
 	}
 	return time.Duration(steps * float64(e.decodeStepTime()))

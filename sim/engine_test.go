@@ -219,21 +219,20 @@ func TestTheServingPathHoldsAnArrivalAtABusyEngine(t *testing.T) {
 	}
 }
 
-func TestAnOverlappedServingPathHoldsTokensNotTheQueue(t *testing.T) {
+func TestAPathBesideTheEngineHoldsTokensNotTheQueue(t *testing.T) {
 	tests := []struct {
-		name    string
-		overlap bool
-		// queued says the arrival joins the first batch it may, with its
-		// delay still running; otherwise it waits out the delay first.
-		queued bool
+		name          string
+		front, beside int
 	}{
-		{"in front of the queue, the path holds the arrival out of batches", false, false},
-		{"beside the engine, the arrival prefills at once and only its tokens wait", true, true},
+		{"in front of the queue, the path holds the arrival out of batches", 6, 0},
+		{"beside the engine, the arrival prefills at once and only its tokens wait", 0, 6},
+		{"split, the arrival waits for the front part and its tokens for both", 3, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := tiny()
-			p.IntakeSteps, p.IntakeOverlap = 6, tt.overlap
+			p.IntakeSteps, p.BesideSteps = tt.front, tt.beside
+			overlapped := 0 // seeds whose prefill ran while a path held the tokens
 			for seed := range uint64(20) {
 				e, err := NewEngine(p, Options{Seed: seed})
 				if err != nil {
@@ -242,36 +241,45 @@ func TestAnOverlappedServingPathHoldsTokensNotTheQueue(t *testing.T) {
 				submit(t, e, 1, seqTokens(1, 3), 60)
 				e.Step()
 				submit(t, e, 2, seqTokens(100, 3), 20)
-				ready := e.byID[2].readyAt
-				prefilled, first := false, -1
+				queued, shown := e.byID[2].readyAt, e.byID[2].shownAt
+				if tt.beside > 0 && shown <= queued {
+					t.Fatalf("seed %d: tokens shown from %v, no later than the arrival is queued (%v)", seed, shown, queued)
+				}
 				var got []Token
-				for steps := 1; first < 0 && steps < 200; steps++ {
+				prefilledAt := time.Duration(-1)
+				for steps := 0; len(got) == 0 && steps < 200; steps++ {
 					formedAt := e.elapsed
 					r := e.Step()
-					if len(r.Batch.Chunks) > 0 {
-						prefilled = true
-						if queued := formedAt < ready; queued != tt.queued {
-							t.Fatalf("seed %d: prefill formed at %v with the delay ending at %v", seed, formedAt, ready)
-						}
+					if len(r.Batch.Chunks) > 0 && prefilledAt < 0 {
+						prefilledAt = formedAt
 					}
 					for _, tok := range r.Tokens {
 						if tok.ID == 2 {
 							got = append(got, tok)
-							first = steps
 						}
 					}
-					if first >= 0 && e.elapsed < ready {
-						t.Fatalf("seed %d: a token came at %v, before the delay ended at %v", seed, e.elapsed, ready)
-					}
 				}
-				if !prefilled || first < 0 {
+				switch {
+				case prefilledAt < 0 || len(got) == 0:
 					t.Fatalf("seed %d: request 2 never prefilled or never emitted", seed)
+				case prefilledAt < queued:
+					t.Fatalf("seed %d: prefill formed at %v, before the front path ended at %v", seed, prefilledAt, queued)
+				case e.elapsed < shown:
+					t.Fatalf("seed %d: a token came at %v, before the path beside the engine ended at %v", seed, e.elapsed, shown)
+				}
+				if prefilledAt < shown {
+					overlapped++
 				}
 				for i, tok := range got {
 					if tok.Index != i {
-						t.Fatalf("seed %d: held tokens came out as indexes %v, want 0, 1, 2, … in order", seed, got)
+						t.Fatalf("seed %d: held tokens came out as %v, want indexes 0, 1, 2, … in order", seed, got)
 					}
 				}
+			}
+			// Beside the engine, a prefill usually runs within the delay;
+			// in front of it, never.
+			if want := tt.beside > 0; (overlapped >= 10) != want {
+				t.Errorf("%d of 20 seeds prefilled while the tokens were held", overlapped)
 			}
 		})
 	}
@@ -288,7 +296,7 @@ func TestIntakeDelaysAverageIntakeStepsDecodeSteps(t *testing.T) {
 		const n = 20000
 		var sum, sumSq float64
 		for range n {
-			d := float64(e.intakeDelay()) / float64(step)
+			d := float64(e.pathDelay(p.IntakeSteps)) / float64(step)
 			sum += d
 			sumSq += d * d
 		}
