@@ -36,7 +36,9 @@ import (
 //     step, since the batch after it was formed during it. With a serving
 //     path (IntakeSteps), a request that arrived at a busy engine also
 //     waits until its drawn delay has passed. Neither wait holds a request
-//     back from a batch that would otherwise be empty.
+//     back from a batch that would otherwise be empty. A path beside the
+//     engine (BesideSteps) holds a request's tokens, not its admission,
+//     until a delay drawn likewise has passed since it reached the queue.
 //
 // When a running sequence needs a block and none is free or evictable, the
 // newest running sequence is preempted: its blocks are released and it goes
@@ -191,6 +193,12 @@ type sequence struct {
 	// readyAt is the engine time the request reaches the queue through
 	// the profile's serving path (IntakeSteps).
 	readyAt time.Duration
+	// shownAt is the engine time before which none of its tokens is
+	// emitted, through the path beside the engine (BesideSteps).
+	shownAt time.Duration
+	// emitted counts the generated tokens put in step results; fewer than
+	// generated while the path beside the engine holds them.
+	emitted int
 	// planned is the tokens this step computes for the sequence, or 0.
 	planned int
 	done    bool
@@ -274,7 +282,8 @@ func (e *Engine) Submit(r Request) error {
 			// The next batch was formed while the step in flight runs.
 			s.notBefore++
 		}
-		s.readyAt = e.elapsed + e.intakeDelay()
+		s.readyAt = e.elapsed + e.pathDelay(e.prof.IntakeSteps)
+		s.shownAt = s.readyAt + e.pathDelay(e.prof.BesideSteps)
 	}
 	e.waiting = append(e.waiting, s)
 	e.byID[r.ID] = s
@@ -398,11 +407,19 @@ func (e *Engine) Step() *StepResult {
 		if a := s.req.Answer; len(a) > 0 {
 			tok = a[s.generated%len(a)]
 		}
-		r.Tokens = append(r.Tokens, Token{ID: s.req.ID, Index: s.generated, Token: tok})
 		s.tokens = append(s.tokens, tok)
 		s.generated++
 		e.stats.GenerationTokens++
-		if s.generated >= s.target {
+		finished := s.generated >= s.target
+		// Tokens wait for the path beside the engine: they go out together
+		// at the end of the first step after its delay, or when the
+		// request ends, whichever is first.
+		if finished || e.elapsed+r.Duration >= s.shownAt {
+			for ; s.emitted < s.generated; s.emitted++ {
+				r.Tokens = append(r.Tokens, Token{ID: s.req.ID, Index: s.emitted, Token: s.tokens[s.promptLen+s.emitted]})
+			}
+		}
+		if finished {
 			r.Finished = append(r.Finished, Finished{
 				ID:               s.req.ID,
 				PromptTokens:     s.promptLen,
@@ -424,17 +441,17 @@ func (e *Engine) Step() *StepResult {
 	return r
 }
 
-// intakeDelay draws how long the serving path holds a request that arrives
-// while the engine is busy: IntakeSteps stages, each an exponential wait
-// with a mean of one decode step of the running batch. The sum is
-// Erlang-distributed, with a mean of IntakeSteps decode steps and a
-// spread that shrinks, relative to it, as the stages add up.
-func (e *Engine) intakeDelay() time.Duration {
-	if e.prof.IntakeSteps == 0 {
+// pathDelay draws how long a serving path of the given stages holds a
+// request that arrives while the engine is busy: each stage an exponential
+// wait with a mean of one decode step of the running batch. The sum is
+// Erlang-distributed, with a mean of that many decode steps and a spread
+// that shrinks, relative to it, as the stages add up.
+func (e *Engine) pathDelay(stages int) time.Duration {
+	if stages == 0 {
 		return 0
 	}
 	steps := 0.0
-	for range e.prof.IntakeSteps {
+	for range stages {
 		steps += e.intake.ExpFloat64()
 	}
 	return time.Duration(steps * float64(e.decodeStepTime()))

@@ -219,6 +219,72 @@ func TestTheServingPathHoldsAnArrivalAtABusyEngine(t *testing.T) {
 	}
 }
 
+func TestAPathBesideTheEngineHoldsTokensNotTheQueue(t *testing.T) {
+	tests := []struct {
+		name          string
+		front, beside int
+	}{
+		{"in front of the queue, the path holds the arrival out of batches", 6, 0},
+		{"beside the engine, the arrival prefills at once and only its tokens wait", 0, 6},
+		{"split, the arrival waits for the front part and its tokens for both", 3, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tiny()
+			p.IntakeSteps, p.BesideSteps = tt.front, tt.beside
+			overlapped := 0 // seeds whose prefill ran while a path held the tokens
+			for seed := range uint64(20) {
+				e, err := NewEngine(p, Options{Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				submit(t, e, 1, seqTokens(1, 3), 60)
+				e.Step()
+				submit(t, e, 2, seqTokens(100, 3), 20)
+				queued, shown := e.byID[2].readyAt, e.byID[2].shownAt
+				if tt.beside > 0 && shown <= queued {
+					t.Fatalf("seed %d: tokens shown from %v, no later than the arrival is queued (%v)", seed, shown, queued)
+				}
+				var got []Token
+				prefilledAt := time.Duration(-1)
+				for steps := 0; len(got) == 0 && steps < 200; steps++ {
+					formedAt := e.elapsed
+					r := e.Step()
+					if len(r.Batch.Chunks) > 0 && prefilledAt < 0 {
+						prefilledAt = formedAt
+					}
+					for _, tok := range r.Tokens {
+						if tok.ID == 2 {
+							got = append(got, tok)
+						}
+					}
+				}
+				switch {
+				case prefilledAt < 0 || len(got) == 0:
+					t.Fatalf("seed %d: request 2 never prefilled or never emitted", seed)
+				case prefilledAt < queued:
+					t.Fatalf("seed %d: prefill formed at %v, before the front path ended at %v", seed, prefilledAt, queued)
+				case e.elapsed < shown:
+					t.Fatalf("seed %d: a token came at %v, before the path beside the engine ended at %v", seed, e.elapsed, shown)
+				}
+				if prefilledAt < shown {
+					overlapped++
+				}
+				for i, tok := range got {
+					if tok.Index != i {
+						t.Fatalf("seed %d: held tokens came out as %v, want indexes 0, 1, 2, … in order", seed, got)
+					}
+				}
+			}
+			// Beside the engine, a prefill usually runs within the delay;
+			// in front of it, never.
+			if want := tt.beside > 0; (overlapped >= 10) != want {
+				t.Errorf("%d of 20 seeds prefilled while the tokens were held", overlapped)
+			}
+		})
+	}
+}
+
 func TestIntakeDelaysAverageIntakeStepsDecodeSteps(t *testing.T) {
 	for _, stages := range []int{1, 6} {
 		p := MustProfile(DefaultProfile)
@@ -230,7 +296,7 @@ func TestIntakeDelaysAverageIntakeStepsDecodeSteps(t *testing.T) {
 		const n = 20000
 		var sum, sumSq float64
 		for range n {
-			d := float64(e.intakeDelay()) / float64(step)
+			d := float64(e.pathDelay(p.IntakeSteps)) / float64(step)
 			sum += d
 			sumSq += d * d
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,8 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"a CUDA graph for no sequences is refused", write("graphs.json", `{"graph_batch_sizes":[1,0,64]}`), "graph_batch_sizes"},
 		{"a negative number of intake stages is refused", write("intake.json", `{"intake_steps":-6}`), "intake_steps"},
 		{"an intake path a million steps long is refused", write("intake-long.json", `{"intake_steps":1000000}`), "at most 1000"},
+		{"a negative number of stages beside the engine is refused", write("beside.json", `{"beside_steps":-6}`), "beside_steps"},
+		{"a path beside the engine a million steps long is refused", write("beside-long.json", `{"beside_steps":1000000}`), "at most 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,5 +99,21 @@ func TestOfflineThroughputIsNearNVIDIAsFigures(t *testing.T) {
 	}
 	if r.Elapsed < time.Minute {
 		t.Fatalf("run covered %v of virtual time, too little to mean anything", r.Elapsed)
+	}
+}
+
+// TestThePathInFrontProfileIsTheDefaultBeforeTheSplit guards the profile
+// docs/simulator.md reproduces its "before" calibration table with: the
+// default H200 profile with its whole serving path, six stages, in front of
+// the queue.
+func TestThePathInFrontProfileIsTheDefaultBeforeTheSplit(t *testing.T) {
+	got, err := LoadProfile("../docs/h200-path-in-front.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := MustProfile(DefaultProfile)
+	want.Name, want.IntakeSteps, want.BesideSteps = "h200-path-in-front", 6, 0
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }

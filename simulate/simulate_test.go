@@ -351,7 +351,7 @@ func TestSimulatorFollowsTheSeedsCurves(t *testing.T) {
 		{"KV routing at 80, batches within the CUDA graphs", "kv", 80},
 		{"KV routing at 120, batches past 32 run eagerly", "kv", 120},
 		{"KV routing at 160, on the eager floor", "kv", 160},
-		{"round-robin at 120, not fitted", "round_robin", 120},
+		{"round-robin at 120, which chose where the serving path sits", "round_robin", 120},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

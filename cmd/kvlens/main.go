@@ -92,7 +92,7 @@ const usage = `Usage: kvlens [command] [flags]
 
 Commands:
   serve       serve the dashboard, router and load generator (the default)
-  sim         run simulated workers on their own, or benchmark the simulator
+  sim         run simulated workers on their own, benchmark the simulator, or calibrate it against the seeds
   sweep       measure concurrency levels × routing modes into a baseline set and reports
   baselines   list, show, import, export or delete stored baseline sets
   recordings  list, export (CSV or JSON) or delete recorded live sessions

@@ -30,6 +30,7 @@ const simUsage = `Usage:
   kvlens sim bench offline [flags]      offline throughput, in virtual time
   kvlens sim bench multiturn [flags]    closed-loop multi-turn chat over workers, in virtual time
   kvlens sim bench cpu [flags]          CPU cost of a real-time fleet under streaming load
+  kvlens sim calibrate [flags]          the simulated fleet against the seeds' measured curves, in virtual time
 
 Run any of them with -h for its flags.
 `
@@ -38,6 +39,9 @@ Run any of them with -h for its flags.
 func simCmd(args []string) int {
 	if len(args) > 0 && args[0] == "bench" {
 		return simBench(args[1:])
+	}
+	if len(args) > 0 && args[0] == "calibrate" {
+		return simCalibrate(args[1:])
 	}
 	cfg := sim.FleetConfig{Count: 3, BasePort: 8001}
 	profile := sim.DefaultProfile

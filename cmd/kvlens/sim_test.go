@@ -27,6 +27,9 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"an unknown benchmark", []string{"sim", "bench", "speed"}, `unknown benchmark "speed"`},
 		{"a malformed ISL/OSL case", []string{"sim", "bench", "offline", "--cases", "1000x1000"}, "is not ISL/OSL"},
 		{"a concurrency that is not a number", []string{"sim", "bench", "multiturn", "--concurrency", "forty"}, "is not a positive number"},
+		{"a calibration level the seeds never measured", []string{"sim", "calibrate", "--levels", "50"}, "has no round_robin level at 50"},
+		{"a calibration policy with no measured counterpart", []string{"sim", "calibrate", "--modes", "random"}, "no measured counterpart"},
+		{"a calibration running nothing at once", []string{"sim", "calibrate", "--parallel", "0"}, "parallel 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
