@@ -161,6 +161,9 @@ type HeadlineData struct {
 	HitA, HitB string
 	// Settling replaces Delta while a window is too young.
 	Settling string
+	// Warming, while the fleets warm up, replaces the whole sentence, such
+	// as "Warming up: the fleets run 2 min of traffic ahead, 18 s left".
+	Warming string
 }
 
 // PairData is the A/B view's policy selects, one per lane.
