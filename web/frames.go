@@ -224,9 +224,15 @@ func (s *Server) snapshots() []loadgen.Snapshot {
 // frame builds a chart frame of the given type from each lane's points.
 func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) []Point, marks []Mark) []byte {
 	f := Frame{Type: typ, Marks: marks}
+	warming := s.warming()
 	for i, l := range s.lanes {
 		mode := l.Router.PolicyName()
-		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i), Live: livePoint(snaps[i], mode)}
+		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i)}
+		if !warming {
+			// A warm-up's figures are the cold start: the baseline chart
+			// places no live point, and names no figure, until it ends.
+			lf.Live = livePoint(snaps[i], mode)
+		}
 		if i == 0 {
 			f.Mode, f.ModeText, f.Name, f.Points, f.Live = lf.Mode, lf.ModeText, lf.Name, lf.Points, lf.Live
 			continue

@@ -123,6 +123,13 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 	if h.Warming != sentence || h.Delta != "" {
 		t.Errorf("headline %+v; want only %q", h, sentence)
 	}
+	var f Frame
+	if err := json.Unmarshal(s.frames()[0], &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Live != nil || len(f.Lanes) != 1 || f.Lanes[0].Live != nil {
+		t.Errorf("the frame places a live point on the baseline chart while warming: %+v", f)
+	}
 
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/api/state", nil))
