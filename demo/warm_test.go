@@ -13,19 +13,26 @@ import (
 
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tour"
 	"github.com/kvlens/kvlens/web"
 )
 
 // TestAWarmUpRunsTheSimulatedLanesAheadThenJoinsTheWallClock starts the
-// default A/B demo with a warm-up of 8 s at 4x: for its 2 s the lanes'
-// time runs behind the wall clock and the controls are refused; then the
-// lanes' time is the wall clock's and the controls work.
+// default A/B demo with a warm-up of 8 s at 4x and a tour: for its 2 s the
+// lanes' time runs behind the wall clock, the controls are refused and the
+// tour waits; then the lanes' time is the wall clock's, the tour's first
+// step plays and the controls work.
 func TestAWarmUpRunsTheSimulatedLanesAheadThenJoinsTheWallClock(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.DB, cfg.Record = "", false
 	cfg.Dashboard.Access = web.Access{} // this machine is the operator
 	cfg.Warm, cfg.WarmSpeed = 8*time.Second, 4
+	script, err := tour.Parse("warm.tour", strings.NewReader("1h concurrency 100 \"first\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dashboard.Tour = script
 	d, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +58,9 @@ func TestAWarmUpRunsTheSimulatedLanesAheadThenJoinsTheWallClock(t *testing.T) {
 	if code, body := slider(); code != http.StatusConflict || !strings.HasPrefix(body, "warming up, ") {
 		t.Fatalf("the slider during the warm-up: %d %q, want 409 warming up", code, body)
 	}
+	if n := d.Gen.Snapshot().Target; n != 60 {
+		t.Fatalf("the tour's first step played during the warm-up: target %d", n)
+	}
 	over := func() bool {
 		resp, err := http.Get(d.URL + "/api/state")
 		if err != nil {
@@ -73,6 +83,11 @@ func TestAWarmUpRunsTheSimulatedLanesAheadThenJoinsTheWallClock(t *testing.T) {
 	for _, l := range d.lanes {
 		if off := time.Since(l.gen.Snapshot().Time); off < 0 || off > 100*time.Millisecond {
 			t.Errorf("after the warm-up lane %s's time is %v off the wall clock, want its own", l.id, off)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); d.Gen.Snapshot().Target != 100; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tour's first step did not play after the warm-up")
 		}
 	}
 	if code, body := slider(); code != http.StatusOK {
