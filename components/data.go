@@ -174,6 +174,9 @@ type HeadlineData struct {
 	HitB string `json:"hit_b,omitempty"`
 	// Settling replaces Delta while a window is too young.
 	Settling string `json:"settling,omitempty"`
+	// Warming, while the fleets warm up, replaces the whole sentence, such
+	// as "Warming up: the fleets run 2 min of traffic ahead, 18 s left".
+	Warming string `json:"warming,omitempty"`
 }
 
 // PairData is the A/B view's policy selects, one per lane.

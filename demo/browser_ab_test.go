@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -292,4 +293,97 @@ func TestBrowserHero(t *testing.T) {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "dashboard-390x844.png", false)
+}
+
+// TestBrowserWarmStart starts the default A/B demo with a warm-up of 2 min
+// at 6x (20 s), as a booth visitor sees it from the first frame: the
+// headline says the fleets are warming up and how long is left, and no
+// tile shows a figure, a difference or a colour. Once it is over the
+// tiles show settled figures at once (or, when the host could not keep the
+// warp's pace and the warm windows were dropped, once a new window has
+// settled), and lane B's (kv's) TTFT p95 is not red. 2 min is enough: in
+// virtual time (scripts/warmprobe -virtual, seeds 1-3) the cold start
+// leaves the 60 s window between 60 and 90 s, after which kv's TTFT p95
+// is 313-328 ms; a 1 min warm-up would end with the cold start (0.9-1.4 s)
+// filling the window, and red.
+func TestBrowserWarmStart(t *testing.T) {
+	const warm, speed = 2 * time.Minute, 6
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	d := startDemo(t, func(cfg *Config) { cfg.Warm, cfg.WarmSpeed = warm, speed })
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`[data-testid=headline]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if h := text(t, ctx, `[data-testid=headline]`); !strings.Contains(h, "Warming up: the fleets run 2 min of traffic ahead") || !strings.Contains(h, "s left") {
+		t.Fatalf("the first frame's headline says %q; want it warming up", h)
+	}
+	screenshot(t, ctx, "warm-first-frame-1920x1080.png", false)
+	// Until the warm-up ends: no figure, no difference, no colour.
+	for deadline := time.Now().Add(warm/speed + 15*time.Second); ; time.Sleep(500 * time.Millisecond) {
+		warming, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('headline').dataset.warming === 'true'`))
+		if !warming {
+			break
+		}
+		st := readState(t, ctx)
+		value := text(t, ctx, `[data-testid=ttft-p95]`)
+		if st.Deltas > 0 || st.Coloured > 0 || !st.Settling || value != "—" {
+			screenshot(t, ctx, "figures-while-warming.png", false)
+			t.Fatalf("while warming: %+v, TTFT p95 tile %q; want settling, no figure, difference or colour", st, value)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still warming up %s after start", warm/speed+15*time.Second)
+		}
+	}
+	ended := time.Now()
+	var state struct {
+		Warmup struct {
+			Over   bool   `json:"over"`
+			Behind string `json:"behind"`
+		} `json:"warmup"`
+	}
+	getJSON(t, d.URL+"/api/state", &state)
+	limit := 5 * time.Second // kept windows are settled at once
+	if state.Warmup.Behind != "" {
+		t.Logf("the warm-up fell behind (%s): its windows were dropped", state.Warmup.Behind)
+		limit = web.SettleTime + 15*time.Second
+	}
+	var st tilesState
+	for {
+		st = readState(t, ctx)
+		if st.Settling && (st.Deltas > 0 || st.Coloured > 0) {
+			t.Fatalf("%s after the warm-up: %+v; a difference or colour while settling", time.Since(ended).Round(time.Second), st)
+		}
+		if !st.Settling {
+			break
+		}
+		if time.Since(ended) > limit {
+			t.Fatalf("the tiles are still settling %s after the warm-up (%s)", limit, st.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	level, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-tile=ttft-p95]').className`))
+	t.Logf("first settled tiles %s after the warm-up: headline TTFT p95 B %s ms vs A %s ms; TTFT p95 tile %q", time.Since(ended).Round(time.Second), st.TTFTB, st.TTFTA, level)
+	screenshot(t, ctx, "warm-first-settled-1920x1080.png", false)
+	if strings.Contains(level, "bad") {
+		t.Fatalf("the first settled TTFT p95 tile is red (%s ms, class %q)", st.TTFTB, level)
+	}
+}
+
+// getJSON decodes the JSON at url into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("decode %s: %v", url, err)
+	}
 }

@@ -107,11 +107,34 @@ type Config struct {
 	// AllowHosts are names the dashboard answers to besides this machine's
 	// own and the public URL's host (--allow-host), such as an ingress's.
 	AllowHosts []string
+	// Warm is how much traffic the simulated fleet plays ahead of the wall
+	// clock before its figures show (--warm), at WarmSpeed times real
+	// time, so that the first figures a visitor sees are steady rather
+	// than the cold start; 0 plays none. Real workers never warp, and
+	// without load (NoStart) there is nothing to play.
+	Warm      time.Duration
+	WarmSpeed float64
 }
+
+// DefaultWarm and DefaultWarmSpeed are serve's --warm and --warm-speed.
+// After 2 min of simulated traffic the windows at 60 conversations hold
+// steady figures (docs/dashboard.md, "Warm start"); at 4x the default A/B
+// demo takes about one core, for 30 s.
+const (
+	DefaultWarm      = 2 * time.Minute
+	DefaultWarmSpeed = 4
+)
+
+// warmLateShare is the share of a simulated worker's steps that may be
+// delivered late (sim.LateStep) during a warm-up before its windows are
+// dropped: past it, the host could not keep the warp's pace and the
+// figures it measured are slower than the model's.
+const warmLateShare = 0.01
 
 // DefaultConfig is what `kvlens` with no flags runs: round-robin against
 // kv, each on its own 3 simulated H200 workers, 60 conversations, the
-// seeds' SLOs.
+// seeds' SLOs; only its warm-up is serve's to add (DefaultWarm), so that
+// tests and sweeps start at once.
 func DefaultConfig() Config {
 	return Config{
 		Addr:       ":8080",
@@ -168,7 +191,10 @@ type Demo struct {
 	lanes []*lane
 	// turns says, for the startup lines, that the pair takes turns on one
 	// fleet; "" when it does not.
-	turns   string
+	turns string
+	// warm says, for the startup lines, that the fleets warm up; "" when
+	// they do not.
+	warm    string
 	fleet   *sim.Fleet // the first lane's simulated workers; nil for real ones
 	scraper *scraper   // real workers' /metrics; nil for the simulated fleet
 	srv     *http.Server
@@ -232,8 +258,18 @@ func Start(cfg Config) (*Demo, error) {
 	ab := len(routing) > 1
 	d.Target = cfg.Target
 	kind := "real"
+	// A warm-up runs each simulated lane's workers, router and load on
+	// one warp clock; the feeds and health checks stay on the wall clock.
+	var warp *clock.Warp
+	var laneClock clock.Clock // nil: the wall clock
+	if simulated && cfg.Warm > 0 && !cfg.NoStart {
+		warp = clock.NewWarp(clock.Real, cfg.Warm, cfg.WarmSpeed)
+		laneClock = warp
+		d.warm = fmt.Sprintf("warming up: the fleets play %s of traffic ahead at %g× real time; figures show in %s (--warm 0 for none)",
+			cfg.Warm, warp.Speed(), warp.Left().Round(time.Second))
+	}
 	for i, policy := range routing {
-		l := &lane{id: string(rune('a' + i)), first: i * cfg.SimWorkers}
+		l := &lane{id: string(rune('a' + i)), first: i * cfg.SimWorkers, clk: laneClock}
 		d.lanes = append(d.lanes, l)
 		l.workerURLs = cfg.Workers
 		if simulated {
@@ -348,6 +384,10 @@ func Start(cfg Config) (*Demo, error) {
 	d.Store = storeNote(cfg, d.Recording, imported, opts.Baseline)
 	opts.Model = cfg.Model
 	opts.Blind = func() string { return blind(d.lanes) }
+	if warp != nil {
+		opts.Warm = warp
+		opts.WarmBehind = func() string { return behind(d.lanes) }
+	}
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
 	opts.Registerer = reg
@@ -389,7 +429,7 @@ func Start(cfg Config) (*Demo, error) {
 	d.cancel = cancel
 	mux := http.NewServeMux()
 	// The admin API's changes are the dashboard's: one rule guards both.
-	mux.Handle(router.AdminPrefix+"/", d.Web.Rule().RequireForChanges(d.Proxy.Admin()))
+	mux.Handle(router.AdminPrefix+"/", d.Web.Rule().RequireForChanges(d.Web.AfterWarmUp(d.Proxy.Admin())))
 	for _, l := range d.lanes[1:] {
 		// Open like /v1: the lane's load generator calls it, as scripts may.
 		mux.Handle(lanePrefix(l.id)+"/v1/", http.StripPrefix(lanePrefix(l.id), l.proxy))
@@ -419,6 +459,15 @@ func Start(cfg Config) (*Demo, error) {
 		for _, l := range d.lanes {
 			l.gen.Start()
 		}
+	}
+	if warp != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if why := d.Web.RunWarmUp(ctx); why != "" {
+				logf("the warm-up fell behind (%s): its windows were dropped, and new ones settle in %s", why, web.SettleTime)
+			}
+		}()
 	}
 	if cfg.Dashboard.Tour != nil {
 		d.wg.Add(1)
@@ -471,6 +520,9 @@ func (d *Demo) Lines() []string {
 		}
 	case d.Target != "":
 		lines = append(lines, "running no workers: --target given without --workers")
+	}
+	if d.warm != "" {
+		lines = append(lines, d.warm)
 	}
 	return lines
 }

@@ -38,6 +38,9 @@ type lane struct {
 	proxy      *router.Proxy
 	gen        *loadgen.Generator
 	client     *loadgen.OpenAIClient
+	// clk is the clock of the lane's simulated workers, router and load
+	// (a warm-up's warp); nil is the wall clock.
+	clk clock.Clock
 }
 
 // startFleet starts the lane's simulated workers, numbered from first, on
@@ -54,7 +57,7 @@ type lane struct {
 func (l *lane) startFleet(cfg Config, ports sim.PortPlan) error {
 	fc := sim.FleetConfig{Count: cfg.SimWorkers, Model: cfg.Model, Profile: cfg.SimProfile,
 		EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0", Seed: cfg.Load.Seed,
-		Access: access.Rule{Token: cfg.Dashboard.Access.Token}}
+		Access: access.Rule{Token: cfg.Dashboard.Access.Token}, Clock: l.clk}
 	if ports.HTTP > 0 {
 		fc.BasePort = ports.HTTP
 		fc.EventsBind = fmt.Sprintf("tcp://127.0.0.1:%d", ports.EventsFrom(cfg.SimWorkers))
@@ -94,6 +97,9 @@ func (l *lane) startRouter(cfg Config, policy router.Policy, reg prometheus.Regi
 	}
 	rcfg := cfg.Router
 	rcfg.Registerer = reg
+	if l.clk != nil {
+		rcfg.Clock = l.clk // bookings and predictions age in the workers' time
+	}
 	l.proxy = router.NewProxy(router.NewRouter(l.pool, policy, rcfg))
 	return nil
 }
@@ -103,6 +109,12 @@ func (l *lane) startRouter(cfg Config, policy router.Policy, reg prometheus.Regi
 func (l *lane) startLoad(cfg Config, load loadgen.Config, target string, reg prometheus.Registerer) error {
 	var err error
 	l.client = loadgen.NewOpenAIClient(target, cfg.Model, "")
+	if l.clk != nil {
+		// Pacing, think time, windows and every request's timing follow
+		// the workers' time.
+		load.Clock = l.clk
+		l.client.SetClock(l.clk)
+	}
 	l.gen, err = loadgen.New(l.client, load, loadgen.NewMetrics(reg))
 	return err
 }
@@ -146,6 +158,23 @@ func laneRegisterer(reg prometheus.Registerer, id string, ab bool) prometheus.Re
 		return reg
 	}
 	return prometheus.WrapRegistererWith(prometheus.Labels{"lane": id}, reg)
+}
+
+// behind names a simulated worker that delivered more than warmLateShare
+// of its steps late (sim.LateStep), and how many; "" when none did.
+func behind(lanes []*lane) string {
+	for _, l := range lanes {
+		if l.fleet == nil {
+			continue
+		}
+		for i, w := range l.fleet.Workers {
+			st := w.Runner().Stats()
+			if st.Steps > 0 && float64(st.Late) > warmLateShare*float64(st.Steps) {
+				return fmt.Sprintf("%s delivered %d of its %d steps more than %s late", l.workerName(i), st.Late, st.Steps, sim.LateStep)
+			}
+		}
+	}
+	return ""
 }
 
 // blind names, for each lane, why its KV routing cannot see its workers'

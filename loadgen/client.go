@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -39,6 +40,7 @@ type OpenAIClient struct {
 	url   string
 	model string
 	key   string
+	clk   clock.Clock // nil means time.Now
 }
 
 var _ Transport = (*OpenAIClient)(nil)
@@ -57,6 +59,20 @@ func NewOpenAIClient(baseURL, model, apiKey string) *OpenAIClient {
 		model: model,
 		key:   apiKey,
 	}
+}
+
+// SetClock makes the client time every request on clk rather than the
+// wall clock, as a load generator whose workers run on a warped clock
+// must, so that its figures are the model's time (clock.Warp). Call it
+// before the first request.
+func (c *OpenAIClient) SetClock(clk clock.Clock) { c.clk = clk }
+
+// now is the time on the client's clock.
+func (c *OpenAIClient) now() time.Time {
+	if c.clk == nil {
+		return time.Now()
+	}
+	return c.clk.Now()
 }
 
 // CloseIdleConnections closes the client's idle connections, among them
@@ -112,7 +128,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 		hreq.Header.Set("Authorization", "Bearer "+c.key)
 	}
 
-	start := time.Now() // monotonic: every duration below is immune to clock steps
+	start := c.now() // monotonic: every duration below is immune to clock steps
 	r := Result{Start: start}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
@@ -147,7 +163,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 		if long != nil {
 			line, long = append(long, line...), nil
 		}
-		now := time.Now() // taken before decoding, as the line leaves the buffer
+		now := c.now() // taken before decoding, as the line leaves the buffer
 		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
 			if errors.Is(err, bufio.ErrBufferFull) {
 				err = fmt.Errorf("SSE line longer than %d bytes", maxLineBytes)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -55,6 +56,42 @@ func TestOpenAIClientMeasuresAStream(t *testing.T) {
 	// by more than the last one does.
 	if tpot, ok := r.TPOT(); !ok || tpot < 18*time.Millisecond || tpot > 28*time.Millisecond {
 		t.Errorf("TPOT = %v, want about 20.4 ms", tpot)
+	}
+}
+
+// TestOpenAIClientOnAWarpMeasuresTheModelsTime runs a worker and the client
+// on one warp clock at 4x: the stream takes a quarter of its modelled time
+// on the wall clock, and the client measures the modelled time.
+func TestOpenAIClientOnAWarpMeasuresTheModelsTime(t *testing.T) {
+	warp := clock.NewWarp(clock.Real, time.Hour, 4) // meets the wall clock in 15 min
+	p := sim.MustProfile(sim.DefaultProfile)
+	p.StepOverheadMs, p.WeightsMs, p.PerTokenMs, p.KVReadMs, p.AttentionMs = 0, 20, 4.2, 0, 0
+	worker, err := sim.NewServer(sim.ServerOptions{Name: "w7", Model: "m", Profile: p, Clock: warp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	srv := httptest.NewServer(worker)
+	defer srv.Close()
+	c := NewOpenAIClient(srv.URL+"/v1", "m", "")
+	c.SetClock(warp)
+	tokenizer.Count("load the vocabulary before timing")
+	began := time.Now()
+	r := c.Chat(context.Background(), oneTurn, nil)
+	wall := time.Since(began)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// The modelled prefill is about 86 ms and the decode steps 20.4 ms, as
+	// in TestOpenAIClientMeasuresAStream; only floors are checked, since a
+	// loaded machine's lateness is magnified 4x too.
+	if tpot, ok := r.TPOT(); r.TTFT < 80*time.Millisecond || !ok || tpot < 18*time.Millisecond {
+		t.Errorf("TTFT %v, TPOT %v: want the modelled 86 ms and 20.4 ms or more", r.TTFT, tpot)
+	}
+	// Before the warp meets the wall clock, its durations are 4x the
+	// wall's: E2E, measured inside the call, is about 4x the call's time.
+	if r.E2E < 3*wall || r.E2E > 4*wall {
+		t.Errorf("E2E %v on the warp, the call took %v on the wall clock: want 3-4x", r.E2E, wall)
 	}
 }
 

@@ -165,6 +165,10 @@ type Stats struct {
 	PromptTokens uint64
 	// GenerationTokens counts tokens emitted.
 	GenerationTokens uint64
+	// Late counts steps the Runner delivered more than LateStep after
+	// their modelled end: the host could not keep up with the model, and
+	// the clients measured slower figures than it models.
+	Late uint64
 }
 
 // sequence is a request inside the engine.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/access"
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/kvevents"
 )
 
@@ -67,6 +68,9 @@ type FleetConfig struct {
 	// Tokenizer is every worker's tokenizer and chat template; nil means the
 	// embedded one (see ServerOptions.Tokenizer).
 	Tokenizer *tokenizer.Engine
+	// Clock is every worker's clock (ServerOptions.Clock); nil means the
+	// wall clock.
+	Clock clock.Clock
 }
 
 // Fleet is a set of simulated workers, each on its own HTTP port, reachable
@@ -114,7 +118,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		opts := ServerOptions{
 			Name: fmt.Sprintf("sim-%d", i), Profile: cfg.Profile, Model: cfg.Model,
 			Faults: cfg.Faults, Seed: cfg.Seed + uint64(i), Access: cfg.Access,
-			Tokenizer: cfg.Tokenizer,
+			Tokenizer: cfg.Tokenizer, Clock: cfg.Clock,
 		}
 		switch {
 		case cfg.Events != nil:

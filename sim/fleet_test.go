@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -132,6 +133,30 @@ func TestFleetServesReplay(t *testing.T) {
 		case <-deadline:
 			t.Fatal("nothing arrived")
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// behind is the wall clock a fixed time in the past.
+type behind time.Duration
+
+func (b behind) Now() time.Time { return time.Now().Add(-time.Duration(b)) }
+
+func (b behind) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
+
+func TestFleetRunsEveryWorkerOnItsClock(t *testing.T) {
+	f, err := StartFleet(FleetConfig{Count: 2, Profile: fast(), Clock: behind(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	for i, w := range f.Workers {
+		st, err := w.Runner().Submit(Request{Prompt: seqTokens(1, 8), MaxTokens: 2, OutputTokens: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ago := time.Since(st.Submitted); ago < 59*time.Minute || ago > 61*time.Minute {
+			t.Errorf("worker %d stamped a request %v before the wall clock, want the fleet's clock's hour", i, ago.Round(time.Second))
 		}
 	}
 }

@@ -47,6 +47,8 @@ type Runner struct {
 	stallUntil time.Time
 	// obs, when set, sees every delivered token and finished request.
 	obs observer
+	// late counts steps delivered more than LateStep after they were due.
+	late uint64
 }
 
 // observer is told of deliveries, for latency metrics.
@@ -151,11 +153,14 @@ func (r *Runner) ResetPrefixCache() {
 	r.publish(ev)
 }
 
-// Stats returns the engine's state and counters.
+// Stats returns the engine's state and counters, and the runner's count of
+// late steps.
 func (r *Runner) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.eng.Stats()
+	s := r.eng.Stats()
+	s.Late = r.late
+	return s
 }
 
 // Profile returns the engine's profile.
@@ -222,6 +227,13 @@ func (r *Runner) Close() {
 // the clients with a second's worth of steps at once.
 const maxLag = time.Second
 
+// LateStep is how long after its modelled end a step may be delivered
+// before the runner counts it late (Stats.Late). A wall-clock timer on an
+// idle host fires about 1 ms late; a step delivered this late has added a
+// visible share of an engine step to its tokens' latency, from a host
+// too busy to keep the model's pace.
+const LateStep = 20 * time.Millisecond
+
 // step runs one engine step and schedules its end; r.mu is held.
 //
 // A step that follows another begins when that one ended on the modelled
@@ -264,6 +276,9 @@ func (r *Runner) endStep() {
 		return
 	}
 	now := r.clk.Now()
+	if now.Sub(r.due) > LateStep {
+		r.late++
+	}
 	for _, t := range res.Tokens {
 		s := r.streams[t.ID]
 		if s == nil {

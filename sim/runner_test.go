@@ -123,15 +123,19 @@ func TestRunnerKeepsToTheModelledScheduleWhenTimersFireLate(t *testing.T) {
 		late time.Duration
 		// want is the request's end after its submission.
 		want time.Duration
+		// wantLate is the steps counted late (Stats.Late).
+		wantLate int
 	}{
 		// Timers on time: the steps follow one another back to back.
-		{"timers that fire on time end the request after the modelled steps", 0, modelled},
+		{"timers that fire on time end the request after the modelled steps", 0, modelled, 0},
 		// Each step begins when the last one was due, so only the final
 		// timer's lateness shows, not one lateness per step.
-		{"a millisecond of lateness per timer delays the end by one millisecond", time.Millisecond, modelled + time.Millisecond},
+		{"a millisecond of lateness per timer delays the end by one millisecond", time.Millisecond, modelled + time.Millisecond, 0},
+		// A host that cannot keep up delivers every step late, and says so.
+		{"timers later than LateStep count every step late", LateStep + time.Millisecond, modelled + LateStep + time.Millisecond, steps},
 		// Beyond maxLag the host is taken to have stopped, and each step
 		// starts afresh from when its timer fired.
-		{"a host stopped longer than maxLag restarts the schedule at every step", 2 * maxLag, modelled + time.Duration(steps)*2*maxLag},
+		{"a host stopped longer than maxLag restarts the schedule at every step", 2 * maxLag, modelled + time.Duration(steps)*2*maxLag, steps},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,6 +158,9 @@ func TestRunnerKeepsToTheModelledScheduleWhenTimersFireLate(t *testing.T) {
 			}
 			if got := end.Sub(st.Submitted); got != tt.want {
 				t.Errorf("the request ended %v after submission, want %v (%d steps of %v modelled in all)", got, tt.want, steps, modelled)
+			}
+			if got := r.Stats().Late; got != uint64(tt.wantLate) {
+				t.Errorf("%d steps counted late, want %d", got, tt.wantLate)
 			}
 		})
 	}

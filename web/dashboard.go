@@ -144,6 +144,10 @@ func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
 	for i, l := range s.lanes {
 		out[i] = side{policy: l.Router.PolicyName(), window: snaps[i].Window, target: snaps[i].Target,
 			shed: l.Router.Counts().Shed, settling: settling(snaps[i].Window)}
+		if s.warming() {
+			// The warm-up's figures are the cold start: none is shown.
+			out[i].settling, out[i].none = fmt.Sprintf("warming up (%d s left)", s.warmLeft()), true
+		}
 	}
 	return out
 }
@@ -285,6 +289,9 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		prefix = "vs "
 	}
 	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: wait}
+	if s.warming() {
+		d.Compare = s.warmSentence()
+	}
 	for _, m := range s.metrics() {
 		t := components.Tile{ID: m.id, Label: label(m.id), Value: "—", Baseline: "—", Level: "none", Settling: wait}
 		v, has := value(&main, m)
@@ -363,6 +370,9 @@ func (s *Server) headline(sides []side) components.HeadlineData {
 	h.Settling = b.settling
 	if h.Settling == "" {
 		h.Settling = a.settling
+	}
+	if s.warming() {
+		h.Warming = s.warmSentence()
 	}
 	if h.A == h.B {
 		h.A, h.B = "A "+h.A, "B "+h.B
@@ -600,7 +610,9 @@ func (s *Server) conversations() components.ConversationsData {
 	return d
 }
 
-func conversation(c loadgen.ConversationLog, starter string) components.ConversationData {
+// conversation is a conversation's log as the viewer shows it; now is the
+// lanes' clock's time, which the log's times are on.
+func conversation(c loadgen.ConversationLog, starter string, now time.Time) components.ConversationData {
 	d := components.ConversationData{ID: c.ID, Title: c.Title, Starter: starter}
 	for _, t := range c.Turns {
 		tpot := "—"
@@ -617,7 +629,7 @@ func conversation(c loadgen.ConversationLog, starter string) components.Conversa
 	}
 	if a := c.Asking; a != nil {
 		d.Asking = &components.AskingData{Index: a.Index, Question: a.Question, Source: a.QuestionSource,
-			Waiting: fmt.Sprintf("%.0f s", time.Since(a.Sent).Seconds())}
+			Waiting: fmt.Sprintf("%.0f s", now.Sub(a.Sent).Seconds())}
 	}
 	return d
 }

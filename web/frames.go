@@ -50,8 +50,8 @@ type Point struct {
 type Mark struct {
 	// T is the time, in Unix seconds.
 	T int64 `json:"t"`
-	// Kind is "concurrency", "mode", "start", "stop", "reset", "fault" or
-	// "tour" (paused or resumed).
+	// Kind is "concurrency", "mode", "start", "stop", "reset", "fault",
+	// "tour" (paused or resumed) or "warm" (the warm-up's end).
 	Kind string `json:"kind"`
 	// Label is shown on the charts, such as "→ 120" or "KV-aware".
 	Label string `json:"label"`
@@ -234,9 +234,15 @@ func (s *Server) snapshots() []loadgen.Snapshot {
 // frame builds a chart frame of the given type from each lane's points.
 func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) []Point, marks []Mark) Frame {
 	f := Frame{Type: typ, Marks: marks}
+	warming := s.warming()
 	for i, l := range s.lanes {
 		mode := l.Router.PolicyName()
-		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i), Live: livePoint(snaps[i], mode)}
+		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i)}
+		if !warming {
+			// A warm-up's figures are the cold start: the baseline chart
+			// places no live point, and names no figure, until it ends.
+			lf.Live = livePoint(snaps[i], mode)
+		}
 		if i == 0 {
 			f.Mode, f.ModeText, f.Name, f.Points, f.Live = lf.Mode, lf.ModeText, lf.Name, lf.Points, lf.Live
 			continue
@@ -254,7 +260,7 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 // for a change made behind the dashboard's back and, in the alternating
 // view, ends a turn that is due.
 func (s *Server) frames() [][]byte {
-	now := time.Now()
+	now, at := time.Now(), s.now()
 	snaps := s.snapshots()
 	changed := s.watch(now, snaps)
 	if changed {
@@ -272,8 +278,9 @@ func (s *Server) frames() [][]byte {
 	for i, l := range s.lanes {
 		points[i] = point(snaps[i])
 		// One tick is one second of every lane's chart, whichever side of
-		// a second boundary each snapshot fell.
-		points[i].T = now.Unix()
+		// a second boundary each snapshot fell. A warm-up's ticks fall at
+		// its own times, seconds apart, in the charts' past.
+		points[i].T = at.Unix()
 		points[i].ShedPerSec = s.history.shedRate(i, l.Router.Counts().Shed, snaps[i].Time)
 		s.history.add(i, points[i])
 	}

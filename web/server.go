@@ -142,6 +142,14 @@ type Options struct {
 	// TourSpeed plays the tour this many times faster than written, for
 	// rehearsals and tests; 0 means 1.
 	TourSpeed float64
+	// Warm, when set, is the clock of the simulated lanes' warm-up
+	// (--warm): until it meets the wall clock the page shows no figures,
+	// the controls answer 409 and the tour waits (RunWarmUp ends it).
+	Warm *clock.Warp
+	// WarmBehind, checked when the warm-up ends, says why its windows
+	// cannot be trusted, such as a fleet that fell behind its modelled
+	// pace; "" keeps them. Nil keeps them.
+	WarmBehind func() string
 }
 
 // Server is the dashboard's HTTP side.
@@ -169,6 +177,10 @@ type Server struct {
 		sync.Mutex
 		base []byte
 	}
+	// warmed is closed once the warm-up is over, or at once without one;
+	// behind is why its windows were dropped ("" when kept).
+	warmed chan struct{}
+	behind atomic.Pointer[string]
 }
 
 // New returns a dashboard over gen and rt.
@@ -196,6 +208,10 @@ func New(gen Loadgen, rt Router, opts Options) *Server {
 		s.rule.Hosts = opts.Hosts
 	}
 	s.baseline.Store(opts.Baseline)
+	s.warmed = make(chan struct{})
+	if opts.Warm == nil {
+		close(s.warmed)
+	}
 	if opts.Tour != nil {
 		s.tour = tour.NewPlayer(opts.Tour, clock.Real, opts.TourSpeed, s.tourStep)
 	}
@@ -233,16 +249,21 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/login", s.login)
 		r.Group(func(r chi.Router) {
 			r.Use(s.rule.Require)
-			r.Post("/api/start", s.start)
-			r.Post("/api/stop", s.stop)
-			r.Post("/api/concurrency", s.concurrency)
-			r.Post("/api/simulate", s.simulate)
-			r.Post("/api/fault", s.fault)
+			r.Group(func(r chi.Router) {
+				// The live demo's controls wait for the warm-up; a
+				// simulated curve would take its CPU.
+				r.Use(s.afterWarmUp)
+				r.Post("/api/start", s.start)
+				r.Post("/api/stop", s.stop)
+				r.Post("/api/concurrency", s.concurrency)
+				r.Post("/api/simulate", s.simulate)
+				r.Post("/api/fault", s.fault)
+				r.Post("/api/mode", s.mode)
+				r.Post("/api/reset", s.reset)
+				r.Post("/api/tour/pause", s.pauseTour)
+				r.Post("/api/tour/resume", s.resumeTour)
+			})
 			r.Post("/api/simulate/use", s.useSimulated)
-			r.Post("/api/mode", s.mode)
-			r.Post("/api/reset", s.reset)
-			r.Post("/api/tour/pause", s.pauseTour)
-			r.Post("/api/tour/resume", s.resumeTour)
 			r.Post("/recordings/{id}/delete", s.deleteRecording)
 		})
 		r.Get("/recordings", s.recordingsPage)
@@ -531,7 +552,7 @@ func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("conversation %d is not in the log (it keeps the last %d)", id, loadgen.LogSize), http.StatusNotFound)
 		return
 	}
-	d := conversation(c, "")
+	d := conversation(c, "", s.now())
 	if len(s.lanes) > 1 {
 		d.Lane = upper(laneID(lane)) + " · " + s.laneName(s.lanes[lane].Router.PolicyName())
 	}
@@ -559,6 +580,8 @@ type stateJSON struct {
 	Frontend *dynamo.Stats `json:"frontend,omitempty"`
 	// Tour is the tour's state; absent without --tour.
 	Tour *tourState `json:"tour,omitempty"`
+	// Warmup is the warm-up's state; absent without --warm.
+	Warmup *warmState `json:"warmup,omitempty"`
 }
 
 // laneState is one side of the A/B comparison in /api/state.
@@ -599,6 +622,7 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 		st.Frontend = &f
 	}
 	st.Tour = s.tourState()
+	st.Warmup = s.warmState()
 	writeJSON(w, st)
 }
 

@@ -47,10 +47,16 @@ func (o Options) CheckTour(faults, pair bool) error {
 	return nil
 }
 
-// PlayTour plays the tour until ctx ends; without one it returns at once.
+// PlayTour plays the tour until ctx ends, from the end of the warm-up when
+// there is one (RunWarmUp); without a tour it returns at once.
 func (s *Server) PlayTour(ctx context.Context) {
-	if s.tour != nil {
+	if s.tour == nil {
+		return
+	}
+	select {
+	case <-s.warmed:
 		s.tour.Run(ctx)
+	case <-ctx.Done():
 	}
 }
 
@@ -149,6 +155,10 @@ func (s *Server) resumeTour(w http.ResponseWriter, r *http.Request) {
 func (s *Server) tourData(operator bool) components.TourData {
 	if s.tour == nil {
 		return components.TourData{}
+	}
+	if s.warming() {
+		return components.TourData{Show: true, Step: 1, Steps: len(s.tour.Script().Steps),
+			Caption: "The tour begins when the warm-up ends.", Left: fmt.Sprintf("in %d s", s.warmLeft())}
 	}
 	st := s.tour.Status()
 	d := components.TourData{Show: true, Step: st.Step, Steps: st.Steps, Caption: st.Caption, Paused: st.Paused,

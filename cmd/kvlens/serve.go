@@ -98,6 +98,8 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		return err
 	})
 	fs.Float64Var(&cfg.Dashboard.TourSpeed, "tour-speed", 1, "play the tour this many times faster than written, to rehearse it (10 plays a 50 s step in 5 s)")
+	fs.DurationVar(&cfg.Warm, "warm", demo.DefaultWarm, "simulated traffic the fleets play ahead of the wall clock before the dashboard shows figures, so that the first ones are steady rather than the cold start; 0 plays none (simulated fleet only)")
+	fs.Float64Var(&cfg.WarmSpeed, "warm-speed", demo.DefaultWarmSpeed, "how many times faster than real time the warm-up plays (1 to 16): --warm 2m at 4 takes 30 s, and the default A/B demo, a quarter of a core at 1x, asks for about a core; a host that cannot keep the pace has its warm windows dropped, and says so")
 	fs.DurationVar(&cfg.ABTurn, "ab-turn", cfg.ABTurn, "with --ab and real workers, how long each policy runs before the other takes over (default 1m30s)")
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed), or shed. "+router.ShedRule)
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
@@ -156,6 +158,36 @@ func abDefault(cfg *demo.Config, set map[string]bool) {
 	}
 }
 
+// warmDefault turns the warm-up off where there is nothing to warm: real
+// workers (--workers), another router (--target), and no load (--no-start);
+// asked for there, it is refused.
+func warmDefault(cfg *demo.Config, set map[string]bool) error {
+	why := ""
+	switch {
+	case len(cfg.Workers) > 0:
+		why = "real workers (--workers) cannot run ahead of the wall clock"
+	case cfg.Target != "":
+		why = "with --target kvlens runs no workers to run ahead of the wall clock"
+	case cfg.NoStart:
+		why = "with --no-start there is no load to play ahead"
+	}
+	if why == "" {
+		return nil
+	}
+	if set["warm"] && cfg.Warm > 0 {
+		return fmt.Errorf("--warm plays the simulated fleet ahead, and %s: drop --warm", why)
+	}
+	cfg.Warm = 0
+	return nil
+}
+
+// setFlags are the names of the flags given.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
 // intFlag is the value of fs's integer flag name.
 func intFlag(fs *flag.FlagSet, name string) int {
 	return fs.Lookup(name).Value.(flag.Getter).Get().(int)
@@ -193,11 +225,12 @@ func serve(args []string) int {
 		err = fs.Parse(args)
 	}
 	if err == nil {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		set := setFlags(fs)
 		abDefault(&cfg, set)
 		if set["ab"] && cfg.AB != nil && cfg.Target != "" {
 			err = errors.New("--ab compares kvlens's own routing policies, and with --target the load bypasses kvlens's router: drop one of them")
+		} else {
+			err = warmDefault(&cfg, set)
 		}
 	}
 	if err == nil {
@@ -356,6 +389,14 @@ func serveAccessLines(r access.Rule, source string) []string {
 	return out
 }
 
+// maxWarm and maxWarmSpeed bound a warm-up: the windows hold the last
+// minute, so 10 min fill them many times over, and past 16x a 2-core host
+// falls behind (the warm-up then drops its windows and says so).
+const (
+	maxWarm      = 10 * time.Minute
+	maxWarmSpeed = 16
+)
+
 // checkServe catches flag values that parse but make no sense.
 func checkServe(cfg demo.Config) error {
 	switch {
@@ -385,6 +426,10 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--max-viewers must be at least 1, got %d", cfg.Dashboard.Viewers.MaxViewers)
 	case !(cfg.Dashboard.TourSpeed > 0) || cfg.Dashboard.TourSpeed > 1000:
 		return fmt.Errorf("--tour-speed must be above 0 and at most 1000, got %g", cfg.Dashboard.TourSpeed)
+	case cfg.Warm < 0 || cfg.Warm > maxWarm:
+		return fmt.Errorf("--warm must be between 0 (none) and %s, got %s", maxWarm, cfg.Warm)
+	case !(cfg.WarmSpeed >= 1) || cfg.WarmSpeed > maxWarmSpeed:
+		return fmt.Errorf("--warm-speed must be between 1 and %d, got %g", maxWarmSpeed, cfg.WarmSpeed)
 	}
 	if err := cfg.CheckTour(); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvlens/kvlens/demo"
 )
@@ -83,4 +84,58 @@ func TestABadTourFileStopsKvlensAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedWithUsage(t, []string{"--tour-file", p, "--addr", "127.0.0.1:0"}, `booth.tour line 2: action "restart" is unknown`)
+}
+
+func TestWarmFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		// want is the warm-up and its speed; wantErr the refusal.
+		want      time.Duration
+		wantSpeed float64
+		wantErr   string
+	}{
+		{"the simulated demo warms up by default", nil, demo.DefaultWarm, demo.DefaultWarmSpeed, ""},
+		{"--warm 0 plays none", []string{"--warm", "0"}, 0, demo.DefaultWarmSpeed, ""},
+		{"a longer, faster warm-up", []string{"--warm", "3m", "--warm-speed", "6"}, 3 * time.Minute, 6, ""},
+		{"real workers do not warm up by default", []string{"--workers", "http://w:8000"}, 0, demo.DefaultWarmSpeed, ""},
+		{"--target does not warm up by default", []string{"--target", "http://frontend:8000/v1"}, 0, demo.DefaultWarmSpeed, ""},
+		{"--no-start does not warm up by default", []string{"--no-start"}, 0, demo.DefaultWarmSpeed, ""},
+		{"--warm with real workers is refused", []string{"--warm", "1m", "--workers", "http://w:8000"}, 0, 0, "real workers (--workers) cannot run ahead"},
+		{"--warm with --target is refused", []string{"--warm", "1m", "--target", "http://frontend:8000/v1"}, 0, 0, "with --target kvlens runs no workers"},
+		{"--warm with --no-start is refused", []string{"--warm", "1m", "--no-start"}, 0, 0, "with --no-start there is no load"},
+		{"a negative warm-up", []string{"--warm", "-1s"}, 0, 0, "--warm must be between 0 (none) and 10m0s, got -1s"},
+		{"a warm-up past 10 min", []string{"--warm", "11m"}, 0, 0, "--warm must be between 0 (none) and 10m0s"},
+		{"a speed below real time", []string{"--warm-speed", "0.5"}, 0, 0, "--warm-speed must be between 1 and 16, got 0.5"},
+		{"a speed past 16", []string{"--warm-speed", "40"}, 0, 0, "--warm-speed must be between 1 and 16"},
+		{"a speed that is not a number", []string{"--warm-speed", "NaN"}, 0, 0, "--warm-speed must be between 1 and 16, got NaN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := demo.DefaultConfig()
+			var acc accessFlags
+			fs := serveFlags(&cfg, &acc, io.Discard)
+			err := fs.Parse(tt.args)
+			if err == nil {
+				set := setFlags(fs)
+				abDefault(&cfg, set)
+				err = warmDefault(&cfg, set)
+			}
+			if err == nil {
+				err = checkServe(cfg)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("err = %v, want one line with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Warm != tt.want || cfg.WarmSpeed != tt.wantSpeed {
+				t.Fatalf("warm-up %s at %g, want %s at %g", cfg.Warm, cfg.WarmSpeed, tt.want, tt.wantSpeed)
+			}
+		})
+	}
 }

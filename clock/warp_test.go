@@ -1,0 +1,125 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+// manual is a base clock whose time moves only when a test sets it, and
+// whose AfterFunc records the delay asked for instead of waiting.
+type manual struct {
+	now    time.Time
+	delays []time.Duration
+}
+
+func (m *manual) Now() time.Time { return m.now }
+
+func (m *manual) AfterFunc(d time.Duration, f func()) Timer {
+	m.delays = append(m.delays, d)
+	return stopped{}
+}
+
+type stopped struct{}
+
+func (stopped) Stop() bool { return false }
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func TestWarpNow(t *testing.T) {
+	// 2 min played at 4x: the warp starts 90 s in the past and meets the
+	// base 30 s after it starts.
+	tests := []struct {
+		name string
+		base time.Duration // since the warp began
+		want time.Duration // warp time, from t0
+	}{
+		{"at the start the warp is span/speed − span in the past", 0, -90 * time.Second},
+		{"10 s of base time are 40 s of warp time", 10 * time.Second, -50 * time.Second},
+		{"a moment before the meeting point the warp is just behind", 30*time.Second - time.Millisecond, 30*time.Second - 4*time.Millisecond},
+		{"at the meeting point the two agree", 30 * time.Second, 30 * time.Second},
+		{"after the meeting point the warp is its base", 75 * time.Second, 75 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &manual{now: t0}
+			w := NewWarp(base, 2*time.Minute, 4)
+			base.now = t0.Add(tt.base)
+			if got := w.Now().Sub(t0); got != tt.want {
+				t.Errorf("warp time %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWarpAfterFunc(t *testing.T) {
+	tests := []struct {
+		name string
+		at   time.Duration // base time since the warp began
+		d    time.Duration // warp time asked for
+		want time.Duration // base time the timer waits
+	}{
+		{"before the meeting point, warp time passes at 4x", 0, 40 * time.Second, 10 * time.Second},
+		{"an engine step of 30 ms takes 7.5 ms", 5 * time.Second, 30 * time.Millisecond, 7500 * time.Microsecond},
+		// At 20 s the warp reads −10 s: 40 s of warp time to the meeting
+		// point take 10 s, the other 20 s pass 1:1.
+		{"a timer that straddles the meeting point", 20 * time.Second, 60 * time.Second, 30 * time.Second},
+		{"a deadline exactly at the meeting point", 20 * time.Second, 40 * time.Second, 10 * time.Second},
+		{"after the meeting point, 1:1", 40 * time.Second, 5 * time.Second, 5 * time.Second},
+		{"a deadline in the past fires at once", 10 * time.Second, -time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &manual{now: t0}
+			w := NewWarp(base, 2*time.Minute, 4)
+			base.now = t0.Add(tt.at)
+			w.AfterFunc(tt.d, func() {})
+			if got := base.delays[0]; got != tt.want {
+				t.Errorf("waits %v of base time, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWarpLeft(t *testing.T) {
+	tests := []struct {
+		name         string
+		span         time.Duration
+		speed        float64
+		at, wantLeft time.Duration
+	}{
+		{"at the start, span/speed is left", 2 * time.Minute, 4, 0, 30 * time.Second},
+		{"part-way", 2 * time.Minute, 4, 12 * time.Second, 18 * time.Second},
+		{"after the meeting point nothing is left", 2 * time.Minute, 4, 31 * time.Second, 0},
+		{"a span of 0 is no warp", 0, 4, 0, 0},
+		{"a speed below 1 counts as 1: the warp is its base", time.Minute, 0.5, 0, time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &manual{now: t0}
+			w := NewWarp(base, tt.span, tt.speed)
+			base.now = t0.Add(tt.at)
+			if got := w.Left(); got != tt.wantLeft {
+				t.Errorf("Left %v, want %v", got, tt.wantLeft)
+			}
+			w.AtMeet(func() {})
+			if got := base.delays[0]; got != tt.wantLeft {
+				t.Errorf("AtMeet waits %v, want %v", got, tt.wantLeft)
+			}
+		})
+	}
+}
+
+// TestWarpOnTheRealClockKeepsMonotonicTime checks that the warp's times
+// carry the monotonic reading (Round(0) strips it, and only then do two
+// times compare differently by ==), so durations measured on it are immune
+// to wall-clock steps, as time.Now's are.
+func TestWarpOnTheRealClockKeepsMonotonicTime(t *testing.T) {
+	w := NewWarp(Real, time.Minute, 4)
+	a := w.Now()
+	if a == a.Round(0) {
+		t.Fatal("the warp's time has no monotonic reading")
+	}
+	if ahead := time.Since(a); ahead < 40*time.Second || ahead > 50*time.Second {
+		t.Fatalf("the warp reads %v behind the wall clock at its start, want 45 s", ahead)
+	}
+}
