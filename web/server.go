@@ -582,6 +582,10 @@ type stateJSON struct {
 	Tour *tourState `json:"tour,omitempty"`
 	// Warmup is the warm-up's state; absent without --warm.
 	Warmup *warmState `json:"warmup,omitempty"`
+	// Baseline names the stored set the tiles and the baseline chart
+	// compare with (--baseline, or a simulated curve put in use); absent
+	// without one.
+	Baseline string `json:"baseline,omitempty"`
 }
 
 // laneState is one side of the A/B comparison in /api/state.
@@ -601,6 +605,9 @@ type laneState struct {
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 	snaps := s.snapshots()
 	st := stateJSON{Mode: s.lanes[0].Router.PolicyName(), Snapshot: snaps[0]}
+	if b := s.base(); b != nil {
+		st.Baseline = b.Name
+	}
 	if s.ab() {
 		st.Pair = s.pairPolicies()
 		if s.alt != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -90,6 +91,17 @@ func TestSimulateThisCurveHandlers(t *testing.T) {
 	}
 	if !strings.Contains(string(srv.frames()[1]), "compared with now") {
 		t.Fatal("the status does not say the curve is in use")
+	}
+	w = httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/api/state", nil))
+	var st struct{ Baseline string }
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st.Baseline != set.Name {
+		t.Fatalf("/api/state names the baseline %q (%v), want %q", st.Baseline, err, set.Name)
+	}
+	page := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
+	if !strings.Contains(page.Body.String(), set.Name) {
+		t.Fatal("a fresh page load does not name the simulated curve it compares with")
 	}
 }
 
