@@ -224,6 +224,9 @@ type WorkersData struct {
 	// Frontend is a Dynamo frontend's own view, when Dynamo routes and
 	// kvlens reads its /metrics; nil otherwise.
 	Frontend *FrontendRow
+	// Fault names the fault injected into every simulated worker, such as
+	// "fault: 10% HTTP 503"; empty when none is.
+	Fault string
 }
 
 // WorkerLane is one lane's fleet in the workers panel.

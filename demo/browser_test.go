@@ -305,6 +305,25 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	waitJS(t, ctx, `!document.getElementById('def-ttft-p95').matches(':popover-open')`, 2*time.Second, "a tap elsewhere does not close the definition")
 
+	// A fault set from the page survives a reload: the selector shows it
+	// and the workers panel names it.
+	setFault := func(v string) {
+		t.Helper()
+		js := `(() => { const s = document.querySelector('[data-testid=fault]'); s.value = '` + v + `'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFault("503:10")
+	waitJS(t, ctx, `/503/.test(document.getElementById('notice').textContent)`, 5*time.Second, "injecting a fault says nothing")
+	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(`[data-testid=fault]`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector('[data-testid=fault]').value === '503:10' && !!document.querySelector('[data-testid=fault-on]') && document.querySelector('[data-testid=fault-on]').offsetHeight > 0 && /10% HTTP 503/.test(document.querySelector('[data-testid=fault-on]').textContent)`,
+		5*time.Second, "after a reload the fault in force is not shown in the selector and the workers panel")
+	setFault("none")
+	waitJS(t, ctx, `!document.querySelector('[data-testid=fault-on]')`, 5*time.Second, "the fault notice stays after faults are turned off")
+
 	// 7. Opening a conversation shows its turns with worker and timings.
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=conversations] summary`)); err != nil {
 		t.Fatal(err)
@@ -337,6 +356,18 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Sleep(3*time.Second),
 	); err != nil {
 		t.Fatal(err)
+	}
+	// No panel is clipped: with the stale banner shown, every panel's box
+	// lies within the phone's width (the page scrolls down, never across).
+	const clipped = `(() => { document.querySelector('header').insertAdjacentHTML('beforeend', '<div class="stale test-banner">Live data is stale: reconnecting…</div>');
+		const out = [];
+		for (const e of document.querySelectorAll('header, .controls, .tiles, .tile, .chart, .side > *, .workers-panel, details')) {
+			const r = e.getBoundingClientRect();
+			if (r.width > 0 && (r.left < -1 || r.right > window.innerWidth + 1)) out.push((e.className || e.tagName) + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+		}
+		return out.join(', '); })()`
+	if out, _ := chromedp.Run(ctx, chromedp.Evaluate[string](clipped)); out != "" {
+		t.Errorf("on a 390 px phone these panels are clipped: %s", out)
 	}
 	wide, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > 391`))
 	if wide {

@@ -410,6 +410,11 @@ func (s *Server) headline(sides []side) components.HeadlineData {
 // the load generator's per-worker window.
 func (s *Server) workers(snaps []loadgen.Snapshot) components.WorkersData {
 	d := components.WorkersData{Source: "in flight: router · queued, KV cache: " + s.opts.GaugeSource + " · hit rate, share: load generator, last 60 s"}
+	if f := s.currentFault(); f != "none" {
+		if kind, amount, err := ParseFault(f); err == nil {
+			d.Fault = faultLabel(kind, amount)
+		}
+	}
 	if s.opts.GaugeSource == "" {
 		d.Source = "in flight: router · queued, KV cache: not reported by these workers · hit rate, share: load generator, last 60 s"
 	}

@@ -123,6 +123,10 @@ func TestTheFaultInForceSurvivesAPageLoad(t *testing.T) {
 			if sel.Length() != 1 || sel.AttrOr("value", "") != tt.selected || sel.Text() != tt.wantLabel {
 				t.Errorf("selected options: %d, value %q, label %q; want one, %q, %q", sel.Length(), sel.AttrOr("value", ""), sel.Text(), tt.selected, tt.wantLabel)
 			}
+			notice := doc.Find(`[data-testid=fault-on]`).Text()
+			if tt.state == "none" && notice != "" || tt.state != "none" && !strings.Contains(notice, tt.wantLabel) {
+				t.Errorf("the workers panel says %q; want a notice naming %q only while a fault is in force", notice, tt.wantLabel)
+			}
 		})
 	}
 }
