@@ -500,11 +500,11 @@ func replayIndex(t *testing.T, ctx context.Context, cond string) int {
 	i, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch(document.body.dataset.frames).then((r) => r.json()).then((rec) => {
 		const points = rec.frames.filter((f) => f.kind === 'snapshot' && f.body && f.body.points && f.body.points.length).map((f) => f.body.points[0]).sort((a, b) => a.t - b.t);
 		let at = -1;
-		points.forEach((p, i) => { if (`+cond+` && p.ttft_p95 != null) at = i; });
+		points.forEach((p, i) => { if (`+cond+` && p.ttft_p95 != null && (p.tops || 0) > 0) at = i; });
 		return at;
 	})`, chromedp.EvalAwaitPromise))
 	if err != nil || i < 0 {
-		t.Fatalf("no recorded second where %s has a TTFT p95 (%v)", cond, err)
+		t.Fatalf("no recorded second where %s has a TTFT p95 and a throughput (%v)", cond, err)
 	}
 	return i
 }
