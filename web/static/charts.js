@@ -73,7 +73,11 @@
             ctx.lineTo(x, u.bbox.top + u.bbox.height);
             ctx.stroke();
             ctx.fillStyle = ctx.strokeStyle;
-            ctx.fillText(m.label, x + 4 * devicePixelRatio, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
+            // A label that would run past the plot's right edge goes on the
+            // line's left instead.
+            const w = ctx.measureText(m.label).width, gap = 4 * devicePixelRatio;
+            const lx = x + gap + w > u.bbox.left + u.bbox.width ? x - gap - w : x + gap;
+            ctx.fillText(m.label, lx, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
           }
           ctx.restore();
         },
