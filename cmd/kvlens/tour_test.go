@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,24 +47,9 @@ func TestTourFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := demo.DefaultConfig()
-			var acc accessFlags
-			fs := serveFlags(&cfg, &acc, io.Discard)
-			err := fs.Parse(tt.args)
-			if err == nil {
-				set := map[string]bool{}
-				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-				abDefault(&cfg, set)
-				err = checkServe(cfg)
-			}
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
-					t.Fatalf("err = %v, want one line with %q", err, tt.wantErr)
-				}
+			cfg, err := parseServe(tt.args)
+			if refusedInOneLine(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := ""
 			if cfg.Dashboard.Tour != nil {
@@ -112,30 +96,47 @@ func TestWarmFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := demo.DefaultConfig()
-			var acc accessFlags
-			fs := serveFlags(&cfg, &acc, io.Discard)
-			err := fs.Parse(tt.args)
-			if err == nil {
-				set := setFlags(fs)
-				abDefault(&cfg, set)
-				err = warmDefault(&cfg, set)
-			}
-			if err == nil {
-				err = checkServe(cfg)
-			}
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
-					t.Fatalf("err = %v, want one line with %q", err, tt.wantErr)
-				}
+			cfg, err := parseServe(tt.args)
+			if refusedInOneLine(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.Warm != tt.want || cfg.WarmSpeed != tt.wantSpeed {
 				t.Fatalf("warm-up %s at %g, want %s at %g", cfg.Warm, cfg.WarmSpeed, tt.want, tt.wantSpeed)
 			}
 		})
 	}
+}
+
+// parseServe parses serve's flags as serve does, through its defaults and
+// checks, without starting anything.
+func parseServe(args []string) (demo.Config, error) {
+	cfg := demo.DefaultConfig()
+	var acc accessFlags
+	fs := serveFlags(&cfg, &acc, io.Discard)
+	err := fs.Parse(args)
+	if err == nil {
+		set := setFlags(fs)
+		abDefault(&cfg, set)
+		err = warmDefault(&cfg, set)
+	}
+	if err == nil {
+		err = checkServe(cfg)
+	}
+	return cfg, err
+}
+
+// refusedInOneLine reports whether a case expects a refusal (want is not
+// empty), and fails t unless err is then one line holding want, or else nil.
+func refusedInOneLine(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("err = %v, want one line with %q", err, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }
