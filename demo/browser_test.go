@@ -305,25 +305,6 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	waitJS(t, ctx, `!document.getElementById('def-ttft-p95').matches(':popover-open')`, 2*time.Second, "a tap elsewhere does not close the definition")
 
-	// A fault set from the page survives a reload: the selector shows it
-	// and the workers panel names it.
-	setFault := func(v string) {
-		t.Helper()
-		js := `(() => { const s = document.querySelector('[data-testid=fault]'); s.value = '` + v + `'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setFault("503:10")
-	waitJS(t, ctx, `/503/.test(document.getElementById('notice').textContent)`, 5*time.Second, "injecting a fault says nothing")
-	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(`[data-testid=fault]`)); err != nil {
-		t.Fatal(err)
-	}
-	waitJS(t, ctx, `document.querySelector('[data-testid=fault]').value === '503:10' && !!document.querySelector('[data-testid=fault-on]') && document.querySelector('[data-testid=fault-on]').offsetHeight > 0 && /10% HTTP 503/.test(document.querySelector('[data-testid=fault-on]').textContent)`,
-		5*time.Second, "after a reload the fault in force is not shown in the selector and the workers panel")
-	setFault("none")
-	waitJS(t, ctx, `!document.querySelector('[data-testid=fault-on]')`, 5*time.Second, "the fault notice stays after faults are turned off")
-
 	// 7. Opening a conversation shows its turns with worker and timings.
 	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=conversations] summary`)); err != nil {
 		t.Fatal(err)
@@ -347,6 +328,26 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Fatalf("after 10 s the conversation shows no turn with its worker and TTFT; it shows %q", shown)
 		}
 	}
+
+	// A fault set from the page survives a reload: the selector shows it
+	// and the workers panel names it. (After the conversation, which a
+	// fault's failed turns would otherwise lead the list with.)
+	setFault := func(v string) {
+		t.Helper()
+		js := `(() => { const s = document.querySelector('[data-testid=fault]'); s.value = '` + v + `'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFault("503:10")
+	waitJS(t, ctx, `/503/.test(document.getElementById('notice').textContent)`, 5*time.Second, "injecting a fault says nothing")
+	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(`[data-testid=fault]`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector('[data-testid=fault]').value === '503:10' && !!document.querySelector('[data-testid=fault-on]') && document.querySelector('[data-testid=fault-on]').offsetHeight > 0 && /10% HTTP 503/.test(document.querySelector('[data-testid=fault-on]').textContent)`,
+		5*time.Second, "after a reload the fault in force is not shown in the selector and the workers panel")
+	setFault("none")
+	waitJS(t, ctx, `!document.querySelector('[data-testid=fault-on]')`, 5*time.Second, "the fault notice stays after faults are turned off")
 
 	// A phone: the same page, one column.
 	if err := chromedp.Do(ctx,
