@@ -97,6 +97,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		}
 		b.WriteString("\n")
 	}
+	writeShortfalls(&b, r)
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
 }
