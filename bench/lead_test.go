@@ -18,8 +18,8 @@ import (
 // the policy that came next at one level (seed 1, kvlens bench routing's
 // defaults: 3 workers, each workload's warmup, 2 minutes measured), so that
 // a change that costs kv its lead fails here. The figures in each case's
-// name are what kvlens bench routing --seeds 1 measured when the case was
-// written; docs/routing.md has the whole grid.
+// name are seed 1's in docs/routing-bench-full.json, and the rival is the
+// policy that came next there; docs/routing.md has the whole grid.
 func TestKVLeadsOnEveryWorkload(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -27,14 +27,14 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		level    int
 		rival    string
 	}{
-		{"chat at 60: kv 319 ms against llm-d's 330", "chat", 60, "llmd"},
-		{"think at 120: kv 434 ms against SGLang's 472", "think", 120, "sglang"},
-		{"long at 60: kv 351 ms against least-loaded's 357", "long", 60, "least_loaded"},
-		{"shared-prefix at 60: kv 356 ms against least-loaded's 370", "shared-prefix", 60, "least_loaded"},
-		{"open-loop at 180: kv 4.4 s against llm-d's 5.6 s", "open-loop", 180, "llmd"},
-		{"agentic at 120: kv 598 ms against llm-d's 742", "agentic", 120, "llmd"},
-		{"reading at 40: kv 230 ms against SGLang's 255", "reading", 40, "sglang"},
-		{"trace at 80: kv 484 ms against Dynamo 0.9's 635", "trace", 80, "dynamo"},
+		{"chat at 60: kv 357 ms against least-loaded's 369", "chat", 60, "least_loaded"},
+		{"think at 120: kv 467 ms against llm-d's 544", "think", 120, "llmd"},
+		{"long at 60: kv 412 ms against SGLang's 419", "long", 60, "sglang"},
+		{"shared-prefix at 60: kv 404 ms against least-loaded's 411", "shared-prefix", 60, "least_loaded"},
+		{"open-loop at 180: kv 4.0 s against llm-d's 5.6 s", "open-loop", 180, "llmd"},
+		{"agentic at 120: kv 522 ms against llm-d's 548", "agentic", 120, "llmd"},
+		{"reading at 40: kv 255 ms against llm-d's 280", "reading", 40, "llmd"},
+		{"trace at 80: kv 393 ms against round-robin's 546", "trace", 80, "round_robin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
