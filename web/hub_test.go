@@ -166,15 +166,17 @@ func TestHubDropsViewersThatFallBehindAndKeepsTheOthers(t *testing.T) {
 }
 
 func TestHubKeepsAReadingViewerThroughManyPings(t *testing.T) {
-	// Pings every 10 ms against a 100 ms idle timeout: the viewer's pongs
-	// keep it connected over many timeouts' worth of frames.
-	h, ts := hubServer(t, HubLimits{PingEvery: 10 * time.Millisecond, IdleTimeout: 100 * time.Millisecond})
+	// Pings every 50 ms against a 500 ms idle timeout, for 3 s: the
+	// viewer's pongs keep it connected over six timeouts' worth of frames.
+	// (A 100 ms timeout dropped the viewer on a loaded 2-core machine, where
+	// a pong can wait that long for the scheduler.)
+	h, ts := hubServer(t, HubLimits{PingEvery: 50 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
 	r := dialReader(t, ts)
 	eventually(t, "the reader registered", func() bool { return h.Clients() == 1 })
 	const ticks = 100
 	for range ticks {
 		h.broadcast([][]byte{[]byte("tick")})
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond)
 	}
 	eventually(t, "the reader got every frame", func() bool { return r.frames.Load() == ticks })
 	if h.Clients() != 1 || drops(h, dropIdle) != 0 {
