@@ -407,9 +407,11 @@ func (e *Engine) Step() *StepResult {
 		if s.computed < len(s.tokens) {
 			continue // prefill goes on next step
 		}
-		tok := ring[(s.outOffset+s.generated)%len(ring)]
+		var tok uint32
 		if a := s.req.Answer; len(a) > 0 {
 			tok = a[s.generated%len(a)]
+		} else {
+			tok = ring[(s.outOffset+s.generated)%len(ring)]
 		}
 		s.tokens = append(s.tokens, tok)
 		s.generated++
