@@ -4,8 +4,9 @@ package router
 // prefill, counting every request already in flight there as LoadTokens
 // tokens of prefill more (KVCost).
 //
-// The rule in full: cost(w) = W · (prefill queued on w + this prompt's
-// tokens not cached on w) + LoadTokens · requests in flight on w, in tokens;
+// The rule in full: cost(w) = W · (a quarter of the prefill queued on w +
+// this prompt's tokens not cached on w) + LoadTokens · requests in flight
+// on w, in tokens;
 // the lowest cost wins. Costs within half a block or 2% of each other are
 // equal, and the tie goes to the worker with fewer requests in flight, then
 // less queued prefill, then less context in flight, then fewer cached
@@ -25,6 +26,8 @@ package router
 // the saving and scattered conversations as soon as users paused; one
 // request is worth LoadTokens tokens, 32, chosen on kvlens's workload suite
 // (docs/routing.md: from 32 to 128 the results move by a few percent).
+// Queued prefill counts a quarter (QueuedShare): in full, a burst of first
+// turns booked on a worker sent its conversations' follow-ups elsewhere.
 // Approximate selects the predicted index instead of KV events.
 type KV struct {
 	// Weight is W, the weight of prefill tokens (default 1).

@@ -208,6 +208,10 @@ func TestKVPolicy(t *testing.T) {
 		{"queued prefill counts against a worker", func(cs []Candidate) {
 			cs[0].Overlap, cs[0].PrefillTokens = 50, 40000
 		}, 1},
+		{"queued prefill counts a quarter: twice the prompt queued does not drive a follow-up from its cache", func(cs []Candidate) {
+			// 0.25 × 6,400 = 1,600 tokens against the 3,200 a move would prefill.
+			cs[0].Overlap, cs[0].PrefillTokens = 100, 6400
+		}, 0},
 		{"a cached prompt outweighs a moderate load", func(cs []Candidate) {
 			// 3,200 tokens saved against 20 requests × 32 tokens.
 			cs[0].Overlap, cs[0].InFlight = 100, 20

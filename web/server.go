@@ -329,7 +329,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		QR:           s.opts.PublicURL != "",
 		PublicURL:    s.opts.PublicURL,
 		Tour:         s.tourData(operator),
-		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()},
+		How:          components.HowData{Workers: s.opts.Workers + " (" + s.opts.Profile + ")", Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, QueuedShare: strconv.FormatFloat(router.QueuedShare, 'f', -1, 64), Example: s.costExample(), Policies: s.policyRules()},
 	}
 	if s.ab() {
 		d.Pair, d.PairText = s.pair(operator), s.pairNames()
@@ -524,7 +524,7 @@ func (s *Server) howData() components.HowData {
 	if s.opts.Profile != "" {
 		workers += " (" + s.opts.Profile + ")"
 	}
-	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, Example: s.costExample(), Policies: s.policyRules()}
+	return components.HowData{Workers: workers, Model: s.opts.Model, BlockSize: s.opts.BlockSize, LoadTokens: router.LoadTokens, QueuedShare: strconv.FormatFloat(router.QueuedShare, 'f', -1, 64), Example: s.costExample(), Policies: s.policyRules()}
 }
 
 // how is the "How it works" panel with the router's latest decision.

@@ -718,7 +718,7 @@ func TestHowItWorksShowsTheLastDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A 1,000-token prompt in blocks of 100: b caches 8 blocks, a none.
-	// KVCost, in tokens: a = (0 + 1000) + 32·2 = 1064; b = (100 + 200) + 32·3 = 396.
+	// KVCost, in tokens: a = (0 + 1000) + 32·2 = 1064; b = (100/4 + 200) + 32·3 = 321.
 	cands := []router.Candidate{
 		{Worker: ws[0], InFlight: 2, Capacity: 64, ContextTokens: 500},
 		{Worker: ws[1], Overlap: 8, InFlight: 3, Capacity: 64, PrefillTokens: 100, ContextTokens: 900},
@@ -747,7 +747,7 @@ func TestHowItWorksShowsTheLastDecision(t *testing.T) {
 			if rows.Length() != 2 {
 				t.Fatalf("worked example has %d rows, want 2", rows.Length())
 			}
-			for i, want := range []string{"1064.0", "396.0"} {
+			for i, want := range []string{"1064.0", "321.0"} {
 				if got := rows.Eq(i).Find("td").Eq(6).Text(); got != want {
 					t.Errorf("row %d cost = %q, want %s", i, got, want)
 				}
