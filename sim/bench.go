@@ -66,7 +66,7 @@ func Offline(cfg OfflineConfig) (OfflineResult, error) {
 	// to those runs, padding included, so no step here is priced as eager.
 	p.EagerStepMs = 0
 	// trtllm-bench feeds the executor directly, with no serving path.
-	p.IntakeSteps, p.BesideSteps = 0, 0
+	p.IntakeSteps, p.BesideSteps, p.PathJitterMs = 0, 0, 0
 	p.MaxModelLen = max(p.MaxModelLen, cfg.ISL+cfg.OSL)
 	eng, err := NewEngine(p, Options{Seed: cfg.Seed})
 	if err != nil {

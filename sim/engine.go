@@ -286,7 +286,7 @@ func (e *Engine) Submit(r Request) error {
 			// The next batch was formed while the step in flight runs.
 			s.notBefore++
 		}
-		s.readyAt = e.elapsed + e.pathDelay(e.prof.IntakeSteps)
+		s.readyAt = e.elapsed + e.pathJitter() + e.pathDelay(e.prof.IntakeSteps)
 		s.shownAt = s.readyAt + e.pathDelay(e.prof.BesideSteps)
 	}
 	e.waiting = append(e.waiting, s)
@@ -461,6 +461,15 @@ func (e *Engine) pathDelay(stages int) time.Duration {
 		steps += e.intake.ExpFloat64()
 	}
 	return time.Duration(steps * float64(e.decodeStepTime()))
+}
+
+// pathJitter draws the serving path's stage timed in milliseconds rather
+// than in steps (PathJitterMs): an exponential wait with that mean.
+func (e *Engine) pathJitter() time.Duration {
+	if e.prof.PathJitterMs == 0 {
+		return 0 // no draw, so a profile without it keeps its delays
+	}
+	return time.Duration(e.intake.ExpFloat64() * e.prof.PathJitterMs * float64(time.Millisecond))
 }
 
 // decodeStepTime is how long a step that only decodes the running

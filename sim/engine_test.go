@@ -18,7 +18,7 @@ func tiny() Profile {
 	p.Name = "tiny"
 	p.BlockSize, p.KVBlocks, p.MaxBatchSize, p.MaxNumTokens, p.MaxModelLen = 4, 16, 2, 10, 64
 	p.OverlapScheduler = false
-	p.IntakeSteps = 0
+	p.IntakeSteps, p.PathJitterMs = 0, 0
 	return p
 }
 
@@ -214,6 +214,54 @@ func TestTheServingPathHoldsAnArrivalAtABusyEngine(t *testing.T) {
 					}
 					break
 				}
+			}
+		})
+	}
+}
+
+func TestAMillisecondPathStageDoesNotScaleWithTheBatch(t *testing.T) {
+	const draws = 4000
+	tests := []struct {
+		name     string
+		intake   int
+		jitterMs float64
+		running  int // sequences decoding when the arrivals come
+		// want gives the mean delay from the running batch's decode step.
+		want func(step time.Duration) time.Duration
+	}{
+		{"a millisecond stage waits its mean behind one sequence", 0, 40, 1,
+			func(time.Duration) time.Duration { return 40 * time.Millisecond }},
+		{"a millisecond stage waits the same mean behind a full batch", 0, 40, 60,
+			func(time.Duration) time.Duration { return 40 * time.Millisecond }},
+		{"step stages wait one decode step each, longer behind a full batch", 2, 0, 60,
+			func(step time.Duration) time.Duration { return 2 * step }},
+		{"a millisecond stage adds to the step stages", 2, 40, 60,
+			func(step time.Duration) time.Duration { return 2*step + 40*time.Millisecond }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := MustProfile(DefaultProfile)
+			p.IntakeSteps, p.BesideSteps, p.PathJitterMs = tt.intake, 0, tt.jitterMs
+			e := newTestEngine(t, p)
+			for id := range uint64(tt.running) {
+				submit(t, e, id, seqTokens(int(id)*1000, 64), 1000)
+			}
+			for len(e.running) < tt.running || e.running[tt.running-1].generated == 0 {
+				e.Step()
+			}
+			step := e.decodeStepTime()
+			var sum time.Duration
+			for i := range uint64(draws) {
+				id := 1_000_000 + i
+				submit(t, e, id, seqTokens(5, 8), 1)
+				sum += e.byID[id].readyAt - e.elapsed
+				e.Cancel(id)
+			}
+			got, want := sum/draws, tt.want(step)
+			// The engine's seed fixes the draws; 5% is three standard
+			// errors of the mean of 4,000 exponential draws (1.6%).
+			if got < want*95/100 || got > want*105/100 {
+				t.Fatalf("mean delay %v behind %d sequences (decode step %v), want %v ± 5%%", got, tt.running, step, want)
 			}
 		})
 	}

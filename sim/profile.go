@@ -75,6 +75,14 @@ type Profile struct {
 	// token then comes at the later of this delay and the engine's own
 	// time to first token, not their sum. 0 leaves it out.
 	BesideSteps int `json:"beside_steps,omitempty"`
+	// PathJitterMs is the mean, in milliseconds, of one more stage in
+	// front of the queue, drawn with IntakeSteps' for a request that
+	// arrives at a busy engine: an exponential wait that the batch does
+	// not scale, host and network time between the router and the
+	// engine's queue. Being the same at every load, it widens the path's
+	// spread relative to its mean more where decode steps are short. 0
+	// leaves it out.
+	PathJitterMs float64 `json:"path_jitter_ms,omitempty"`
 
 	// StepOverheadMs is c0: scheduling, sampling and kernel launch per step.
 	StepOverheadMs float64 `json:"step_overhead_ms"`
@@ -360,6 +368,7 @@ func (p Profile) Validate() error {
 		{"kv_read_ms", p.KVReadMs}, {"attention_ms", p.AttentionMs}, {"eager_step_ms", p.EagerStepMs},
 		{"output_min", float64(p.OutputMin)}, {"output_max", float64(p.OutputMax)},
 		{"intake_steps", float64(p.IntakeSteps)}, {"beside_steps", float64(p.BesideSteps)},
+		{"path_jitter_ms", p.PathJitterMs},
 	}
 	for _, f := range nonneg {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {

@@ -58,6 +58,8 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"an intake path a million steps long is refused", write("intake-long.json", `{"intake_steps":1000000}`), "at most 1000"},
 		{"a negative number of stages beside the engine is refused", write("beside.json", `{"beside_steps":-6}`), "beside_steps"},
 		{"a path beside the engine a million steps long is refused", write("beside-long.json", `{"beside_steps":1000000}`), "at most 1000"},
+		{"a negative millisecond stage is refused", write("jitter.json", `{"path_jitter_ms":-30}`), "path_jitter_ms"},
+		{"a millisecond stage that is not a number is refused", write("jitter-nan.json", `{"path_jitter_ms":"slow"}`), "decode profile"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
