@@ -27,14 +27,14 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		level    int
 		rival    string
 	}{
-		{"chat at 60: kv 357 ms against least-loaded's 369", "chat", 60, "least_loaded"},
-		{"think at 120: kv 467 ms against llm-d's 544", "think", 120, "llmd"},
-		{"long at 60: kv 412 ms against SGLang's 419", "long", 60, "sglang"},
-		{"shared-prefix at 60: kv 404 ms against least-loaded's 411", "shared-prefix", 60, "least_loaded"},
-		{"open-loop at 180: kv 4.0 s against llm-d's 5.6 s", "open-loop", 180, "llmd"},
-		{"agentic at 120: kv 522 ms against llm-d's 548", "agentic", 120, "llmd"},
-		{"reading at 40: kv 255 ms against llm-d's 280", "reading", 40, "llmd"},
-		{"trace at 80: kv 393 ms against round-robin's 546", "trace", 80, "round_robin"},
+		{"chat at 60: kv 359 ms against least-loaded's 369", "chat", 60, "least_loaded"},
+		{"think at 140: kv 537 ms against llm-d's 577", "think", 140, "llmd"},
+		{"long at 60: kv 411 ms against SGLang's 419", "long", 60, "sglang"},
+		{"shared-prefix at 60: kv 408 ms against least-loaded's 411", "shared-prefix", 60, "least_loaded"},
+		{"open-loop at 180: kv 2.8 s against llm-d's 5.6 s", "open-loop", 180, "llmd"},
+		{"agentic at 120: kv 514 ms against llm-d's 548", "agentic", 120, "llmd"},
+		{"reading at 40: kv 248 ms against llm-d's 280", "reading", 40, "llmd"},
+		{"trace at 80: kv 465 ms against round-robin's 546", "trace", 80, "round_robin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
