@@ -84,9 +84,9 @@ func (r *Result) Shortfalls(policy string) []Shortfall {
 }
 
 // pairedInterval is the 95% confidence interval of the mean per-seed gap
-// between two cells, in percent of base; NaN unless at least two seeds are
-// in both.
-func pairedInterval(mine, best Cell, of func(Run) float64, high bool, base float64) (low, high2 float64) {
+// between two cells, in percent of base, where higher says a higher figure
+// is better; NaN unless at least two seeds are in both.
+func pairedInterval(mine, best Cell, of func(Run) float64, higher bool, base float64) (low, high float64) {
 	bySeed := map[uint64]float64{}
 	for _, r := range best.Runs {
 		bySeed[r.Seed] = of(r)
@@ -98,7 +98,7 @@ func pairedInterval(mine, best Cell, of func(Run) float64, high bool, base float
 			continue
 		}
 		g := 100 * (of(r) - b) / base
-		if high {
+		if higher {
 			g = -g
 		}
 		gaps = append(gaps, g)

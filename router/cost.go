@@ -36,8 +36,9 @@ const LoadTokens = 32
 // first turns have just been booked on a worker, and counted in full it
 // sent follow-ups away from their cache at every such spike: on the trace
 // at 160 `kv` held 77% of prompt tokens in cache against the oracle's 82%.
-// A quarter was the best of 0, 1/8, 1/4, 3/8, 1/2 and 1 on kvlens's
-// workload suite (docs/routing.md), the same for every workload.
+// Of 0, 1/8, 1/4, 3/8, 1/2 and 1 on kvlens's workload suite, 1/8 to 3/8
+// did best, within the seeds' noise of each other (docs/routing.md); a
+// quarter is the round value among them, the same for every workload.
 const QueuedShare = 0.25
 
 // KVCost is kvlens's cost for sending r to c, in tokens:
