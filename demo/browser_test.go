@@ -98,6 +98,22 @@ const switchIdle = `!document.querySelector('.htmx-request, #mode-switch.htmx-ad
 
 // waitJS polls a JavaScript condition until it holds, failing with what
 // describe says after timeout.
+// clickRedrawn clicks the element sel names in a panel the page redraws
+// every second: a redraw between finding the node and clicking it detaches
+// the node ("Could not find node with given id"), so it tries again, up to
+// five times.
+func clickRedrawn(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	var err error
+	for range 5 {
+		if err = chromedp.Do(ctx, chromedp.Click(sel)); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("clicking %s: %v", sel, err)
+}
+
 func waitJS(t *testing.T, ctx context.Context, cond string, timeout time.Duration, describe string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -292,9 +308,7 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// A tile's label opens its definition with a tap, and it stays open
 	// while the tiles are redrawn under it; a tap elsewhere closes it.
-	if err := chromedp.Do(ctx, chromedp.Click(`[data-tile=ttft-p95] h3 .term`)); err != nil {
-		t.Fatal(err)
-	}
+	clickRedrawn(t, ctx, `[data-tile=ttft-p95] h3 .term`)
 	const defOpen = `document.getElementById('def-ttft-p95').matches(':popover-open') && /Time to first token/.test(document.getElementById('def-ttft-p95').innerText)`
 	waitJS(t, ctx, defOpen, 2*time.Second, "tapping the First token p95 label does not show its definition")
 	time.Sleep(2500 * time.Millisecond) // two redraws of the tiles
@@ -312,9 +326,13 @@ func TestBrowserDashboard(t *testing.T) {
 	waitJS(t, ctx, `document.querySelectorAll('[data-testid=conversation-link]').length > 0`, 10*time.Second, "the conversation list stayed empty")
 	// The log lists a turn once it has ended, and the newest conversations
 	// may have none yet ("answering turn 1/5"): open one that has.
+	// The list is redrawn live: click only a link htmx has processed (it
+	// keeps its internal data on the element), or the click can land on a
+	// freshly swapped link and follow its plain href away from the page.
 	waitJS(t, ctx, `(() => { const li = [...document.querySelectorAll('.conv-list li')].find(l => /turn [1-9]/.test(l.textContent) && !/answering turn 1\//.test(l.textContent));
-		if (!li) return false;
-		li.querySelector('[data-testid=conversation-link]').click();
+		const a = li && li.querySelector('[data-testid=conversation-link]');
+		if (!a || !a['htmx-internal-data']) return false;
+		a.click();
 		return true; })()`, 10*time.Second, "no conversation in the list has an ended turn")
 	// A first turn's TTFT of 10 s or more, on a loaded machine, reads "10.2 s".
 	const turnShown = `(() => { const t = document.querySelector('[data-testid=conversation-detail] [data-testid=turn]');
@@ -324,7 +342,7 @@ func TestBrowserDashboard(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('conversation').innerText.slice(0, 400)`))
+			shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + ': ' + (document.getElementById('conversation') || document.body).innerText.slice(0, 400)`))
 			t.Fatalf("after 10 s the conversation shows no turn with its worker and TTFT; it shows %q", shown)
 		}
 	}
