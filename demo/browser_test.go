@@ -96,8 +96,6 @@ func startDemo(t *testing.T, edits ...func(*Config)) *Demo {
 // swapping in the mode switch: only then do its new controls respond.
 const switchIdle = `!document.querySelector('.htmx-request, #mode-switch.htmx-added, #mode-switch.htmx-settling, #mode-switch .htmx-added')`
 
-// waitJS polls a JavaScript condition until it holds, failing with what
-// describe says after timeout.
 // clickRedrawn clicks the element sel names in a panel the page redraws
 // every second: a redraw between finding the node and clicking it detaches
 // the node ("Could not find node with given id"), so it tries again, up to
@@ -114,6 +112,8 @@ func clickRedrawn(t *testing.T, ctx context.Context, sel string) {
 	t.Fatalf("clicking %s: %v", sel, err)
 }
 
+// waitJS polls a JavaScript condition until it holds, failing with what
+// describe says after timeout.
 func waitJS(t *testing.T, ctx context.Context, cond string, timeout time.Duration, describe string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
