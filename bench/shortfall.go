@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -107,15 +108,9 @@ func pairedInterval(mine, best Cell, of func(Run) float64, higher bool, base flo
 	if n < 2 {
 		return math.NaN(), math.NaN()
 	}
-	var mean, ss float64
-	for _, g := range gaps {
-		mean += g / n
-	}
-	for _, g := range gaps {
-		ss += (g - mean) * (g - mean)
-	}
+	mean, sd := stat.MeanStdDev(gaps, nil) // sd with n − 1
 	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}.Quantile(0.975)
-	half := t * math.Sqrt(ss/(n-1)/n)
+	half := t * sd / math.Sqrt(n)
 	return mean - half, mean + half
 }
 
