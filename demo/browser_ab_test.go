@@ -263,15 +263,20 @@ func replayHeadline(t *testing.T, ctx context.Context, d *Demo, settledAt int64)
 // the default demo in its steady state, this long after start.
 var heroAfter = flag.Duration("hero-after", 0, "run TestBrowserHero: screenshots of the default demo this long after start (the README's pictures)")
 
-// TestBrowserHero takes the README's pictures: the default demo, left to
-// run for -hero-after, at 1920x1080 and on a 390x844 phone. It is not part
+// TestBrowserHero takes the README's pictures: the default demo with its
+// warm-up, left to run for -hero-after, at 1920x1080 and on a 390x844 phone. It is not part
 // of the browser test's two minutes unless asked for.
 func TestBrowserHero(t *testing.T) {
 	if *heroAfter <= 0 {
 		t.Skip("the README's pictures are taken with -hero-after, such as -hero-after 3m")
 	}
-	// Seen from the booth machine: the operator's page, controls enabled.
-	d := startDemo(t, func(cfg *Config) { cfg.Dashboard.Access = web.Access{} })
+	// Seen from the booth machine: the operator's page, controls enabled,
+	// and the warm-up `kvlens` runs with no flags, so that the charts
+	// start where a visitor's do.
+	d := startDemo(t, func(cfg *Config) {
+		cfg.Dashboard.Access = web.Access{}
+		cfg.Warm, cfg.WarmSpeed = DefaultWarm, DefaultWarmSpeed
+	})
 	time.Sleep(*heroAfter)
 	ctx := newBrowser(t, 1920, 1080)
 	if err := chromedp.Do(ctx,
