@@ -53,6 +53,11 @@ type Config struct {
 	Parallel int
 	// Reference is the measured set the figures are held against.
 	Reference *baselines.Set
+	// Turns is the distribution of turns per conversation; empty means the
+	// load generator's default, kvlens's chat (3–5). The original demo's
+	// code, which measured the reference, ran exactly 5
+	// (docs/simulator.md).
+	Turns loadgen.TurnDist
 }
 
 // Check reports the first setting that cannot run.
@@ -102,6 +107,9 @@ func (c Config) sweep() baselines.SweepConfig {
 func (c Config) deployment(seed uint64) simulate.Config {
 	load := loadgen.DefaultConfig()
 	load.SLO = loadgen.SLO{TTFT: baselines.DefaultSLO.TTFT, TPOT: baselines.DefaultSLO.TPOT}
+	if len(c.Turns.Counts) > 0 {
+		load.Turns = c.Turns
+	}
 	return simulate.Config{
 		Profile: c.Profile, Workers: c.Workers, Load: load, Seed: seed,
 		Router: router.Config{BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1},
@@ -174,6 +182,7 @@ func Compare(c Config, runs [][]baselines.RunLevel) (*Report, error) {
 	r := &Report{
 		Profile: c.Profile.Name, Workers: c.Workers, Seeds: slices.Clone(c.Seeds),
 		Warmup: c.Warmup, Measure: c.Measure, Reference: c.Reference.Name,
+		Turns: c.Turns.String(),
 	}
 	for _, m := range c.Modes {
 		for _, l := range c.Levels {

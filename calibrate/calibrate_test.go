@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 )
 
@@ -83,6 +84,38 @@ func TestReportMatchesGolden(t *testing.T) {
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("report differs from %s (rerun with -update to accept):\n%s", golden, buf.Bytes())
+	}
+}
+
+func TestTurnsReachTheLoadAndTheReport(t *testing.T) {
+	tests := []struct {
+		name      string
+		turns     loadgen.TurnDist
+		wantLoad  string
+		wantTitle string
+	}{
+		{"no turns given runs kvlens's chat, and the report says nothing", loadgen.TurnDist{}, loadgen.DefaultConfig().Turns.String(), "in virtual time, 60 s warmup"},
+		{"5 turns run 5, as the original demo did, and the report says so", loadgen.UniformTurns(5, 5), "5", "in virtual time, 5 turns per conversation, 60 s warmup"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config()
+			c.Turns = tt.turns
+			if got := c.deployment(1).Load.Turns.String(); got != tt.wantLoad {
+				t.Errorf("the load runs %s turns, want %s", got, tt.wantLoad)
+			}
+			r, err := Compare(c, runs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := r.WriteMarkdown(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(buf.String(), tt.wantTitle) {
+				t.Errorf("the report does not say %q:\n%s", tt.wantTitle, buf.String())
+			}
+		})
 	}
 }
 

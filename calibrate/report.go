@@ -25,6 +25,9 @@ type Report struct {
 	Warmup, Measure time.Duration
 	// Reference names the measured set.
 	Reference string
+	// Turns is the simulated load's turns per conversation, as ParseTurns
+	// reads it; empty means the load generator's default.
+	Turns string
 	// Command is the command line that made the report, printed when set.
 	Command string
 	// Rows are the levels, by mode and then concurrency.
@@ -98,8 +101,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for i, s := range r.Seeds {
 		seeds[i] = strconv.FormatUint(s, 10)
 	}
-	fmt.Fprintf(b, "Simulated: %d × %s in virtual time, %s warmup + %s measure per level, mean of seeds %s.\n",
-		r.Workers, r.Profile, shortDuration(r.Warmup), shortDuration(r.Measure), strings.Join(seeds, ", "))
+	turns := ""
+	if r.Turns != "" {
+		turns = ", " + r.Turns + " turns per conversation"
+	}
+	fmt.Fprintf(b, "Simulated: %d × %s in virtual time%s, %s warmup + %s measure per level, mean of seeds %s.\n",
+		r.Workers, r.Profile, turns, shortDuration(r.Warmup), shortDuration(r.Measure), strings.Join(seeds, ", "))
 	fmt.Fprintf(b, "Measured: %s.\n", r.Reference)
 	if r.Command != "" {
 		fmt.Fprintf(b, "Command: `%s`\n", r.Command)

@@ -30,6 +30,7 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a calibration level the seeds never measured", []string{"sim", "calibrate", "--levels", "50"}, "has no round_robin level at 50"},
 		{"a calibration policy with no measured counterpart", []string{"sim", "calibrate", "--modes", "random"}, "no measured counterpart"},
 		{"a calibration running nothing at once", []string{"sim", "calibrate", "--parallel", "0"}, "parallel 0"},
+		{"a calibration with no turns", []string{"sim", "calibrate", "--turns", "0"}, `turns "0"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
