@@ -110,8 +110,8 @@ func TestEveryChangeBeginsAWindowInEveryLane(t *testing.T) {
 		mark string
 	}{
 		{"a concurrency change", "/api/concurrency", url.Values{"concurrency": {"140"}}, `"label":"→ 140"`},
-		{"lane B's policy", "/api/mode", url.Values{"mode": {"least_loaded"}, "lane": {"b"}}, `"label":"B: Plain least_loaded"`},
-		{"lane A's policy", "/api/mode", url.Values{"mode": {"kv"}, "lane": {"a"}}, `"label":"A: Plain kv"`},
+		{"lane B's policy, marked as lane B's", "/api/mode", url.Values{"mode": {"least_loaded"}, "lane": {"b"}}, `"label":"B: Plain least_loaded","lane":"b"`},
+		{"lane A's policy, marked as lane A's", "/api/mode", url.Values{"mode": {"kv"}, "lane": {"a"}}, `"label":"A: Plain kv","lane":"a"`},
 		{"a cache reset", "/api/reset", nil, `"kind":"reset"`},
 		{"a start", "/api/start", nil, `"kind":"start"`},
 	}
@@ -137,6 +137,9 @@ func TestEveryChangeBeginsAWindowInEveryLane(t *testing.T) {
 			if strings.Count(frame, `"kind":`) != 1 || !strings.Contains(frame, tt.mark) {
 				t.Fatalf("want one mark %s, got %s", tt.mark, frame)
 			}
+			if !strings.Contains(tt.mark, `"lane"`) && strings.Contains(frame, `"lane":`) {
+				t.Fatalf("a change to every lane was marked as one lane's: %s", frame)
+			}
 			if la.resets != 1 || lb.resets != 1 {
 				t.Fatal("the tick began the window again for a change the dashboard made")
 			}
@@ -149,7 +152,7 @@ func TestAChangeBehindTheDashboardsBackBeginsAWindow(t *testing.T) {
 	s.frames()
 	rb.SwitchPolicy("dynamo") // the router's admin API, say
 	frame := string(s.frames()[0])
-	if la.resets != 1 || lb.resets != 1 || !strings.Contains(frame, `"label":"B: Plain dynamo"`) {
+	if la.resets != 1 || lb.resets != 1 || !strings.Contains(frame, `"label":"B: Plain dynamo","lane":"b"`) {
 		t.Fatalf("resets %d/%d, frame %s; want a new window in both lanes and a mark", la.resets, lb.resets, frame)
 	}
 	la.SetConcurrency(160) // a script driving the generator directly

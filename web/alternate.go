@@ -159,7 +159,7 @@ func (s *Server) alternate(now time.Time, snap loadgen.Snapshot) bool {
 	if !switching {
 		return false
 	}
-	err := s.change("mode", "turn: "+s.opts.Describe(next), func() error { return rt.SwitchPolicy(next) })
+	err := s.change(Mark{Kind: "mode", Label: "turn: " + s.opts.Describe(next)}, func() error { return rt.SwitchPolicy(next) })
 	if err != nil {
 		s.history.mark(Mark{T: now.Unix(), Kind: "mode", Label: "turn failed: " + err.Error()})
 	}

@@ -71,7 +71,7 @@ func TestAlternationForgetsKeptWindowsAfterAChange(t *testing.T) {
 		t.Fatal("the first turn did not end with a kept window")
 	}
 	// A window at another concurrency does not compare with this one.
-	s.change("concurrency", "→ 140", nil)
+	s.change(Mark{Kind: "concurrency", Label: "→ 140"}, nil)
 	sides := s.sides(t0.Add(91*time.Second), s.snapshots())
 	if !sides[0].none || !strings.HasPrefix(sides[0].settling, "its turn comes in") {
 		t.Fatalf("after a concurrency change side A = %+v, want no window and when its turn comes", sides[0])
@@ -84,7 +84,7 @@ func TestAlternationForgetsKeptWindowsAfterAChange(t *testing.T) {
 func TestAlternationPairChangeRunsTheNewPolicyAtOnce(t *testing.T) {
 	s, load, rt := altServer(t)
 	s.alternate(time.Unix(1_700_000_000, 0), load.Snapshot())
-	if err := s.change("mode", "A: least-loaded", func() error {
+	if err := s.change(Mark{Kind: "mode", Label: "A: least-loaded"}, func() error {
 		if run := s.alt.setPair(0, "least_loaded", rt.PolicyName()); run != rt.PolicyName() {
 			return rt.SwitchPolicy(run)
 		}

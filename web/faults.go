@@ -84,7 +84,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) {
 func (s *Server) injectFault(kind string, amount float64) error {
 	// A fault begins a new window: the figures with it are not those
 	// without it.
-	err := s.change("fault", faultLabel(kind, amount), func() error { return s.opts.Faults.InjectFault(kind, amount) })
+	err := s.change(Mark{Kind: "fault", Label: faultLabel(kind, amount)}, func() error { return s.opts.Faults.InjectFault(kind, amount) })
 	if err != nil {
 		return err
 	}

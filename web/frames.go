@@ -55,6 +55,9 @@ type Mark struct {
 	Kind string `json:"kind"`
 	// Label is shown on the charts, such as "→ 120" or "KV-aware".
 	Label string `json:"label"`
+	// Lane is the lane the mark is about ("a", "b"), drawn in its colour;
+	// empty for a mark about every lane, or when there is one.
+	Lane string `json:"lane,omitempty"`
 }
 
 // Frame is a JSON message on the websocket. The page tells it from an HTML

@@ -54,7 +54,7 @@ type seen struct {
 // the change, and marks it on the charts. The handler makes its change in
 // apply, under the same lock as the tick's look for changes, so that one
 // change is one mark.
-func (s *Server) change(kind, label string, apply func() error) error {
+func (s *Server) change(m Mark, apply func() error) error {
 	s.seen.mu.Lock()
 	defer s.seen.mu.Unlock()
 	if apply != nil {
@@ -62,20 +62,21 @@ func (s *Server) change(kind, label string, apply func() error) error {
 			return err
 		}
 	}
-	s.beginLocked(time.Now(), kind, label)
+	s.beginLocked(time.Now(), m)
 	return nil
 }
 
 // beginLocked begins every lane's window and marks why; s.seen.mu is held.
-func (s *Server) beginLocked(now time.Time, kind, label string) {
+func (s *Server) beginLocked(now time.Time, m Mark) {
 	for _, l := range s.lanes {
 		l.Gen.BeginWindow()
 	}
 	s.recordSeenLocked()
 	if s.alt != nil {
-		s.alt.changed(kind)
+		s.alt.changed(m.Kind)
 	}
-	s.history.mark(Mark{T: now.Unix(), Kind: kind, Label: label})
+	m.T = now.Unix()
+	s.history.mark(m)
 }
 
 func (s *Server) recordSeenLocked() {
@@ -99,23 +100,25 @@ func (s *Server) watch(now time.Time, snaps []loadgen.Snapshot) bool {
 	}
 	for i, l := range s.lanes {
 		if p := l.Router.PolicyName(); p != s.seen.policies[i] {
-			s.beginLocked(now, "mode", s.laneLabel(i, s.opts.Describe(p)))
+			s.beginLocked(now, s.laneMark(i, "mode", s.opts.Describe(p)))
 			return true
 		}
 		if snaps[i].Target != s.seen.targets[i] {
-			s.beginLocked(now, "concurrency", fmt.Sprintf("→ %d", snaps[i].Target))
+			s.beginLocked(now, Mark{Kind: "concurrency", Label: fmt.Sprintf("→ %d", snaps[i].Target)})
 			return true
 		}
 	}
 	return false
 }
 
-// laneLabel prefixes a mark's label with its lane in the A/B view.
-func (s *Server) laneLabel(i int, label string) string {
+// laneMark is a mark of kind about lane i: in the A/B view its label
+// starts with the lane's letter ("A: KV-aware") and the page draws it in
+// the lane's colour; with one lane it is the label alone.
+func (s *Server) laneMark(i int, kind, label string) Mark {
 	if len(s.lanes) < 2 {
-		return label
+		return Mark{Kind: kind, Label: label}
 	}
-	return fmt.Sprintf("%s: %s", upper(laneID(i)), label)
+	return Mark{Kind: kind, Label: fmt.Sprintf("%s: %s", upper(laneID(i)), label), Lane: laneID(i)}
 }
 
 // upper is a lane's id as the page shows it: A, B.

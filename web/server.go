@@ -358,7 +358,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 
 // startLoad starts every lane's load generator, beginning a new window.
 func (s *Server) startLoad() {
-	s.change("start", "start", func() error {
+	s.change(Mark{Kind: "start", Label: "start"}, func() error {
 		for _, l := range s.lanes {
 			l.Gen.Start()
 		}
@@ -407,7 +407,7 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 // setConcurrency sets every lane to n conversations: each runs the same
 // number.
 func (s *Server) setConcurrency(n int) error {
-	return s.change("concurrency", fmt.Sprintf("→ %d", n), func() error {
+	return s.change(Mark{Kind: "concurrency", Label: fmt.Sprintf("→ %d", n)}, func() error {
 		for _, l := range s.lanes {
 			if err := l.Gen.SetConcurrency(n); err != nil {
 				return err
@@ -463,7 +463,7 @@ func (s *Server) mode(w http.ResponseWriter, r *http.Request) {
 // setMode makes name lane i's routing policy; in the alternating view it
 // sets one side of the pair.
 func (s *Server) setMode(i int, name string) error {
-	return s.change("mode", s.laneLabel(i, s.opts.Describe(name)), func() error {
+	return s.change(s.laneMark(i, "mode", s.opts.Describe(name)), func() error {
 		if s.alt != nil {
 			rt := s.lanes[0].Router
 			if run := s.alt.setPair(i, name, rt.PolicyName()); run != rt.PolicyName() {
@@ -500,7 +500,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 // many workers, or which failed and why.
 func (s *Server) resetCaches(ctx context.Context) (int, error) {
 	res := map[string]string{}
-	s.change("reset", "reset", func() error {
+	s.change(Mark{Kind: "reset", Label: "reset"}, func() error {
 		for _, l := range s.lanes {
 			maps.Copy(res, l.Router.Reset(ctx))
 		}

@@ -95,7 +95,7 @@ func (s *Server) RunWarmUp(ctx context.Context) string {
 		behind = s.opts.WarmBehind()
 	}
 	if behind != "" {
-		s.change("warm", "warm-up fell behind: new window", nil)
+		s.change(Mark{Kind: "warm", Label: "warm-up fell behind: new window"}, nil)
 	} else {
 		s.history.mark(Mark{T: time.Now().Unix(), Kind: "warm", Label: "warmed up: " + span(w.Span()) + " ahead"})
 	}

@@ -48,6 +48,16 @@
     let lanes = 0; // lanes the charts are built for
     let charts = [];
 
+    // markColour is a mark's colour: a lane's mark is drawn in the lane's
+    // colour, so that "A: KV-aware" never reads as lane B's, and a reset in
+    // pink, which no lane has.
+    function markColour(m) {
+      if (m.lane) return laneColours[m.lane.charCodeAt(0) - 97] || "#bbbbbb";
+      if (m.kind === "mode") return "#4fc3f7";
+      if (m.kind === "reset") return "#f06292";
+      return "#bbbbbb";
+    }
+
     // marksPlugin draws every mark as a labelled vertical line, so a recording
     // shows cause (a slider move, a mode switch) next to effect.
     const marksPlugin = {
@@ -66,7 +76,7 @@
             // Labels of marks close together go on successive lines.
             row = x - lastX < 90 * devicePixelRatio ? (row + 1) % 4 : 0;
             lastX = x;
-            ctx.strokeStyle = m.kind === "mode" ? "#4fc3f7" : m.kind === "reset" ? "#ffb74d" : "#bbbbbb";
+            ctx.strokeStyle = markColour(m);
             ctx.setLineDash([4 * devicePixelRatio, 4 * devicePixelRatio]);
             ctx.beginPath();
             ctx.moveTo(x, u.bbox.top);
