@@ -43,7 +43,7 @@
   // timeCharts draws the TTFT, TPOT, throughput and errors charts into the
   // elements with those ids, and returns how to feed them.
   function timeCharts() {
-    let marks = []; // {t, kind, label}: concurrency changes, mode switches
+    let marks = []; // {t, kind, label, lane}: concurrency changes, mode switches
     let rows = []; // what the charts show, oldest first
     let lanes = 0; // lanes the charts are built for
     let charts = [];
