@@ -114,7 +114,7 @@ func DefaultConfig() Config {
 	return Config{
 		Concurrency:    60,
 		MaxTokens:      1024,
-		Turns:          UniformTurns(3, 5),
+		Turns:          UniformTurns(5, 5),
 		StartRate:      10,
 		RequestTimeout: 5 * time.Minute,
 		Window:         60 * time.Second,

@@ -30,7 +30,7 @@ type Workload struct {
 // tokens, system prompt, tool results and open loop. Everything else, the
 // concurrency included, is left as it was.
 func (w Workload) Apply(cfg *Config) {
-	cfg.Turns = UniformTurns(3, 5)
+	cfg.Turns = UniformTurns(5, 5)
 	cfg.ThinkTime, cfg.ThinkDist, cfg.ReadingWPM = 0, ThinkFixed, 0
 	cfg.MaxTokens = 1024
 	cfg.SystemPrompt = ""
@@ -75,7 +75,7 @@ const readingWPM = 250
 // turns (3–5) of about 30 s each (an 832-token answer at 35 ms per token,
 // the default profile's TPOT near 100 conversations on 3 workers) and 3
 // pauses of 10 s.
-const openLoopSession = 4*30*time.Second + 3*10*time.Second
+const openLoopSession = 5*30*time.Second + 4*10*time.Second
 
 // SharedPromptTokens is the length of the shared-prefix workload's system
 // prompt, in tokens, besides its first line.

@@ -197,7 +197,7 @@ var profiles = []Profile{
 		KeepGeneratedBlocks: true,
 		OverlapScheduler:    true,
 		GraphBatchSizes:     trtllmGraphSizes,
-		EagerStepMs:         44,
+		EagerStepMs:         41,
 		IntakeSteps:         2,
 		BesideSteps:         6,
 		StepOverheadMs:      2.0,
