@@ -27,13 +27,13 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		level    int
 		rival    string
 	}{
-		{"chat at 60: kv 359 ms against least-loaded's 369", "chat", 60, "least_loaded"},
-		{"think at 140: kv 537 ms against llm-d's 577", "think", 140, "llmd"},
-		{"long at 60: kv 411 ms against SGLang's 419", "long", 60, "sglang"},
-		{"shared-prefix at 60: kv 408 ms against least-loaded's 411", "shared-prefix", 60, "least_loaded"},
-		{"open-loop at 180: kv 2.8 s against llm-d's 5.6 s", "open-loop", 180, "llmd"},
-		{"agentic at 120: kv 514 ms against llm-d's 548", "agentic", 120, "llmd"},
-		{"reading at 40: kv 248 ms against llm-d's 280", "reading", 40, "llmd"},
+		{"chat at 60: kv 361 ms against least-loaded's 376", "chat", 60, "least_loaded"},
+		{"think at 80: kv 367 ms against llm-d's 398", "think", 80, "llmd"},
+		{"long at 140: kv 594 ms against tuned Dynamo's 625", "long", 140, "dynamo_tuned"},
+		{"shared-prefix at 40: kv 356 ms against least-loaded's 375", "shared-prefix", 40, "least_loaded"},
+		{"open-loop at 180: kv 1.9 s against Dynamo's 3.4 s", "open-loop", 180, "dynamo"},
+		{"agentic at 140: kv 586 ms against llm-d's 606", "agentic", 140, "llmd"},
+		{"reading at 100: kv 282 ms against llm-d's 318", "reading", 100, "llmd"},
 		{"trace at 80: kv 465 ms against round-robin's 546", "trace", 80, "round_robin"},
 	}
 	for _, tt := range tests {

@@ -54,9 +54,8 @@ type Config struct {
 	// Reference is the measured set the figures are held against.
 	Reference *baselines.Set
 	// Turns is the distribution of turns per conversation; empty means the
-	// load generator's default, kvlens's chat (3–5). The original demo's
-	// code, which measured the reference, ran exactly 5
-	// (docs/simulator.md).
+	// load generator's default, kvlens's chat: 5, as the original demo's
+	// code, which measured the reference, ran them (docs/simulator.md).
 	Turns loadgen.TurnDist
 }
 

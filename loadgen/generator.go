@@ -108,13 +108,15 @@ type UserModelConfig struct {
 // key, kept out of flags so it never shows in a process list.
 const UserModelKeyEnv = "KVLENS_USER_MODEL_KEY"
 
-// DefaultConfig is the seeds' workload: 3–5 turns, 1024 max tokens, a 60 s
-// window, conversations started at up to 10 per second.
+// DefaultConfig is the seeds' workload: 5 turns (the original demo's code
+// ran exactly 5, and the seeds' baselines came from it; seed 003's text
+// says 3–5), 1024 max tokens, a 60 s window, conversations started at up
+// to 10 per second.
 func DefaultConfig() Config {
 	return Config{
 		Concurrency:    60,
 		MaxTokens:      1024,
-		Turns:          UniformTurns(3, 5),
+		Turns:          UniformTurns(5, 5),
 		StartRate:      10,
 		RequestTimeout: 5 * time.Minute,
 		Window:         60 * time.Second,

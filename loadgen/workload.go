@@ -30,7 +30,7 @@ type Workload struct {
 // tokens, system prompt, tool results and open loop. Everything else, the
 // concurrency included, is left as it was.
 func (w Workload) Apply(cfg *Config) {
-	cfg.Turns = UniformTurns(3, 5)
+	cfg.Turns = UniformTurns(5, 5)
 	cfg.ThinkTime, cfg.ThinkDist, cfg.ReadingWPM = 0, ThinkFixed, 0
 	cfg.MaxTokens = 1024
 	cfg.SystemPrompt = ""
@@ -71,11 +71,11 @@ func (w Workload) TraceFor(level int, seed uint64, length time.Duration) ([]Trac
 // speed for non-fiction.
 const readingWPM = 250
 
-// openLoopSession is the open-loop workload's mean session length W: 4
-// turns (3–5) of about 30 s each (an 832-token answer at 35 ms per token,
-// the default profile's TPOT near 100 conversations on 3 workers) and 3
-// pauses of 10 s.
-const openLoopSession = 4*30*time.Second + 3*10*time.Second
+// openLoopSession is the open-loop workload's mean session length W: 5
+// turns of about 30 s each (an 832-token answer at 35 ms per token, the
+// default profile's TPOT near 100 conversations on 3 workers) and 4 pauses
+// of 10 s.
+const openLoopSession = 5*30*time.Second + 4*10*time.Second
 
 // SharedPromptTokens is the length of the shared-prefix workload's system
 // prompt, in tokens, besides its first line.
@@ -103,7 +103,7 @@ func SharedSystemPrompt() string {
 var Workloads = []Workload{
 	{
 		Name:   "chat",
-		Doc:    "The seeds' multi-turn chat, kvlens's default: each conversation opens with one of the starter texts (about 3,600–3,800 tokens) and a short system prompt, then asks 3–5 questions in all (uniform), each the moment the last answer ends (no think time); answers are capped at 1,024 tokens (the simulated H200 draws 640–1,024). A closed loop: the level is the number of conversations, and one that ends is replaced at once.",
+		Doc:    "The seeds' multi-turn chat, kvlens's default: each conversation opens with one of the starter texts (about 3,600–3,800 tokens) and a short system prompt, then asks 5 questions in all, as the original demo's code did (seed 003's text says 3–5; the seeds' baselines were measured with 5), each the moment the last answer ends (no think time); answers are capped at 1,024 tokens (the simulated H200 draws 640–1,024). A closed loop: the level is the number of conversations, and one that ends is replaced at once.",
 		Warmup: 60 * time.Second,
 	},
 	{
@@ -140,7 +140,7 @@ var Workloads = []Workload{
 	},
 	{
 		Name:   "open-loop",
-		Doc:    "Sessions that arrive on their own schedule: a Poisson process of chats (3–5 turns, exponential think time of mean 10 s), each session's turns following its answers, whatever the others do. The level is a rate: level L means L / W sessions per second, where W = 150 s is the estimated mean session length (4 turns of about 30 s, an 832-token answer at 35 ms per token, plus 3 pauses of 10 s), so that by Little's law L sessions are in flight when the estimate holds; under heavy load sessions last longer and more are in flight, as in production. At start, and when the level rises, L sessions (or the increase) start at once part-way through, with the turns left to a session caught at a random moment, so the number in flight starts near L instead of ramping up over W.",
+		Doc:    "Sessions that arrive on their own schedule: a Poisson process of chats (5 turns, exponential think time of mean 10 s), each session's turns following its answers, whatever the others do. The level is a rate: level L means L / W sessions per second, where W = 190 s is the estimated mean session length (5 turns of about 30 s, an 832-token answer at 35 ms per token, plus 4 pauses of 10 s), so that by Little's law L sessions are in flight when the estimate holds; under heavy load sessions last longer and more are in flight, as in production. At start, and when the level rises, L sessions (or the increase) start at once part-way through, with the turns left to a session caught at a random moment, so the number in flight starts near L instead of ramping up over W.",
 		Warmup: 150 * time.Second,
 		set: func(c *Config) {
 			c.ThinkTime, c.ThinkDist = 10*time.Second, ThinkExponential

@@ -666,7 +666,7 @@ func TestStepTimeMatchesThePerfModel(t *testing.T) {
 }
 
 func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
-	p := MustProfile(DefaultProfile) // graphs for 1..32, 64, 128; floor 44 ms
+	p := MustProfile(DefaultProfile) // graphs for 1..32, 64, 128; floor 41 ms
 	gpu := p
 	gpu.EagerStepMs = 0
 	padded := p
@@ -680,12 +680,12 @@ func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
 		// 2 + hypot(17.3, 0.1116·32) + a_kv·180k = 29.1
 		{"a decode batch of 32 replays a graph and takes the GPU time",
 			p, Batch{Decodes: 32, Context: 180000}, ms(gpu.StepTime(Batch{Decodes: 32, Context: 180000}))},
-		{"a decode batch of 40 has no graph and runs eagerly at the 44 ms floor",
-			p, Batch{Decodes: 40, Context: 240000}, 44},
+		{"a decode batch of 40 has no graph and runs eagerly at the 41 ms floor",
+			p, Batch{Decodes: 40, Context: 240000}, 41},
 		{"a decode batch of 64 replays a graph again",
 			p, Batch{Decodes: 64, Context: 360000}, ms(gpu.StepTime(Batch{Decodes: 64, Context: 360000}))},
 		{"13 decodes with a 40-token prefill chunk run eagerly",
-			p, Batch{Decodes: 13, Context: 91000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 44},
+			p, Batch{Decodes: 13, Context: 91000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 41},
 		{"a 1k-token prefill outlasts the floor and takes its GPU time",
 			p, Batch{Chunks: []Chunk{{New: 1000}}}, ms(gpu.StepTime(Batch{Chunks: []Chunk{{New: 1000}}}))},
 		{"with padding, a decode batch of 40 replays the 64 graph and computes 64 rows",

@@ -104,18 +104,33 @@ func TestOfflineThroughputIsNearNVIDIAsFigures(t *testing.T) {
 	}
 }
 
-// TestThePathInFrontProfileIsTheDefaultBeforeTheSplit guards the profile
-// docs/simulator.md reproduces its "before" calibration table with: the
-// default H200 profile with its whole serving path, six stages, in front of
-// the queue.
-func TestThePathInFrontProfileIsTheDefaultBeforeTheSplit(t *testing.T) {
-	got, err := LoadProfile("../docs/h200-path-in-front.json")
-	if err != nil {
-		t.Fatal(err)
+// TestTheBeforeProfilesAreTheDefaultAsItWas guards the profiles
+// docs/simulator.md reproduces its earlier calibration tables with (each
+// with --turns 3-5): the default H200 profile before 2026-11-25's 41 ms
+// eager floor, and before that with its whole serving path, six stages, in
+// front of the queue.
+func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		edit func(*Profile)
+	}{
+		{"the eager44 profile is today's default with the 44 ms floor", "../docs/h200-eager44.json",
+			func(p *Profile) { p.Name, p.EagerStepMs = "h200-eager44", 44 }},
+		{"the path-in-front profile has the 44 ms floor and the whole path in front of the queue", "../docs/h200-path-in-front.json",
+			func(p *Profile) { p.Name, p.EagerStepMs, p.IntakeSteps, p.BesideSteps = "h200-path-in-front", 44, 6, 0 }},
 	}
-	want := MustProfile(DefaultProfile)
-	want.Name, want.IntakeSteps, want.BesideSteps = "h200-path-in-front", 6, 0
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %+v\nwant %+v", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadProfile(tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := MustProfile(DefaultProfile)
+			tt.edit(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+		})
 	}
 }

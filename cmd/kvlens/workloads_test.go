@@ -19,8 +19,8 @@ func TestWorkloadFlagSetsTheLoadAndGivenFlagsWin(t *testing.T) {
 	}{
 		{"no workload keeps the seeds' chat", nil,
 			func(c loadgen.Config) bool {
-				return c.Turns.String() == "3-5" && c.ThinkTime == 0 && c.SessionLength == 0
-			}, "3-5 turns, no think time"},
+				return c.Turns.String() == "5" && c.ThinkTime == 0 && c.SessionLength == 0
+			}, "5 turns, no think time"},
 		{"think sets an exponential pause of mean 10 s", []string{"--workload", "think"},
 			func(c loadgen.Config) bool {
 				return c.ThinkDist == loadgen.ThinkExponential && c.ThinkTime == 10*time.Second
@@ -32,7 +32,7 @@ func TestWorkloadFlagSetsTheLoadAndGivenFlagsWin(t *testing.T) {
 		{"long has 5-15 turns and the profile's context as its limit", []string{"--workload", "long"},
 			func(c loadgen.Config) bool { return c.Turns.String() == "5-15" && c.MaxContext == 16384 }, "5-15 turns, max context 16384"},
 		{"open-loop is an open loop", []string{"--workload", "open-loop"},
-			func(c loadgen.Config) bool { return c.SessionLength == 150*time.Second }, "session length 150s"},
+			func(c loadgen.Config) bool { return c.SessionLength == 190*time.Second }, "session length 190s"},
 		{"agentic answers briefly with tool results", []string{"--workload", "agentic", "--virtual"},
 			func(c loadgen.Config) bool { return c.MaxTokens == 64 && c.ToolTokens.Max == 500 }, "max_tokens 64, tools up to 500"},
 		{"trace at one level replays a synthetic trace", []string{"--workload", "trace", "--levels", "60"},
