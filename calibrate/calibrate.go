@@ -57,6 +57,12 @@ type Config struct {
 	// load generator's default, kvlens's chat: 5, as the original demo's
 	// code, which measured the reference, ran them (docs/simulator.md).
 	Turns loadgen.TurnDist
+	// Staggered starts the conversations a level starts at once part-way
+	// through, as kvlens's own load does. By default they start in step,
+	// every one from its first turn, as the original demo's generator
+	// started them when it measured the reference: the waves that follow
+	// are part of what was measured (docs/simulator.md).
+	Staggered bool
 }
 
 // Check reports the first setting that cannot run.
@@ -109,6 +115,7 @@ func (c Config) deployment(seed uint64) simulate.Config {
 	if len(c.Turns.Counts) > 0 {
 		load.Turns = c.Turns
 	}
+	load.InStep = !c.Staggered
 	return simulate.Config{
 		Profile: c.Profile, Workers: c.Workers, Load: load, Seed: seed,
 		Router: router.Config{BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1},
@@ -181,7 +188,7 @@ func Compare(c Config, runs [][]baselines.RunLevel) (*Report, error) {
 	r := &Report{
 		Profile: c.Profile.Name, Workers: c.Workers, Seeds: slices.Clone(c.Seeds),
 		Warmup: c.Warmup, Measure: c.Measure, Reference: c.Reference.Name,
-		Turns: c.Turns.String(),
+		Turns: c.Turns.String(), Staggered: c.Staggered,
 	}
 	for _, m := range c.Modes {
 		for _, l := range c.Levels {

@@ -91,18 +91,24 @@ func TestTurnsReachTheLoadAndTheReport(t *testing.T) {
 	tests := []struct {
 		name      string
 		turns     loadgen.TurnDist
+		staggered bool
 		wantLoad  string
 		wantTitle string
 	}{
-		{"no turns given runs kvlens's chat, and the report says nothing", loadgen.TurnDist{}, loadgen.DefaultConfig().Turns.String(), "in virtual time, 60 s warmup"},
-		{"5 turns run 5, as the original demo did, and the report says so", loadgen.UniformTurns(5, 5), "5", "in virtual time, 5 turns per conversation, 60 s warmup"},
+		{"no turns given runs kvlens's chat in step, and the report says nothing", loadgen.TurnDist{}, false, loadgen.DefaultConfig().Turns.String(), "in virtual time, 60 s warmup"},
+		{"5 turns run 5, as the original demo did, and the report says so", loadgen.UniformTurns(5, 5), false, "5", "in virtual time, 5 turns per conversation, 60 s warmup"},
+		{"staggered starts reach the load, and the report says so", loadgen.UniformTurns(5, 5), true, "5", "in virtual time, 5 turns per conversation, staggered starts, 60 s warmup"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := config()
-			c.Turns = tt.turns
-			if got := c.deployment(1).Load.Turns.String(); got != tt.wantLoad {
+			c.Turns, c.Staggered = tt.turns, tt.staggered
+			load := c.deployment(1).Load
+			if got := load.Turns.String(); got != tt.wantLoad {
 				t.Errorf("the load runs %s turns, want %s", got, tt.wantLoad)
+			}
+			if load.InStep == tt.staggered {
+				t.Errorf("the load starts in step: %v, want %v", load.InStep, !tt.staggered)
 			}
 			r, err := Compare(c, runs())
 			if err != nil {

@@ -28,6 +28,9 @@ type Report struct {
 	// Turns is the simulated load's turns per conversation, as ParseTurns
 	// reads it; empty means the load generator's default.
 	Turns string
+	// Staggered says the simulated load started conversations part-way
+	// through (Config.Staggered).
+	Staggered bool
 	// Command is the command line that made the report, printed when set.
 	Command string
 	// Rows are the levels, by mode and then concurrency.
@@ -104,6 +107,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	turns := ""
 	if r.Turns != "" {
 		turns = ", " + r.Turns + " turns per conversation"
+	}
+	if r.Staggered {
+		turns += ", staggered starts"
 	}
 	fmt.Fprintf(b, "Simulated: %d × %s in virtual time%s, %s warmup + %s measure per level, mean of seeds %s.\n",
 		r.Workers, r.Profile, turns, shortDuration(r.Warmup), shortDuration(r.Measure), strings.Join(seeds, ", "))

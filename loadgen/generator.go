@@ -61,6 +61,12 @@ type Config struct {
 	MaxContext int
 	// StartRate paces new conversations, per second; 0 means unpaced.
 	StartRate float64
+	// InStep starts every conversation of a closed loop from its full turns,
+	// even those a run starts at once or a higher level adds, as the
+	// original demo's generator did. With equal turns they then end
+	// together and keep the fleet in waves of first turns and follow-ups.
+	// By default those are drawn part-way through instead (see run.warm).
+	InStep bool
 	// RequestTimeout bounds each request, send to last byte; 0 means none.
 	RequestTimeout time.Duration
 	// ErrorPause is how long a conversation that failed holds its place
@@ -245,9 +251,12 @@ type run struct {
 	// seq numbers waits and turns, so that Stop cancels them in the order
 	// they began: a virtual-time run stays reproducible.
 	seq uint64
-	// warm counts an open loop's conversations still to start at once,
-	// part-way through, so that the number in flight starts near its
-	// steady state instead of ramping up over a whole session.
+	// warm counts conversations still to start part-way through: those a
+	// run starts at once and those a higher level adds. Drawn so, their
+	// ends are spread as a steady state's are, instead of all falling due
+	// together and keeping the fleet in waves of first turns and
+	// follow-ups. In an open loop they are the only conversations fill
+	// starts; arrivals start the rest.
 	warm int
 	// arrival numbers an open loop's pending arrival; a change of rate
 	// makes the pending one stale.
@@ -370,8 +379,10 @@ func (g *Generator) Start() {
 		g.mu.Unlock()
 		return
 	}
-	if g.cfg.SessionLength > 0 {
+	if !g.cfg.InStep || g.cfg.SessionLength > 0 {
 		r.warm = g.target
+	}
+	if g.cfg.SessionLength > 0 {
 		g.scheduleArrivalLocked(r)
 	}
 	g.mu.Unlock()
@@ -457,12 +468,18 @@ func (g *Generator) SetConcurrency(n int) error {
 	old := g.target
 	g.target = n
 	r := g.run
-	if r != nil && g.cfg.SessionLength > 0 && len(g.cfg.Trace) == 0 {
+	if r != nil && len(g.cfg.Trace) == 0 {
 		// A higher level starts its extra conversations part-way through,
-		// as Start does; a lower one lets those in flight finish. Arrivals
-		// are memoryless, so the pending one is redrawn at the new rate.
-		r.warm += max(n-old, 0)
-		g.scheduleArrivalLocked(r)
+		// as Start does; a lower one lets those in flight finish and starts
+		// none part-way.
+		if !g.cfg.InStep || g.cfg.SessionLength > 0 {
+			r.warm = min(r.warm+max(n-old, 0), n)
+		}
+		if g.cfg.SessionLength > 0 {
+			// Arrivals are memoryless: the pending one is redrawn at the
+			// new rate.
+			g.scheduleArrivalLocked(r)
+		}
 	}
 	g.mu.Unlock()
 	if r != nil && len(g.cfg.Trace) == 0 {
@@ -521,8 +538,7 @@ func (g *Generator) Conversation(id uint64) (ConversationLog, bool) { return g.l
 // rate: when the next start is not yet allowed, it sets one timer that calls
 // it again. It runs whenever the target may have been missed: at Start, when
 // the target changes, when a conversation ends and when the pacing allows.
-// In an open loop it starts only the warm conversations; arrivals start the
-// rest.
+// The first r.warm it starts are drawn part-way through (see run.warm).
 func (g *Generator) fill(r *run) {
 	open := g.cfg.SessionLength > 0
 	var interval time.Duration // between starts; 0 is unpaced
@@ -532,6 +548,9 @@ func (g *Generator) fill(r *run) {
 	for {
 		g.wakeups.Add(1)
 		g.mu.Lock()
+		if !open && g.live >= g.target {
+			r.warm = 0 // replacements start from their first turn
+		}
 		if r.stopped || r.pacing || (!open && g.live >= g.target) || (open && r.warm == 0) {
 			g.mu.Unlock()
 			return
@@ -553,10 +572,11 @@ func (g *Generator) fill(r *run) {
 		}
 		g.live++
 		r.convs++
-		if open {
+		partway := r.warm > 0
+		if partway {
 			r.warm--
 		}
-		c := g.pickLocked(open)
+		c := g.pickLocked(partway)
 		g.mu.Unlock()
 		g.begin(r, c)
 	}

@@ -132,17 +132,22 @@ func TestWorkloadsHaveTheTurnsTheyClaim(t *testing.T) {
 		{"think", 5, 5},         // the same turns, with pauses
 		{"long", 5, 15},         // long chats
 		{"shared-prefix", 5, 5}, // the chat behind a long system prompt
-		{"open-loop", 1, 5},     // warm sessions start part-way, with fewer left
+		{"open-loop", 5, 5},     // sessions of the chat, arriving at a rate
 		{"agentic", 10, 30},     // many short turns
 	}
+	const level = 20
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, _, _ := runWorkload(t, tt.name, 20, 1, 5*time.Second, 700, 10*time.Minute)
+			g, _, _ := runWorkload(t, tt.name, level, 1, 5*time.Second, 700, 10*time.Minute)
 			defer g.Stop()
 			done, seen := 0, map[int]bool{}
 			for _, c := range g.Conversations() {
-				if c.Planned < tt.min || c.Planned > tt.max {
-					t.Fatalf("conversation %d planned %d turns, want %d..%d", c.ID, c.Planned, tt.min, tt.max)
+				lo := tt.min
+				if c.ID <= level {
+					lo = 1 // the run's first conversations start part-way
+				}
+				if c.Planned < lo || c.Planned > tt.max {
+					t.Fatalf("conversation %d planned %d turns, want %d..%d", c.ID, c.Planned, lo, tt.max)
 				}
 				seen[c.Planned] = true
 				if c.Done && c.Errors == 0 && c.Turns != c.Planned && g.Snapshot().ContextFull == 0 {
@@ -526,4 +531,82 @@ func TestSampleRemainingIsLengthBiased(t *testing.T) {
 	if mean := sum / n; math.Abs(mean-(3*4+4*5+5*6)/24.0) > 0.02 {
 		t.Fatalf("mean turns left %.3f, want 2.583", mean)
 	}
+}
+
+// TestAClosedLoopStartsItsConversationsPartWay checks that the conversations
+// a closed loop starts at once, at Start and when the level rises, are drawn
+// part-way through, so that they end at spread times, unless InStep asks
+// for the original demo's way; and that a conversation replacing one that
+// ended starts with its full turns.
+func TestAClosedLoopStartsItsConversationsPartWay(t *testing.T) {
+	tests := []struct {
+		name   string
+		inStep bool
+		when   string
+		n      int
+		lo, hi int // the fewest and most turns drawn
+	}{
+		{"at Start, part-way", false, "at Start", 30, 1, 5},
+		{"when the level rose, part-way", false, "when the level rose", 30, 1, 5},
+		{"replacing one that ended, in full", false, "replacing one that ended", 0, 5, 5},
+		{"in step at Start, in full", true, "at Start", 30, 5, 5},
+		{"in step when the level rose, in full", true, "when the level rose", 30, 5, 5},
+	}
+	started := map[bool]map[string]map[int]int{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if started[tt.inStep] == nil {
+				started[tt.inStep] = startedPartWay(t, tt.inStep)
+			}
+			got := started[tt.inStep][tt.when]
+			n, lo, hi := 0, 99, 0
+			for k, c := range got {
+				n += c
+				lo, hi = min(lo, k), max(hi, k)
+			}
+			if tt.n > 0 && n != tt.n {
+				t.Fatalf("%d conversations started, want %d", n, tt.n)
+			}
+			if n == 0 || lo != tt.lo || hi != tt.hi {
+				t.Fatalf("turn counts drawn %v, want from %d to %d", got, tt.lo, tt.hi)
+			}
+		})
+	}
+}
+
+// startedPartWay runs the chat at 30 conversations, raises it to 60 and
+// counts the turns drawn by when each conversation started.
+func startedPartWay(t *testing.T, inStep bool) map[string]map[int]int {
+	// Every turn takes 5 s; the level rises at 62.5 s, between turns. Starts
+	// are unpaced, so those started at once share a start time.
+	edit := func(c *Config) { c.StartRate, c.InStep = 0, inStep }
+	g, _, loop := runWorkload(t, "chat", 30, 3, 5*time.Second, 700, 62500*time.Millisecond, edit)
+	defer g.Stop()
+	raised := loop.Now()
+	seen := map[uint64]ConversationSummary{} // the log keeps the last LogSize
+	for _, c := range g.Conversations() {
+		seen[c.ID] = c
+	}
+	if err := g.SetConcurrency(60); err != nil {
+		t.Fatal(err)
+	}
+	loop.Run(30 * time.Second)
+	for _, c := range g.Conversations() {
+		seen[c.ID] = c
+	}
+	byStart := map[string]map[int]int{} // when started -> planned turns -> count
+	for _, c := range seen {
+		when := "replacing one that ended"
+		switch {
+		case c.Started.Equal(des.Epoch):
+			when = "at Start"
+		case c.Started.Equal(raised):
+			when = "when the level rose"
+		}
+		if byStart[when] == nil {
+			byStart[when] = map[int]int{}
+		}
+		byStart[when][c.Planned]++
+	}
+	return byStart
 }

@@ -45,6 +45,7 @@ func simCalibrate(args []string) int {
 	fs.DurationVar(&c.Measure, "measure", 300*time.Second, "virtual measurement of each level")
 	fs.IntVar(&c.Parallel, "parallel", runtime.NumCPU(), "seeds swept at once")
 	fs.Var(&c.Turns, "turns", "turns per conversation: a count, a range like 3-5 or weights like 3:1,5:2 (default: kvlens's chat, 5, as the original demo's code ran the seeds' baselines)")
+	fs.BoolVar(&c.Staggered, "staggered", false, "start the conversations each level starts at once part-way through, as kvlens's own load does, instead of in step, every one from its first turn, as the original demo's generator did when it measured the seeds' baselines")
 	fs.StringVar(&out, "out", "", "write the table to this file instead of stdout")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), calibrateUsage)
