@@ -103,7 +103,7 @@ func SharedSystemPrompt() string {
 var Workloads = []Workload{
 	{
 		Name:   "chat",
-		Doc:    "The seeds' multi-turn chat, kvlens's default: each conversation opens with one of the starter texts (about 3,600–3,800 tokens) and a short system prompt, then asks 5 questions in all, as the original demo's code did (seed 003's text says 3–5; the seeds' baselines were measured with 5), each the moment the last answer ends (no think time); answers are capped at 1,024 tokens (the simulated H200 draws 640–1,024). A closed loop: the level is the number of conversations, and one that ends is replaced at once.",
+		Doc:    "The seeds' multi-turn chat, kvlens's default: each conversation opens with one of the starter texts (about 3,600–3,800 tokens) and a short system prompt, then asks 5 questions in all, as the original demo's code did (seed 003's text says 3–5; the seeds' baselines were measured with 5), each the moment the last answer ends (no think time); answers are capped at 1,024 tokens (the simulated H200 draws 640–1,024). A closed loop: the level is the number of conversations, and one that ends is replaced at once. Those started at once, at start and when the level rises, start part-way through with the turns left to a conversation caught at a random moment (1–5), so that they end at spread times; the original demo started each at its first question, and since all last 5 turns they stayed in step and reached the workers in waves (calibrate keeps that, as the seeds were measured with it).",
 		Warmup: 60 * time.Second,
 	},
 	{
