@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,10 @@ type PlanConfig struct {
 	Seeds []uint64
 	// Parallel is how many probes run at once; 0 means 2.
 	Parallel int
+	// PerSeed walks each policy's grid on past the envelope, under the
+	// seeds that still hold, until every seed has failed (or the bound is
+	// reached), to give each seed's own envelope in Capacity.PerSeed.
+	PerSeed bool
 	// OnProbe, if not nil, sees every probe once its level is done, one
 	// call at a time, in seed order.
 	OnProbe func(Probe)
@@ -86,6 +91,10 @@ type Capacity struct {
 	// FailSeed that seed; 0 when every level searched held.
 	FirstFail int
 	FailSeed  uint64
+	// PerSeed, with PlanConfig.PerSeed, is each seed's own envelope, in
+	// the order of PlanConfig.Seeds: the highest level such that it and
+	// every level below it hold under that seed.
+	PerSeed []int
 }
 
 // PlanResult is the planner's answer.
@@ -130,26 +139,9 @@ func (pc *PlanConfig) probe(ctx context.Context, policy string, workers, concurr
 // returns the first seed's probe and the first seed under which the level
 // fails (ok false), in seed order.
 func (pc *PlanConfig) level(ctx context.Context, policy string, workers, concurrency int) (first Probe, failSeed uint64, ok bool, err error) {
-	probes := make([]Probe, len(pc.Seeds))
-	errs := make([]error, len(pc.Seeds))
-	sem := make(chan struct{}, max(1, pc.Parallel))
-	var wg sync.WaitGroup
-	for i, seed := range pc.Seeds {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			probes[i], errs[i] = pc.probe(ctx, policy, workers, concurrency, seed)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	probes, err := pc.probeSeeds(ctx, policy, workers, concurrency, pc.Seeds)
+	if err != nil {
 		return Probe{}, 0, false, err
-	}
-	if pc.OnProbe != nil {
-		for _, pr := range probes {
-			pc.OnProbe(pr)
-		}
 	}
 	for _, pr := range probes {
 		if !pr.Holds {
@@ -159,22 +151,71 @@ func (pc *PlanConfig) level(ctx context.Context, policy string, workers, concurr
 	return probes[0], 0, true, nil
 }
 
+// probeSeeds probes one grid level under each of seeds, Parallel at a
+// time, and returns the probes in seed order.
+func (pc *PlanConfig) probeSeeds(ctx context.Context, policy string, workers, concurrency int, seeds []uint64) ([]Probe, error) {
+	probes := make([]Probe, len(seeds))
+	errs := make([]error, len(seeds))
+	sem := make(chan struct{}, max(1, pc.Parallel))
+	var wg sync.WaitGroup
+	for i, seed := range seeds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			probes[i], errs[i] = pc.probe(ctx, policy, workers, concurrency, seed)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if pc.OnProbe != nil {
+		for _, pr := range probes {
+			pc.OnProbe(pr)
+		}
+	}
+	return probes, nil
+}
+
 // maxConcurrency walks the grid up from its first level, each level under
 // every seed, and stops at the first level that fails under any: the
 // envelope is the level below it. Nothing is assumed about levels not
 // probed, so a curve that holds again above a failure does not count.
+//
+// With PerSeed it walks on under the seeds that still hold, recording each
+// seed's envelope, until none is left.
 func (pc *PlanConfig) maxConcurrency(ctx context.Context, policy string, workers int) (Capacity, error) {
 	c := Capacity{Policy: policy, Workers: workers}
-	for n := pc.Step; n <= pc.PerWorker*workers; n += pc.Step {
-		pr, seed, ok, err := pc.level(ctx, policy, workers, n)
+	if pc.PerSeed {
+		c.PerSeed = make([]int, len(pc.Seeds))
+	}
+	left := slices.Clone(pc.Seeds) // the seeds that have held at every level so far
+	for n := pc.Step; n <= pc.PerWorker*workers && len(left) > 0; n += pc.Step {
+		probes, err := pc.probeSeeds(ctx, policy, workers, n, left)
 		if err != nil {
 			return c, err
 		}
-		if !ok {
-			c.FirstFail, c.FailSeed = n, seed
-			return c, nil
+		var still []uint64
+		for _, pr := range probes {
+			if !pr.Holds {
+				if c.FirstFail == 0 {
+					c.FirstFail, c.FailSeed = n, pr.Seed
+				}
+				continue
+			}
+			still = append(still, pr.Seed)
+			if c.PerSeed != nil {
+				c.PerSeed[slices.Index(pc.Seeds, pr.Seed)] = n
+			}
 		}
-		c.MaxConcurrency, c.At = n, pr.Level
+		if c.FirstFail == 0 {
+			c.MaxConcurrency, c.At = n, probes[0].Level
+		}
+		left = still
+		if !pc.PerSeed && c.FirstFail > 0 {
+			break
+		}
 	}
 	return c, nil
 }

@@ -224,6 +224,51 @@ func TestPlanFindsTheKneeAndTheWorkersForATarget(t *testing.T) {
 	}
 }
 
+func TestPlanPerSeedGivesEachSeedItsOwnEnvelope(t *testing.T) {
+	pc := PlanConfig{
+		Base:     smallConfig(1),
+		Policies: []string{"round_robin"},
+		Workers:  []int{1},
+		SLO:      baselines.SLO{TTFT: 500 * time.Millisecond, TPOT: 60 * time.Millisecond},
+		Warmup:   20 * time.Second, Measure: 40 * time.Second,
+		PerWorker: 40,
+		// A tight objective on a fine grid: the seeds cross it at different
+		// levels (seeds 1-4: 34, 5, 1 and 21 conversations).
+		Step:    1,
+		Seeds:   []uint64{1, 2, 3, 4},
+		PerSeed: true,
+	}
+	holds := map[[2]int]bool{} // level, seed -> held
+	pc.OnProbe = func(p Probe) { holds[[2]int{p.Concurrency, int(p.Seed)}] = p.Holds }
+	res, err := Plan(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Capacities[0]
+	t.Logf("envelope %d, per seed %v", c.MaxConcurrency, c.PerSeed)
+	if len(c.PerSeed) != len(pc.Seeds) {
+		t.Fatalf("%d per-seed envelopes for %d seeds", len(c.PerSeed), len(pc.Seeds))
+	}
+	if m := slices.Min(c.PerSeed); m != c.MaxConcurrency {
+		t.Errorf("envelope %d, but the lowest seed's is %d: the envelope is every seed's at once", c.MaxConcurrency, m)
+	}
+	for i, env := range c.PerSeed {
+		seed := int(pc.Seeds[i])
+		for n := pc.Step; n <= env; n += pc.Step {
+			if !holds[[2]int{n, seed}] {
+				t.Errorf("seed %d: level %d is below its envelope %d but did not hold", seed, n, env)
+			}
+		}
+		next := env + pc.Step
+		if held, probed := holds[[2]int{next, seed}]; next <= pc.PerWorker && (!probed || held) {
+			t.Errorf("seed %d: envelope %d, but the next level was probed %v and held %v", seed, env, probed, held)
+		}
+		if _, probed := holds[[2]int{next + pc.Step, seed}]; probed {
+			t.Errorf("seed %d: probed past its first failure at %d", seed, next)
+		}
+	}
+}
+
 func TestFewestWorkersSearch(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/simulate"
 )
 
 // exitCode runs cmd and returns its combined output and exit status.
@@ -236,6 +240,32 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 			}
 			if first, _, _ := strings.Cut(out, "\n"); !strings.Contains(first, tt.want) {
 				t.Fatalf("first line %q does not say %q", first, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanTablePrintsEachSeedsEnvelopeWhenAsked(t *testing.T) {
+	res := simulate.PlanResult{Capacities: []simulate.Capacity{
+		{Policy: "kv", Workers: 3, MaxConcurrency: 110, FirstFail: 115, FailSeed: 1, PerSeed: []int{110, 175, 185}},
+	}}
+	tests := []struct {
+		name    string
+		perSeed bool
+		want    bool
+	}{
+		{"with --per-seed the table gives each seed's envelope", true, true},
+		{"without it, no column", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pc := simulate.PlanConfig{Step: 5, Seeds: []uint64{1, 2, 3}, PerSeed: tt.perSeed, SLO: baselines.DefaultSLO}
+			var b strings.Builder
+			writePlan(&b, pc, sim.MustProfile(sim.DefaultProfile), "queue", res)
+			for _, s := range []string{"per seed", "110, 175, 185"} {
+				if strings.Contains(b.String(), s) != tt.want {
+					t.Errorf("the table says %q: %v, want %v:\n%s", s, !tt.want, tt.want, b.String())
+				}
 			}
 		})
 	}

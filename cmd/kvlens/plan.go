@@ -38,6 +38,7 @@ func planCmd(args []string) int {
 	fs.IntVar(&pc.Step, "step", simulate.DefaultPlanStep, "grid of the envelope, in conversations: every level from step up is probed until one fails (at most 5)")
 	fs.StringVar(&seeds, "seeds", "", "seeds every level is probed with, a list or a range such as 1-3 (at least 3; default: --seed and the two after it); a level holds only under every one")
 	fs.IntVar(&pc.Parallel, "parallel", 2, "probes simulated at once")
+	fs.BoolVar(&pc.PerSeed, "per-seed", false, "also give each seed's own envelope, walking on past the first failure under the seeds that still hold (slower)")
 	fs.StringVar(&profile, "sim-profile", sim.DefaultProfile, "engine profile of the simulated workers: a built-in name or a JSON file")
 	fs.StringVar(&admission, "admission", router.AdmitQueue, "router admission: queue (never shed), or shed. "+router.ShedRule)
 	fs.DurationVar(&pc.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT p95 objective")
@@ -165,14 +166,26 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 		pc.Step, pc.Seeds)
 	if len(res.Capacities) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "policy\tworkers\tenvelope\tper worker\tTTFT p95 ms\tTPOT p95 ms\tKV hit %\tfirst failure\t")
+		head := "policy\tworkers\tenvelope\tper worker\tTTFT p95 ms\tTPOT p95 ms\tKV hit %\tfirst failure\t"
+		if pc.PerSeed {
+			head += "per seed\t"
+		}
+		fmt.Fprintln(tw, head)
 		for _, c := range res.Capacities {
 			fail := "none searched"
 			if c.FirstFail > 0 {
 				fail = fmt.Sprintf("%d (seed %d)", c.FirstFail, c.FailSeed)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t\n", c.Policy, c.Workers, c.MaxConcurrency,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t", c.Policy, c.Workers, c.MaxConcurrency,
 				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, c.At.KVHitRate, fail)
+			if pc.PerSeed {
+				each := make([]string, len(c.PerSeed))
+				for i, n := range c.PerSeed {
+					each[i] = strconv.Itoa(n)
+				}
+				fmt.Fprintf(tw, "%s\t", strings.Join(each, ", "))
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 	}
