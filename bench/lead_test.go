@@ -27,14 +27,14 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		level    int
 		rival    string
 	}{
-		{"chat at 60: kv 361 ms against least-loaded's 376", "chat", 60, "least_loaded"},
-		{"think at 80: kv 367 ms against llm-d's 398", "think", 80, "llmd"},
-		{"long at 140: kv 594 ms against tuned Dynamo's 625", "long", 140, "dynamo_tuned"},
-		{"shared-prefix at 40: kv 356 ms against least-loaded's 375", "shared-prefix", 40, "least_loaded"},
+		{"chat at 100: kv 494 ms against SGLang's 535", "chat", 100, "sglang"},
+		{"think at 100: kv 381 ms against llm-d's 504", "think", 100, "llmd"},
+		{"long at 80: kv 436 ms against least-loaded's 518", "long", 80, "least_loaded"},
+		{"shared-prefix at 140: kv 596 ms against least-loaded's 620", "shared-prefix", 140, "least_loaded"},
 		{"open-loop at 180: kv 1.9 s against Dynamo's 3.4 s", "open-loop", 180, "dynamo"},
-		{"agentic at 140: kv 586 ms against llm-d's 606", "agentic", 140, "llmd"},
-		{"reading at 100: kv 282 ms against llm-d's 318", "reading", 100, "llmd"},
-		{"trace at 80: kv 465 ms against round-robin's 546", "trace", 80, "round_robin"},
+		{"agentic at 160: kv 613 ms against llm-d's 646", "agentic", 160, "llmd"},
+		{"reading at 60: kv 249 ms against SGLang's 260", "reading", 60, "sglang"},
+		{"trace at 120: kv 490 ms against llm-d's 683", "trace", 120, "llmd"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
