@@ -155,6 +155,9 @@ func TestBrowserAB(t *testing.T) {
 		t.Fatalf("settled %s after start, KV-aware's TTFT p95 is %.0f ms against round-robin's %.0f ms; want it lower", time.Since(started).Round(time.Second), b, a)
 	}
 	checkBoardFits(t, ctx)
+	// Each lane's policy's stored simulated curve is drawn beside the
+	// hardware curves, under its own name.
+	waitSimCurves(t, ctx, "round-robin · simulated|kvlens kv · simulated")
 
 	// The operator unlocks the controls and changes the pair, the
 	// concurrency and lane A's mode; each begins a new window.
@@ -176,8 +179,12 @@ func TestBrowserAB(t *testing.T) {
 		{"the mode: lane A back to round-robin", choose(`[data-testid=pair-a]`, "round_robin"),
 			func() bool { return d.lanes[0].proxy.PolicyName() == "round_robin" }},
 	}
-	for _, step := range steps {
+	for i, step := range steps {
 		at := change(t, ctx, step.what, step.js, step.done)
+		if i == 0 {
+			// Lane A's curve follows its new policy, without a reload.
+			waitSimCurves(t, ctx, "least-loaded · simulated|kvlens kv · simulated")
+		}
 		// Read the tiles each second for a while: a window that did not
 		// begin at the change would read settled, with differences, at once.
 		for range 4 {
@@ -210,6 +217,20 @@ func TestBrowserAB(t *testing.T) {
 	screenshot(t, ctx, "ab-390x844.png", false)
 
 	replayHeadline(t, ctx, d, settledAt)
+}
+
+// waitSimCurves waits until the baseline chart draws the stored simulated
+// curves want names, "|" between them, in lane order.
+func waitSimCurves(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	js := `document.getElementById('baseline-chart').dataset.simCurves`
+	got := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got, _ = chromedp.Run(ctx, chromedp.Evaluate[string](js)); got == want {
+			return
+		}
+	}
+	t.Fatalf("the baseline chart draws the simulated curves %q, want %q", got, want)
 }
 
 // replayHeadline replays the A/B session: at its first second the headline

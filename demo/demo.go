@@ -413,6 +413,12 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		d.sim = sim
 		opts.Simulator = sim
+		if policyCurvesFit(cfg) {
+			if opts.PolicyCurves, err = PolicyCurves(); err != nil {
+				cancel()
+				return fail(err)
+			}
+		}
 		var ff fleetFaults
 		for _, l := range d.lanes {
 			ff = append(ff, l.fleet)

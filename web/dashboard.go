@@ -519,9 +519,12 @@ func (s *Server) policyRules() []components.PolicyRule {
 type baselineJSON struct {
 	// Name is the stored set's name.
 	Name string `json:"name"`
-	// Curves maps a mode to its levels: concurrency and the chartable fields.
+	// Curves maps a mode to its levels: concurrency and the chartable
+	// fields. A mode of the stored simulated policy curves is keyed
+	// "sim:" and its name, such as "sim:kv".
 	Curves map[string][]map[string]float64 `json:"curves"`
-	// Names maps a mode to its curve's name: router, fleet and source.
+	// Names maps a mode (or "sim:" mode) to its curve's name: router, fleet
+	// and source.
 	Names map[string]string `json:"names"`
 	// SLOTTFT and SLOTPOT are in ms.
 	SLOTTFT float64 `json:"slo_ttft_ms"`
@@ -533,6 +536,14 @@ var chartFields = []string{"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p9
 
 func (s *Server) baselineData() baselineJSON {
 	d := baselineJSON{Curves: map[string][]map[string]float64{}, Names: map[string]string{}, SLOTTFT: ms(s.opts.SLOTTFT), SLOTPOT: ms(s.opts.SLOTPOT)}
+	if pc := s.opts.PolicyCurves; pc != nil {
+		// Every policy's, not only the lanes' own: a lane's policy can
+		// change without the page reloading.
+		for _, mode := range pc.Modes() {
+			d.Names["sim:"+mode] = CurveName(pc, mode)
+			d.Curves["sim:"+mode] = chartCurve(pc, mode)
+		}
+	}
 	set := s.base()
 	if set == nil {
 		return d
@@ -540,18 +551,26 @@ func (s *Server) baselineData() baselineJSON {
 	d.Name = set.Name
 	for _, mode := range []string{"round_robin", "kv"} {
 		d.Names[mode] = CurveName(set, mode)
-		for _, l := range set.Curve(mode) {
-			p := map[string]float64{"c": float64(l.Concurrency)}
-			for _, k := range chartFields {
-				f, _ := baselines.FieldByKey(k)
-				if v, ok := f.Value(&l.Metrics); ok {
-					p[k] = v
-				}
-			}
-			d.Curves[mode] = append(d.Curves[mode], p)
-		}
+		d.Curves[mode] = chartCurve(set, mode)
 	}
 	return d
+}
+
+// chartCurve is one mode's curve of set as the overlay chart reads it: per
+// level, the concurrency "c" and each chartable figure.
+func chartCurve(set *baselines.Set, mode string) []map[string]float64 {
+	var out []map[string]float64
+	for _, l := range set.Curve(mode) {
+		p := map[string]float64{"c": float64(l.Concurrency)}
+		for _, k := range chartFields {
+			f, _ := baselines.FieldByKey(k)
+			if v, ok := f.Value(&l.Metrics); ok {
+				p[k] = v
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // HardwareCaveat warns, when simulated workers are compared with curves

@@ -46,3 +46,41 @@ func TestEveryPolicyHasARouterName(t *testing.T) {
 		seen[n] = p
 	}
 }
+
+func TestTheOverlayCarriesEveryPolicysSimulatedCurveUnderItsOwnName(t *testing.T) {
+	sim := &baselines.Set{Deployment: "Simulated: yes: virtual time; GPU: 3x simulated worker (kvlens sim)", Levels: []baselines.Level{
+		{Mode: "kv", Concurrency: 60, Metrics: baselines.Metrics{TTFTP95: 380}},
+		{Mode: "llmd", Concurrency: 60, Metrics: baselines.Metrics{TTFTP95: 390}},
+	}}
+	tests := []struct {
+		name     string
+		curves   *baselines.Set
+		key      string
+		wantName string
+		wantTTFT float64
+	}{
+		{"kv's simulated curve is kvlens's own, apart from the measured kv curve", sim, "sim:kv", "kvlens kv · simulated", 380},
+		{"a policy no lane runs yet is there too, for a switch without a reload", sim, "sim:llmd", "kvlens copy of llm-d's scorers · simulated", 390},
+		{"without stored policy curves there are none", nil, "sim:kv", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Server{opts: Options{PolicyCurves: tt.curves, Baseline: builtinAverage(t)}}
+			s.baseline.Store(s.opts.Baseline)
+			d := s.baselineData()
+			if d.Names["kv"] != "Dynamo 0.9 KV router · 3×H200 · measured" {
+				t.Errorf("the measured kv curve is named %q", d.Names["kv"])
+			}
+			if got := d.Names[tt.key]; got != tt.wantName {
+				t.Errorf("%s is named %q, want %q", tt.key, got, tt.wantName)
+			}
+			var ttft float64
+			if c := d.Curves[tt.key]; len(c) > 0 {
+				ttft = c[0]["ttft_p95_ms"]
+			}
+			if ttft != tt.wantTTFT {
+				t.Errorf("%s at 60: TTFT p95 %v, want %v", tt.key, ttft, tt.wantTTFT)
+			}
+		})
+	}
+}

@@ -100,6 +100,10 @@ type Options struct {
 	// Baseline is the stored set the tiles and the overlay chart compare
 	// with; nil shows dashes.
 	Baseline *baselines.Set
+	// PolicyCurves, when not nil, holds a stored simulated curve per
+	// policy for this very fleet and load; the overlay chart draws each
+	// lane's policy's curve under its live point.
+	PolicyCurves *baselines.Set
 	// Gauges, when not nil, returns the first lane's workers' own queue and
 	// KV-cache figures by worker name; GaugeSource says where every lane's
 	// come from.

@@ -205,12 +205,13 @@
   }
 
   // baselineChart draws the baseline overlay into el: the stored
-  // round-robin and KV curves by concurrency, the SLO, and a point per lane
+  // round-robin and KV curves by concurrency, each lane's policy's stored
+  // simulated curve when the page has them, the SLO, and a point per lane
   // where the system sits, for the figure fieldSel picks. The live page and
   // the replay both draw it, so that both show the same chart.
   function baselineChart(baseEl, fieldSel) {
     let base = {}; // the stored set: web.baselineJSON
-    let live = []; // per lane: {c, compare, values, name}
+    let live = []; // per lane: {c, compare, values, name, mode}
     let basePlot = null;
     let clipped = []; // points above the y axis's cap: {x, y, colour}
 
@@ -253,6 +254,15 @@
       const xs = new Set();
       for (const m of ["round_robin", "kv"]) for (const l of curves[m] || []) xs.add(l.c);
       const lv = live.map((l) => (l && l.values && l.values[field] != null ? l : null));
+      // Each lane's policy's stored simulated curve ("sim:" + its mode), in
+      // the lane's colour, dashed: where its live point should sit.
+      const sims = [];
+      live.forEach((l, i) => {
+        const key = l && l.mode ? "sim:" + l.mode : "";
+        if (!curves[key] || sims.some((s) => s.key === key)) return;
+        sims.push({ key, colour: live.length > 1 ? laneColours[i % laneColours.length] : "#e0e0e0" });
+        for (const p of curves[key]) xs.add(p.c);
+      });
       for (const l of lv) if (l) xs.add(l.c);
       const x = [...xs].sort((a, b) => a - b);
       const slo = field.startsWith("ttft") ? base.slo_ttft_ms : field.startsWith("tpot") ? base.slo_tpot_ms : null;
@@ -272,6 +282,11 @@
         { label: names.round_robin || "round-robin (stored)", stroke: "#ffb74d", width: 3, spanGaps: true, value: fmt(" " + unit, 0) },
         { label: names.kv || "KV-aware (stored)", stroke: "#4fc3f7", width: 3, spanGaps: true, value: fmt(" " + unit, 0) },
       ];
+      for (const sc of sims) {
+        data.push(at(sc.key, sc.colour));
+        series.push({ label: names[sc.key] || sc.key, stroke: sc.colour, width: 2, dash: [5, 5], spanGaps: true,
+          points: { show: false }, value: fmt(" " + unit, 0) });
+      }
       lv.forEach((l, i) => {
         const many = lv.length > 1;
         const colour = many ? laneColours[i % laneColours.length] : "#ffffff";
@@ -288,6 +303,7 @@
       }
       baseEl.dataset.curves = ["round_robin", "kv"].filter((m) => (curves[m] || []).some((l) => l[field] != null)).join(",");
       baseEl.dataset.names = ["round_robin", "kv"].map((m) => names[m] || "").join("|");
+      baseEl.dataset.simCurves = sims.map((sc) => names[sc.key] || sc.key).join("|");
       const first = lv.find((l) => l) || null;
       baseEl.dataset.liveX = first ? String(first.c) : "";
       baseEl.dataset.liveY = first ? String(first.values[field]) : "";
@@ -337,7 +353,7 @@
     return {
       // setBase replaces the stored curves (web.baselineJSON; {} for none).
       setBase(b) { base = b || {}; drawBaseline(); },
-      // setLive places each lane's point: [{c, compare, values, name}].
+      // setLive places each lane's point: [{c, compare, values, name, mode}].
       setLive(l) { live = l || []; drawBaseline(); },
     };
   }
@@ -345,7 +361,7 @@
   // liveOf is a chart frame's (web.Frame's) baseline points, one per lane.
   function liveOf(f) {
     const more = f.lanes || [];
-    return [{ ...f.live, name: f.name }].concat(more.map((l) => ({ ...l.live, name: l.name })));
+    return [{ ...f.live, name: f.name, mode: f.mode }].concat(more.map((l) => ({ ...l.live, name: l.name, mode: l.mode })));
   }
 
   window.kvlens = { slo, colours, laneColours, fmt, chartHeight, legend, windowSecs, timeCharts, rowsOf, baselineChart, liveOf };

@@ -1,0 +1,137 @@
+package demo
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/simulate"
+)
+
+// policyCurvesJSON holds every routing policy's curve on the default demo's
+// simulated fleet and load, measured in virtual time by measurePolicyCurves
+// (go test ./demo -run TestPolicyCurvesComeFromTheSimulator -update). The
+// baseline chart draws a lane's policy's curve under its live point, named
+// for what it is, such as "kvlens kv · simulated", beside the curves
+// measured on hardware.
+//
+//go:embed policycurves.json
+var policyCurvesJSON []byte
+
+// PolicyCurvesName names the stored set of simulated policy curves.
+const PolicyCurvesName = "kvlens policies · simulated"
+
+// PolicyCurves returns the stored simulated curve of every policy.
+func PolicyCurves() (*baselines.Set, error) {
+	s, _, err := baselines.Decode(policyCurvesJSON)
+	if err != nil {
+		return nil, fmt.Errorf("demo: the stored policy curves: %w", err)
+	}
+	s.Sort()
+	return &s, nil
+}
+
+// policySweep is the virtual-time sweep that measures one policy's stored
+// curve: the default demo's fleet and load over the slider's levels, with
+// the seeds' method (60 s warmup, 300 s measured in 3 snapshots), seed 1,
+// each policy on a fresh deployment so that any one can be measured again
+// alone.
+func policySweep(policy string) (baselines.SweepConfig, simulate.Config) {
+	cfg := DefaultConfig()
+	load := cfg.Load
+	load.SLO = loadgen.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT}
+	sc := simulate.Config{Profile: cfg.SimProfile, Workers: cfg.SimWorkers, Router: cfg.Router, Load: load, Seed: load.Seed}
+	var levels []int
+	for c := cfg.Dashboard.SliderMin; c <= cfg.Dashboard.SliderMax; c += cfg.Dashboard.SliderStep {
+		levels = append(levels, c)
+	}
+	sw := baselines.SweepConfig{
+		Name: PolicyCurvesName, Levels: levels, Modes: []string{policy},
+		Warmup: 60 * time.Second, Measure: 300 * time.Second, Snapshots: 3, Repeats: 1,
+		SLO:       baselines.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT},
+		TargetRPS: load.StartRate, Window: load.Window,
+		Workload:   fmt.Sprintf("Multi-turn chat (%s turns per conversation, max_tokens %d)", load.Turns.String(), load.MaxTokens),
+		Deployment: simulate.Deployment(sc),
+	}
+	return sw, sc
+}
+
+// measurePolicyCurves sweeps each policy in virtual time, two at a time,
+// and gathers their curves into one set.
+func measurePolicyCurves(ctx context.Context, policies []string) (baselines.Set, error) {
+	sets := make([]baselines.Set, len(policies))
+	errs := make([]error, len(policies))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, p := range policies {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sw, sc := policySweep(p)
+			runs, err := simulate.Sweep(ctx, sw, sc, nil)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", p, err)
+				return
+			}
+			sets[i] = sw.Result("kvlens, in virtual time: each policy swept alone on the default demo's simulated fleet and load", runs)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return baselines.Set{}, err
+	}
+	all := sets[0]
+	for _, s := range sets[1:] {
+		all.Levels = append(all.Levels, s.Levels...)
+	}
+	all.Sort()
+	return all, nil
+}
+
+// curveSettings are what a stored policy curve depends on: the simulated
+// fleet, the router's settings and the load's shape, everything but the
+// level, the seed and where the load goes.
+type curveSettings struct {
+	Workers      int
+	Profile      sim.Profile
+	Router       router.Config
+	MaxBatchSize int
+	Turns        loadgen.TurnDist
+	MaxTokens    int
+	Think        [3]any // ThinkTime, ThinkDist, ReadingWPM
+	SystemPrompt string
+	ToolTokens   loadgen.TokenRange
+	Session      time.Duration
+	MaxContext   int
+	StartRate    float64
+	Starters     []loadgen.Starter
+	Trace        int
+}
+
+func settingsOf(cfg Config) curveSettings {
+	l := cfg.Load
+	return curveSettings{
+		Workers: cfg.SimWorkers, Profile: cfg.SimProfile, Router: cfg.Router, MaxBatchSize: cfg.MaxBatchSize,
+		Turns: l.Turns, MaxTokens: l.MaxTokens, Think: [3]any{l.ThinkTime, l.ThinkDist, l.ReadingWPM},
+		SystemPrompt: l.SystemPrompt, ToolTokens: l.ToolTokens, Session: l.SessionLength,
+		MaxContext: l.MaxContext, StartRate: l.StartRate, Starters: l.Starters, Trace: len(l.Trace),
+	}
+}
+
+// policyCurvesFit says whether the stored policy curves describe cfg's
+// fleet: the simulated one, with the default demo's settings. Against real
+// workers, another profile or another workload they would mislead, so the
+// chart leaves them out.
+func policyCurvesFit(cfg Config) bool {
+	return len(cfg.Workers) == 0 && cfg.Target == "" &&
+		reflect.DeepEqual(settingsOf(cfg), settingsOf(DefaultConfig()))
+}

@@ -1,0 +1,77 @@
+//go:build !race
+
+// A policy's curve is minutes of virtual time, which the race detector
+// slows tenfold; the sweeps are deterministic, so make unit runs this file
+// without it.
+
+package demo
+
+import (
+	"context"
+	"flag"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/simulate"
+)
+
+var updateCurves = flag.Bool("update-curves", false, "measure every policy's stored curve again and write policycurves.json")
+
+// TestPolicyCurvesComeFromTheSimulator holds policycurves.json to the
+// simulator: it has every policy a lane can run at every slider level, and
+// kv's curve, measured again alone, is the stored one to the last figure
+// (a virtual-time sweep is deterministic). With -update-curves it measures
+// every policy and writes the file.
+func TestPolicyCurvesComeFromTheSimulator(t *testing.T) {
+	ctx := context.Background()
+	stored, err := PolicyCurves()
+	if *updateCurves {
+		// The embedded file is the one this binary was built with: check
+		// the new one instead.
+		set, err := measurePolicyCurves(ctx, router.Policies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := baselines.Encode(&set, baselines.FormatKvlens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("policycurves.json", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		written, _, err := baselines.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = &written
+	}
+	if err != nil && !*updateCurves {
+		t.Fatal(err)
+	}
+	sw, sc := policySweep("kv")
+	for _, p := range router.Policies {
+		if got := len(stored.Curve(p)); got != len(sw.Levels) {
+			t.Errorf("%s: %d stored levels, want the slider's %d", p, got, len(sw.Levels))
+		}
+	}
+	runs, err := simulate.Sweep(ctx, sw, sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through the file's format, as the stored figures went.
+	measured := sw.Result("", runs)
+	data, err := baselines.Encode(&measured, baselines.FormatKvlens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := baselines.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := stored.Curve("kv"); !reflect.DeepEqual(again.Curve("kv"), want) {
+		t.Fatalf("kv's curve measured again differs from the stored one (run with -update-curves after a change to the simulator, the router or the load):\n%+v\nstored:\n%+v", again.Curve("kv"), want)
+	}
+}
