@@ -45,22 +45,8 @@ func PolicyCurves() (*baselines.Set, error) {
 // each policy on a fresh deployment so that any one can be measured again
 // alone.
 func policySweep(policy string) (baselines.SweepConfig, simulate.Config) {
-	cfg := DefaultConfig()
-	load := cfg.Load
-	load.SLO = loadgen.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT}
-	sc := simulate.Config{Profile: cfg.SimProfile, Workers: cfg.SimWorkers, Router: cfg.Router, Load: load, Seed: load.Seed}
-	var levels []int
-	for c := cfg.Dashboard.SliderMin; c <= cfg.Dashboard.SliderMax; c += cfg.Dashboard.SliderStep {
-		levels = append(levels, c)
-	}
-	sw := baselines.SweepConfig{
-		Name: PolicyCurvesName, Levels: levels, Modes: []string{policy},
-		Warmup: 60 * time.Second, Measure: 300 * time.Second, Snapshots: 3, Repeats: 1,
-		SLO:       baselines.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT},
-		TargetRPS: load.StartRate, Window: load.Window,
-		Workload:   fmt.Sprintf("Multi-turn chat (%s turns per conversation, max_tokens %d)", load.Turns.String(), load.MaxTokens),
-		Deployment: simulate.Deployment(sc),
-	}
+	sw, sc := liveSweep(DefaultConfig(), []string{policy}, 60*time.Second, 300*time.Second)
+	sw.Name = PolicyCurvesName
 	return sw, sc
 }
 

@@ -41,6 +41,17 @@ type simulator struct {
 var _ web.Simulator = (*simulator)(nil)
 
 func newSimulator(ctx context.Context, cfg Config, db *store.DB) (*simulator, error) {
+	sw, sc := liveSweep(cfg, []string{"round_robin", "kv"}, simWarmup, simMeasure)
+	if err := sw.Validate(); err != nil {
+		return nil, fmt.Errorf("simulate this curve: %w", err)
+	}
+	return &simulator{sim: sc, sweep: sw, db: db, ctx: ctx}, nil
+}
+
+// liveSweep is a virtual-time sweep of cfg's simulated fleet and load over
+// the slider's levels, for modes, with the page's SLOs: "simulate this
+// curve" and the stored policy curves both measure with it.
+func liveSweep(cfg Config, modes []string, warmup, measure time.Duration) (baselines.SweepConfig, simulate.Config) {
 	load := cfg.Load
 	load.SLO = loadgen.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT}
 	sc := simulate.Config{Profile: cfg.SimProfile, Workers: cfg.SimWorkers, Router: cfg.Router, Load: load, Seed: load.Seed}
@@ -51,17 +62,14 @@ func newSimulator(ctx context.Context, cfg Config, db *store.DB) (*simulator, er
 		}
 	}
 	sw := baselines.SweepConfig{
-		Levels: levels, Modes: []string{"round_robin", "kv"},
-		Warmup: simWarmup, Measure: simMeasure, Snapshots: 3, Repeats: 1,
+		Levels: levels, Modes: modes,
+		Warmup: warmup, Measure: measure, Snapshots: 3, Repeats: 1,
 		SLO:       baselines.SLO{TTFT: cfg.Dashboard.SLOTTFT, TPOT: cfg.Dashboard.SLOTPOT},
 		TargetRPS: load.StartRate, Window: load.Window,
 		Workload:   fmt.Sprintf("Multi-turn chat (%s turns per conversation, max_tokens %d)", load.Turns.String(), load.MaxTokens),
 		Deployment: simulate.Deployment(sc),
 	}
-	if err := sw.Validate(); err != nil {
-		return nil, fmt.Errorf("simulate this curve: %w", err)
-	}
-	return &simulator{sim: sc, sweep: sw, db: db, ctx: ctx}, nil
+	return sw, sc
 }
 
 // Simulate implements web.Simulator.
