@@ -119,11 +119,13 @@ func main() {
 	base := "http://127.0.0.1:" + port
 	cpu0 := cpuSeconds(cmd.Process.Pid)
 	var warmP95 float64 // lane A's window in the warm-up's last reading
+	ended := false      // the warm-up ended within the first phase
 	for {
 		// The warm-up's end, or the first reading, ends the first phase.
 		var st state
 		err := get(base+"/api/state", &st)
 		if err == nil && st.Warmup != nil && st.Warmup.Over {
+			ended = true
 			break
 		}
 		if err == nil && st.Warmup != nil {
@@ -137,7 +139,11 @@ func main() {
 	phase := time.Since(start)
 	fmt.Printf("CPU over the first %.1f s: %.2f cores\n", phase.Seconds(), (cpuSeconds(cmd.Process.Pid)-cpu0)/phase.Seconds())
 	if warmP95 > 0 {
-		fmt.Printf("lane A's warm window just before the warm-up's end: TTFT p95 %.0f ms\n", warmP95)
+		when := "just before the warm-up's end"
+		if !ended {
+			when = fmt.Sprintf("at %.0f s, the warm-up still playing", phase.Seconds())
+		}
+		fmt.Printf("lane A's warm window %s: TTFT p95 %.0f ms\n", when, warmP95)
 	}
 	for _, t := range times {
 		time.Sleep(time.Until(start.Add(t)))
