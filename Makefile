@@ -19,9 +19,9 @@ test: deps lint unit browser
 # added to one cannot be left out.
 # deploy/ is its own module so that the Kubernetes types it tests against
 # stay out of the binary's dependencies.
-NORACE_FILES := $(shell grep -l '^//go:build !race' $(wildcard */*_test.go))
+NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build !race' --exclude-dir=node_modules --exclude-dir=deploy .)
 NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(NORACE_FILES) | paste -sd'|')
-NORACE_PKGS := $(sort $(foreach f,$(NORACE_FILES),./$(dir $(f))))
+NORACE_PKGS := $(sort $(dir $(NORACE_FILES)))
 unit:
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run '^($(NORACE_TESTS))$$' $(NORACE_PKGS)

@@ -3,11 +3,11 @@ package demo
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/loadgen"
@@ -18,7 +18,8 @@ import (
 
 // policyCurvesJSON holds every routing policy's curve on the default demo's
 // simulated fleet and load, measured in virtual time by measurePolicyCurves
-// (go test ./demo -run TestPolicyCurvesComeFromTheSimulator -update). The
+// (go test ./demo -run TestPolicyCurvesComeFromTheSimulator -update-curves).
+// The
 // baseline chart draws a lane's policy's curve under its live point, named
 // for what it is, such as "kvlens kv · simulated", beside the curves
 // measured on hardware.
@@ -54,25 +55,20 @@ func policySweep(policy string) (baselines.SweepConfig, simulate.Config) {
 // and gathers their curves into one set.
 func measurePolicyCurves(ctx context.Context, policies []string) (baselines.Set, error) {
 	sets := make([]baselines.Set, len(policies))
-	errs := make([]error, len(policies))
-	sem := make(chan struct{}, 2)
-	var wg sync.WaitGroup
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(2)
 	for i, p := range policies {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			sw, sc := policySweep(p)
 			runs, err := simulate.Sweep(ctx, sw, sc, nil)
 			if err != nil {
-				errs[i] = fmt.Errorf("%s: %w", p, err)
-				return
+				return fmt.Errorf("%s: %w", p, err)
 			}
 			sets[i] = sw.Result("kvlens, in virtual time: each policy swept alone on the default demo's simulated fleet and load", runs)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return baselines.Set{}, err
 	}
 	all := sets[0]
@@ -83,41 +79,29 @@ func measurePolicyCurves(ctx context.Context, policies []string) (baselines.Set,
 	return all, nil
 }
 
-// curveSettings are what a stored policy curve depends on: the simulated
-// fleet, the router's settings and the load's shape, everything but the
-// level, the seed and where the load goes.
+// curveSettings is what a stored policy curve depends on: the simulated
+// fleet, the router's settings and the whole load but for its level, seed
+// and objectives, which move a point along the curve or judge it, not the
+// curve itself.
 type curveSettings struct {
 	Workers      int
 	Profile      sim.Profile
 	Router       router.Config
 	MaxBatchSize int
-	Turns        loadgen.TurnDist
-	MaxTokens    int
-	Think        [3]any // ThinkTime, ThinkDist, ReadingWPM
-	SystemPrompt string
-	ToolTokens   loadgen.TokenRange
-	Session      time.Duration
-	MaxContext   int
-	StartRate    float64
-	Starters     []loadgen.Starter
-	Trace        int
+	Load         loadgen.Config
 }
 
 func settingsOf(cfg Config) curveSettings {
 	l := cfg.Load
-	return curveSettings{
-		Workers: cfg.SimWorkers, Profile: cfg.SimProfile, Router: cfg.Router, MaxBatchSize: cfg.MaxBatchSize,
-		Turns: l.Turns, MaxTokens: l.MaxTokens, Think: [3]any{l.ThinkTime, l.ThinkDist, l.ReadingWPM},
-		SystemPrompt: l.SystemPrompt, ToolTokens: l.ToolTokens, Session: l.SessionLength,
-		MaxContext: l.MaxContext, StartRate: l.StartRate, Starters: l.Starters, Trace: len(l.Trace),
-	}
+	l.Concurrency, l.Seed, l.SLO = 0, 0, loadgen.SLO{}
+	return curveSettings{Workers: cfg.SimWorkers, Profile: cfg.SimProfile, Router: cfg.Router, MaxBatchSize: cfg.MaxBatchSize, Load: l}
 }
 
-// policyCurvesFit says whether the stored policy curves describe cfg's
+// PolicyCurvesFit says whether the stored policy curves describe cfg's
 // fleet: the simulated one, with the default demo's settings. Against real
 // workers, another profile or another workload they would mislead, so the
 // chart leaves them out.
-func policyCurvesFit(cfg Config) bool {
+func PolicyCurvesFit(cfg Config) bool {
 	return len(cfg.Workers) == 0 && cfg.Target == "" &&
 		reflect.DeepEqual(settingsOf(cfg), settingsOf(DefaultConfig()))
 }

@@ -136,17 +136,22 @@ const warmLateShare = 0.01
 // seeds' SLOs; only its warm-up is serve's to add (DefaultWarm), so that
 // tests and sweeps start at once.
 func DefaultConfig() Config {
+	prof := sim.MustProfile(sim.DefaultProfile)
+	load := loadgen.DefaultConfig()
+	// A conversation ends before it would overflow the simulated model's
+	// context, as serve, sweep and bench routing set it for this fleet.
+	load.MaxContext = prof.MaxModelLen
 	return Config{
 		Addr:       ":8080",
 		SimWorkers: 3,
-		SimProfile: sim.MustProfile(sim.DefaultProfile),
+		SimProfile: prof,
 		Model:      sim.DefaultModel,
 		Policy:     "round_robin",
 		AB:         []string{"round_robin", "kv"},
 		Router: router.Config{
 			BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1,
 		},
-		Load: loadgen.DefaultConfig(),
+		Load: load,
 		Dashboard: web.Options{
 			SliderMin: 60, SliderMax: 180, SliderStep: 20,
 			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
@@ -413,7 +418,7 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		d.sim = sim
 		opts.Simulator = sim
-		if policyCurvesFit(cfg) {
+		if PolicyCurvesFit(cfg) {
 			if opts.PolicyCurves, err = PolicyCurves(); err != nil {
 				cancel()
 				return fail(err)

@@ -34,7 +34,7 @@ func TestPolicyCurvesAreDrawnOnlyForTheFleetAndLoadTheyDescribe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			tt.edit(&cfg)
-			if got := policyCurvesFit(cfg); got != tt.want {
+			if got := PolicyCurvesFit(cfg); got != tt.want {
 				t.Fatalf("the stored policy curves fit: %v, want %v", got, tt.want)
 			}
 		})

@@ -379,7 +379,7 @@ func (g *Generator) Start() {
 		g.mu.Unlock()
 		return
 	}
-	if !g.cfg.InStep || g.cfg.SessionLength > 0 {
+	if g.partwayStarts() {
 		r.warm = g.target
 	}
 	if g.cfg.SessionLength > 0 {
@@ -472,7 +472,7 @@ func (g *Generator) SetConcurrency(n int) error {
 		// A higher level starts its extra conversations part-way through,
 		// as Start does; a lower one lets those in flight finish and starts
 		// none part-way.
-		if !g.cfg.InStep || g.cfg.SessionLength > 0 {
+		if g.partwayStarts() {
 			r.warm = min(r.warm+max(n-old, 0), n)
 		}
 		if g.cfg.SessionLength > 0 {
@@ -533,6 +533,11 @@ func (g *Generator) Conversations() []ConversationSummary { return g.log.list() 
 // Conversation returns the logged conversation with the given id, with its
 // turns' text and metrics; false when it is unknown or has left the log.
 func (g *Generator) Conversation(id uint64) (ConversationLog, bool) { return g.log.get(id) }
+
+// partwayStarts says whether the conversations a run starts at once are
+// drawn part-way through (run.warm): always in an open loop, and in a
+// closed one unless InStep.
+func (g *Generator) partwayStarts() bool { return !g.cfg.InStep || g.cfg.SessionLength > 0 }
 
 // fill starts conversations until the target is reached, paced by the start
 // rate: when the next start is not yet allowed, it sets one timer that calls

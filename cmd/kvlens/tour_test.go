@@ -120,6 +120,7 @@ func parseServe(args []string) (demo.Config, error) {
 		err = warmDefault(&cfg, set)
 	}
 	if err == nil {
+		cfg.Load.MaxContext = traceLimit(cfg)
 		err = checkServe(cfg)
 	}
 	return cfg, err
@@ -139,4 +140,28 @@ func refusedInOneLine(t *testing.T, err error, want string) bool {
 		t.Fatal(err)
 	}
 	return false
+}
+
+func TestServeDrawsThePolicyCurvesOnlyForTheLoadTheyDescribe(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"the default demo, as `kvlens` runs it", nil, true},
+		{"another level lies on the same curves", []string{"--concurrency", "120"}, true},
+		{"other turns are another load", []string{"--turns", "3-5"}, false},
+		{"another engine profile is another fleet", []string{"--sim-profile", "../../docs/h200-eager44.json"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServe(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := demo.PolicyCurvesFit(cfg); got != tt.want {
+				t.Fatalf("the stored policy curves fit: %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
