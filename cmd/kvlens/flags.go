@@ -4,7 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"strconv"
 )
 
 // checkOnly makes every command return right after its flags and
@@ -20,19 +20,38 @@ var errChecked = errors.New("command line checked")
 // after -h (or under checkOnly), 2 after a bad flag, which flag has
 // printed with the usage.
 func parseFlags(fs *flag.FlagSet, args []string) (status int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
+	err := parseArgs(fs, args)
+	if s, stop := errors.AsType[exitStatus](err); stop {
+		return int(s), false
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "kvlens %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
+	if err != nil {
 		return 2, false
-	}
-	if checkOnly {
-		return 0, false
 	}
 	return 0, true
 }
+
+// parseArgs is parseFlags for a command that goes on checking: its error
+// is the bad flag's or argument's, already printed with the usage, or an
+// exitStatus of 0 after -h or under checkOnly.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitStatus(0)
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "kvlens %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if checkOnly {
+		return exitStatus(0)
+	}
+	return nil
+}
+
+// exitStatus stops a command before it runs, with this exit status.
+type exitStatus int
+
+func (s exitStatus) Error() string { return "exit status " + strconv.Itoa(int(s)) }

@@ -120,7 +120,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.BoolVar(&acc.open, "open-controls", false, "let every browser change the demo, with no operator token (the dashboard's hosts and cross-origin checks still apply)")
 	fs.BoolVar(&cfg.Record, "record", true, "record this session (1 Hz frames and events) in the store, for replay and export with kvlens recordings")
 	fs.DurationVar(&cfg.RecordingRetention, "recording-retention", 7*24*time.Hour, "delete recordings older than this at start (0 keeps them all); about 5 MB per hour of recording")
-	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used (default "+defaultDBText()+")")
+	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used"+noDBText(cfg.DB))
 	fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "name of the baseline set the dashboard compares with (default: the seeds' 6-sweep average)")
 	fs.BoolVar(&acc.loopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
 	fs.IntVar(&cfg.Dashboard.Viewers.MaxViewers, "max-viewers", cfg.Dashboard.Viewers.MaxViewers, "most dashboard browsers at once; past it a new one gets 503 and retries, and those watching are unaffected. Each costs about 5 KB/s and 50 KB, so 500 is more than booth Wi-Fi carries; a browser that stops reading is dropped within 30 s either way")
@@ -193,26 +193,34 @@ func intFlag(fs *flag.FlagSet, name string) int {
 	return fs.Lookup(name).Value.(flag.Getter).Get().(int)
 }
 
-// defaultDBText is the store's default path for the usage text.
-func defaultDBText() string {
-	p, err := store.DefaultPath()
-	if err != nil {
-		return "none: " + err.Error()
+// noDBText says, in the usage text, why there is no default store: the
+// flag package prints the default path itself when there is one.
+func noDBText(db string) string {
+	if db != "" {
+		return ""
 	}
-	return p
+	if _, err := store.DefaultPath(); err != nil {
+		return " (default: none, " + err.Error() + ")"
+	}
+	return ""
 }
 
-func serve(args []string) int {
+// serveConfig turns serve's arguments into the demo's configuration: the
+// flags over the defaults, or over a chosen workload's, then every rule
+// that ties flags together. acc holds the flags that say who may change
+// the demo, which the environment completes. Usage and messages go to
+// stderr, the workload list to stdout.
+func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFlags, error) {
 	cfg := demo.DefaultConfig()
 	cfg.DB, _ = store.DefaultPath()
 	var acc accessFlags
-	fs := serveFlags(&cfg, &acc, os.Stderr)
-	if status, ok := parseFlags(fs, args); !ok {
-		return status
+	fs := serveFlags(&cfg, &acc, stderr)
+	if err := parseArgs(fs, args); err != nil {
+		return cfg, acc, err
 	}
-	wl, chosen, err := chosenWorkload(fs, os.Stdout)
+	wl, chosen, err := chosenWorkload(fs, stdout)
 	if errors.Is(err, errWorkloadHelp) {
-		return 0
+		return cfg, acc, exitStatus(0)
 	}
 	if chosen {
 		// Parse again over defaults carrying the workload's values, so that
@@ -221,7 +229,7 @@ func serve(args []string) int {
 		cfg.DB, _ = store.DefaultPath()
 		acc = accessFlags{}
 		wl.Apply(&cfg.Load)
-		fs = serveFlags(&cfg, &acc, os.Stderr)
+		fs = serveFlags(&cfg, &acc, stderr)
 		err = fs.Parse(args)
 	}
 	if err == nil {
@@ -241,17 +249,27 @@ func serve(args []string) int {
 		err = checkServe(cfg)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens serve: %v\n", err)
+		fmt.Fprintf(stderr, "kvlens serve: %v\n", err)
 		fs.Usage()
-		return 2
+		return cfg, acc, err
 	}
-
 	if len(cfg.Load.Trace) > 0 {
 		var msg string
 		cfg.Load.Trace, msg = loadgen.FitTrace(cfg.Load.Trace, traceLimit(cfg))
 		if msg != "" {
-			fmt.Fprintln(os.Stderr, "kvlens: "+msg)
+			fmt.Fprintln(stderr, "kvlens: "+msg)
 		}
+	}
+	return cfg, acc, nil
+}
+
+func serve(args []string) int {
+	cfg, acc, err := serveConfig(args, os.Stdout, os.Stderr)
+	if status, ok := errors.AsType[exitStatus](err); ok {
+		return int(status)
+	}
+	if err != nil {
+		return 2
 	}
 
 	rule, source, err := acc.serveRule(os.Getenv)

@@ -107,22 +107,10 @@ func TestWarmFlags(t *testing.T) {
 	}
 }
 
-// parseServe parses serve's flags as serve does, through its defaults and
-// checks, without starting anything.
+// parseServe parses serve's arguments as serve does, without starting
+// anything.
 func parseServe(args []string) (demo.Config, error) {
-	cfg := demo.DefaultConfig()
-	var acc accessFlags
-	fs := serveFlags(&cfg, &acc, io.Discard)
-	err := fs.Parse(args)
-	if err == nil {
-		set := setFlags(fs)
-		abDefault(&cfg, set)
-		err = warmDefault(&cfg, set)
-	}
-	if err == nil {
-		cfg.Load.MaxContext = traceLimit(cfg)
-		err = checkServe(cfg)
-	}
+	cfg, _, err := serveConfig(args, io.Discard, io.Discard)
 	return cfg, err
 }
 
