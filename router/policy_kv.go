@@ -6,18 +6,15 @@ package router
 //
 // The rule in full: cost(w) = W · (a quarter of the prefill queued on w +
 // this prompt's tokens not cached on w) + LoadTokens · requests in flight
-// on w, in tokens;
-// the lowest cost wins. Costs within half a block or 2% of each other are
-// equal, and the tie goes to the worker with fewer requests in flight, then
-// less queued prefill, then less context in flight, then fewer cached
-// blocks, then the earlier worker in the list: never to chance, so a
-// conversation does not alternate between equally good workers (Dynamo
-// issue #3581). One rule comes first: a worker at or above its batch
-// capacity (max_batch_size) is not chosen while another has room, because
-// past that point the engine queues the request for a batch slot, a wait
-// no count of tokens prices (seed 003, Dynamo issues #7836 and #737). When
-// every worker is full, the cost alone decides, so a follow-up still goes
-// where its cache is. Nothing depends on the workload.
+// on w, in tokens, plus, while another worker has room, SlotTokens for
+// each request that would wait on w for a batch slot (in flight − batch
+// capacity + 1, when w is at or above its max_batch_size); the lowest cost
+// wins. Costs within half a block or 2% of each other are equal, and the
+// tie goes to the worker with fewer requests in flight, then less queued
+// prefill, then less context in flight, then fewer cached blocks, then the
+// earlier worker in the list: never to chance, so a conversation does not
+// alternate between equally good workers (Dynamo issue #3581). Nothing
+// depends on the workload.
 //
 // Why this shape: a follow-up's cache saving is thousands of tokens (its
 // whole conversation), while one request more or less in flight changes a
@@ -28,6 +25,12 @@ package router
 // (docs/routing.md: from 32 to 128 the results move by a few percent).
 // Queued prefill counts a quarter (QueuedShare): in full, a burst of first
 // turns booked on a worker sent its conversations' follow-ups elsewhere.
+// A full worker queues a request until a slot frees, a wait no count of
+// prefill tokens measures (seed 003, Dynamo issues #7836 and #737), so it
+// is priced apart (SlotTokens): a follow-up with a long conversation cached
+// there waits for one slot rather than prefilling it all again elsewhere,
+// and one with little cached moves. When every worker is full, the cost
+// alone decides, so a follow-up still goes where its cache is.
 // Approximate selects the predicted index instead of KV events.
 type KV struct {
 	// Weight is W, the weight of prefill tokens (default 1).
@@ -58,10 +61,10 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 	best, bestCost := -1, 0.0
 	for i := range cands {
 		c := &cands[i]
-		if room && c.InFlight >= c.Capacity {
-			continue
-		}
 		v := KVCost(r, c, p.Weight)
+		if room && c.InFlight >= c.Capacity {
+			v += SlotTokens * float64(c.InFlight-c.Capacity+1)
+		}
 		switch {
 		case best < 0:
 			best, bestCost = i, v

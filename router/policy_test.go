@@ -200,8 +200,21 @@ func TestKVPolicy(t *testing.T) {
 		want int
 	}{
 		{"the worker holding the prompt wins when loads are equal", func(cs []Candidate) { cs[2].Overlap = 90 }, 2},
-		{"a worker at its batch capacity is skipped despite a full cache hit", func(cs []Candidate) {
+		{"a full worker keeps a follow-up whose cache saves more than one slot's wait", func(cs []Candidate) {
+			// 64·32 + 2,048 for one waiting request against 3,200 + 60·32.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 64, 64
+			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
+			cs[2].InFlight, cs[2].Capacity = 8, 8
+		}, 0},
+		{"a full worker with a request already waiting loses the follow-up", func(cs []Candidate) {
+			// 65·32 + 2 × 2,048 against 3,200 + 60·32.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 65, 64
+			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
+			cs[2].InFlight, cs[2].Capacity = 8, 8
+		}, 1},
+		{"a full worker loses a prompt it holds little of to one with room", func(cs []Candidate) {
+			// 2,560 + 64·32 + 2,048 against 3,200 + 60·32.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 20, 64, 64
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
