@@ -19,6 +19,26 @@ type load struct {
 	// blocks reference-counts the prompt blocks of booked requests, so a
 	// prefix shared by several requests counts once.
 	blocks blockMap
+	// freedAt holds when the latest requests ended, a ring from freedNext.
+	freedAt   [8]time.Time
+	freedNext int
+}
+
+// freed records that a request ended at t, freeing its batch slot.
+func (l *load) freed(t time.Time) {
+	l.freedAt[l.freedNext] = t
+	l.freedNext = (l.freedNext + 1) % len(l.freedAt)
+}
+
+// freedSince counts the requests that ended after t, up to the ring's 8.
+func (l *load) freedSince(t time.Time) int {
+	n := 0
+	for _, at := range l.freedAt {
+		if !at.IsZero() && at.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *load) add(b *Booking) {

@@ -147,3 +147,53 @@ func TestSequenceGapClearsTheWorker(t *testing.T) {
 	}
 	var _ kvevents.Event = &kvevents.AllBlocksCleared{}
 }
+
+func TestCandidatesCountTheSlotsFreedWithinTheWindow(t *testing.T) {
+	tests := []struct {
+		name     string
+		released int           // bookings on the first worker released at the start
+		after    time.Duration // time from those releases to the decision
+		want     int
+	}{
+		{"nothing released, nothing freed", 0, 0, 0},
+		{"two released just now count two", 2, 0, 2},
+		{"releases inside the window still count", 3, FreedWindow - time.Millisecond, 3},
+		{"releases older than the window count none", 3, FreedWindow + time.Millisecond, 0},
+		{"the count stops at the ring's eight", 11, 0, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := des.New(time.Unix(1_700_000_000, 0))
+			ws := fleet(2)
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{Clock: clk})
+			var mine []*Booking
+			for len(mine) < tt.released {
+				b, err := rt.Decide(&Request{}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Worker == ws[0] {
+					mine = append(mine, b)
+				} else {
+					defer b.Release()
+				}
+			}
+			for _, b := range mine {
+				b.Release()
+				b.Release() // a second release frees nothing more
+			}
+			clk.Run(tt.after)
+			b, err := rt.Decide(&Request{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Release()
+			d, _ := rt.LastDecision()
+			for _, c := range d.Candidates {
+				if c.Worker == ws[0] && c.RecentlyFreed != tt.want {
+					t.Fatalf("RecentlyFreed = %d, want %d", c.RecentlyFreed, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 )
 
 // ErrNoWorker means no worker can take the request.
@@ -61,7 +62,16 @@ type Candidate struct {
 	ActiveDepth int
 	// Capacity is the worker's batch capacity (max_batch_size).
 	Capacity int
+	// RecentlyFreed counts the requests that ended on the worker within the
+	// last FreedWindow (at most 8): the batch slots it freed.
+	RecentlyFreed int
 }
+
+// FreedWindow is how far back Candidate.RecentlyFreed looks. A full worker
+// that freed as many slots within it as requests would wait there is
+// likely to free the next soon; one that freed none, as in a burst of new
+// conversations, may not for as long as its requests last.
+const FreedWindow = 2 * time.Second
 
 // A Policy picks the worker for each request. The Router calls Pick under
 // its decision lock, one decision at a time, and books the request on the

@@ -9,7 +9,8 @@ package router
 // on w, in tokens, plus, while another worker has room, SlotTokens for
 // each request that would wait on w for a batch slot (in flight − batch
 // capacity + 1, when w is at or above its max_batch_size); the lowest cost
-// wins. Costs within half a block or 2% of each other are equal, and the
+// wins. A full worker that freed fewer slots in the last FreedWindow than
+// requests would wait there is not chosen while another has room. Costs within half a block or 2% of each other are equal, and the
 // tie goes to the worker with fewer requests in flight, then less queued
 // prefill, then less context in flight, then fewer cached blocks, then the
 // earlier worker in the list: never to chance, so a conversation does not
@@ -29,8 +30,11 @@ package router
 // prefill tokens measures (seed 003, Dynamo issues #7836 and #737), so it
 // is priced apart (SlotTokens): a follow-up with a long conversation cached
 // there waits for one slot rather than prefilling it all again elsewhere,
-// and one with little cached moves. When every worker is full, the cost
-// alone decides, so a follow-up still goes where its cache is.
+// and one with little cached moves. The price holds only while the worker
+// is freeing slots; after a burst of new conversations none may free for
+// as long as a request lasts (Dynamo issue #737), and a full worker then
+// takes nothing while another has room. When every worker is full, the
+// cost alone decides, so a follow-up still goes where its cache is.
 // Approximate selects the predicted index instead of KV events.
 type KV struct {
 	// Weight is W, the weight of prefill tokens (default 1).
@@ -63,7 +67,11 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 		c := &cands[i]
 		v := KVCost(r, c, p.Weight)
 		if room && c.InFlight >= c.Capacity {
-			v += SlotTokens * float64(c.InFlight-c.Capacity+1)
+			wait := c.InFlight - c.Capacity + 1
+			if c.RecentlyFreed < wait {
+				continue
+			}
+			v += SlotTokens * float64(wait)
 		}
 		switch {
 		case best < 0:

@@ -200,21 +200,33 @@ func TestKVPolicy(t *testing.T) {
 		want int
 	}{
 		{"the worker holding the prompt wins when loads are equal", func(cs []Candidate) { cs[2].Overlap = 90 }, 2},
-		{"a full worker keeps a follow-up whose cache saves more than one slot's wait", func(cs []Candidate) {
-			// 64·32 + 2,048 for one waiting request against 3,200 + 60·32.
+		{"a full worker that freed no slot lately is skipped despite a full cache hit", func(cs []Candidate) {
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 64, 64
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
+		}, 1},
+		{"a full worker freeing slots keeps a follow-up whose cache saves more than one slot's wait", func(cs []Candidate) {
+			// 64·32 + 2,048 for one waiting request against 3,200 + 60·32.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
+			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
+			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 0},
-		{"a full worker with a request already waiting loses the follow-up", func(cs []Candidate) {
+		{"a full worker freeing slots, with a request already waiting, loses the follow-up", func(cs []Candidate) {
 			// 65·32 + 2 × 2,048 against 3,200 + 60·32.
-			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 65, 64
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
-		{"a full worker loses a prompt it holds little of to one with room", func(cs []Candidate) {
+		{"a full worker freeing fewer slots than would wait there is skipped", func(cs []Candidate) {
+			// Priced alone, 65·32 + 2 × 2,048 would beat 3,200 + a
+			// quarter of 8,000 queued + 60·32.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 1
+			cs[1].InFlight, cs[1].ContextTokens, cs[1].PrefillTokens = 60, 60*9000, 8000
+			cs[2].InFlight, cs[2].Capacity = 8, 8
+		}, 1},
+		{"a full worker freeing slots loses a prompt it holds little of to one with room", func(cs []Candidate) {
 			// 2,560 + 64·32 + 2,048 against 3,200 + 60·32.
-			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 20, 64, 64
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 20, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},

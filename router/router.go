@@ -278,6 +278,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 			Worker: w, Position: pos[i], Overlap: overlap[i], IndexBlocks: sizes[i],
 			InFlight: l.inflight, PrefillTokens: l.prefillTokens, ContextTokens: l.contextTokens,
 			ActiveBlocks: l.blocks.len(), ActiveDepth: l.depth(req.Chain), Capacity: max(1, capacity),
+			RecentlyFreed: l.freedSince(now.Add(-FreedWindow)),
 		}
 		if float64(c.InFlight) >= r.settings.BusyThreshold*float64(c.Capacity) {
 			busy++
@@ -384,6 +385,7 @@ func (r *Router) releaseLocked(b *Booking) {
 	}
 	b.done = true
 	b.Worker.load.remove(b)
+	b.Worker.load.freed(r.clk.Now())
 	delete(r.bookings, b)
 }
 
