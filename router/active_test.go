@@ -150,22 +150,24 @@ func TestSequenceGapClearsTheWorker(t *testing.T) {
 
 func TestCandidatesCountTheSlotsFreedWithinTheWindow(t *testing.T) {
 	tests := []struct {
-		name     string
-		released int           // bookings on the first worker released at the start
-		after    time.Duration // time from those releases to the decision
-		want     int
+		name      string
+		admission string
+		released  int           // bookings on the first worker released at the start
+		after     time.Duration // time from those releases to the decision
+		want      int
 	}{
-		{"nothing released, nothing freed", 0, 0, 0},
-		{"two released just now count two", 2, 0, 2},
-		{"releases inside the window still count", 3, FreedWindow - time.Millisecond, 3},
-		{"releases older than the window count none", 3, FreedWindow + time.Millisecond, 0},
-		{"the count stops at the ring's eight", 11, 0, 8},
+		{"nothing released, nothing freed", AdmitQueue, 0, 0, 0},
+		{"two released just now count two", AdmitQueue, 2, 0, 2},
+		{"releases inside the window still count", AdmitQueue, 3, FreedWindow - time.Millisecond, 3},
+		{"releases older than the window count none", AdmitQueue, 3, FreedWindow + time.Millisecond, 0},
+		{"the count stops at the ring's eight", AdmitQueue, 11, 0, 8},
+		{"shed admission counts none, so nothing queues on a full worker", AdmitShed, 2, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := des.New(time.Unix(1_700_000_000, 0))
 			ws := fleet(2)
-			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{Clock: clk})
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{Clock: clk, Admission: tt.admission, BusyThreshold: 1})
 			var mine []*Booking
 			for len(mine) < tt.released {
 				b, err := rt.Decide(&Request{}, nil)

@@ -63,7 +63,8 @@ type Candidate struct {
 	// Capacity is the worker's batch capacity (max_batch_size).
 	Capacity int
 	// RecentlyFreed counts the requests that ended on the worker within the
-	// last FreedWindow (at most 8): the batch slots it freed.
+	// last FreedWindow (at most 8): the batch slots it freed. It is 0 under
+	// shed admission, which refuses a request rather than queue it.
 	RecentlyFreed int
 }
 

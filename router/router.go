@@ -278,7 +278,11 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 			Worker: w, Position: pos[i], Overlap: overlap[i], IndexBlocks: sizes[i],
 			InFlight: l.inflight, PrefillTokens: l.prefillTokens, ContextTokens: l.contextTokens,
 			ActiveBlocks: l.blocks.len(), ActiveDepth: l.depth(req.Chain), Capacity: max(1, capacity),
-			RecentlyFreed: l.freedSince(now.Add(-FreedWindow)),
+		}
+		if r.settings.Admission != AdmitShed {
+			// Shed admission refuses rather than queues: no worker counts
+			// as freeing slots, so kv queues nothing on a full worker.
+			c.RecentlyFreed = l.freedSince(now.Add(-FreedWindow))
 		}
 		if float64(c.InFlight) >= r.settings.BusyThreshold*float64(c.Capacity) {
 			busy++
