@@ -9,8 +9,10 @@ package router
 // on w, in tokens, plus, while another worker has room, SlotTokens for
 // each request that would wait on w for a batch slot (in flight − batch
 // capacity + 1, when w is at or above its max_batch_size); the lowest cost
-// wins. A full worker that freed fewer slots in the last FreedWindow than
-// requests would wait there is not chosen while another has room. Costs within half a block or 2% of each other are equal, and the
+// wins. The price applies only when the fleet is crowded (fewer than 4
+// free batch slots a worker in all) and the full worker freed at least as
+// many slots in the last FreedWindow as requests would wait there;
+// otherwise a full worker is not chosen while another has room. Costs within half a block or 2% of each other are equal, and the
 // tie goes to the worker with fewer requests in flight, then less queued
 // prefill, then less context in flight, then fewer cached blocks, then the
 // earlier worker in the list: never to chance, so a conversation does not
@@ -30,10 +32,14 @@ package router
 // prefill tokens measures (seed 003, Dynamo issues #7836 and #737), so it
 // is priced apart (SlotTokens): a follow-up with a long conversation cached
 // there waits for one slot rather than prefilling it all again elsewhere,
-// and one with little cached moves. The price holds only while the worker
-// is freeing slots; after a burst of new conversations none may free for
-// as long as a request lasts (Dynamo issue #737), and a full worker then
-// takes nothing while another has room. When every worker is full, the
+// and one with little cached moves. The price holds only while the fleet
+// is crowded, so that a moved request would soon wait elsewhere too (with
+// room to spare, a full worker is skipped: at 8 workers near capacity a
+// price alone let follow-ups queue and cut kv's SLO envelope from about
+// 500 conversations to 380-485), and while the worker is freeing slots;
+// after a burst of new conversations none may free for as long as a
+// request lasts (Dynamo issue #737), and a full worker then takes nothing
+// while another has room. When every worker is full, the
 // cost alone decides, so a follow-up still goes where its cache is.
 // Approximate selects the predicted index instead of KV events.
 type KV struct {
@@ -58,17 +64,23 @@ func (p *KV) predicted() bool { return p.Approximate }
 
 // Pick implements Policy.
 func (p *KV) Pick(r *Request, cands []Candidate) int {
-	room := false
+	room, free := false, 0
 	for i := range cands {
 		room = room || cands[i].InFlight < cands[i].Capacity
+		free += max(0, cands[i].Capacity-cands[i].InFlight)
 	}
+	// With plenty of slots free across the fleet, a request moved off a
+	// full worker finds room and keeps it; with fewer than 4 a worker,
+	// its new worker fills soon too, and the move buys a prefill and then
+	// a wait all the same.
+	crowded := free < 4*len(cands)
 	best, bestCost := -1, 0.0
 	for i := range cands {
 		c := &cands[i]
 		v := KVCost(r, c, p.Weight)
 		if room && c.InFlight >= c.Capacity {
 			wait := c.InFlight - c.Capacity + 1
-			if c.RecentlyFreed < wait {
+			if !crowded || c.RecentlyFreed < wait {
 				continue
 			}
 			v += SlotTokens * float64(wait)

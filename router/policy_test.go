@@ -211,6 +211,13 @@ func TestKVPolicy(t *testing.T) {
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 0},
+		{"a full worker freeing slots is skipped while the fleet has slots to spare", func(cs []Candidate) {
+			// 24 + 24 free slots, more than 4 a worker: the move keeps its
+			// room. Priced, 64·32 + 2,048 would beat 3,200 + 40·32.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
+			cs[1].InFlight, cs[1].ContextTokens = 40, 40*9000
+			cs[2].InFlight = 40
+		}, 2},
 		{"a full worker freeing slots, with a request already waiting, loses the follow-up", func(cs []Candidate) {
 			// 65·32 + 2 × 2,048 against 3,200 + 60·32.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 3
