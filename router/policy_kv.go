@@ -12,10 +12,11 @@ package router
 // wins. The price applies only when the fleet is crowded (fewer than 4
 // free batch slots a worker in all) and the full worker freed at least as
 // many slots in the last FreedWindow as requests would wait there;
-// otherwise a full worker is not chosen while another has room. Costs within half a block or 2% of each other are equal, and the
-// tie goes to the worker with fewer requests in flight, then less queued
-// prefill, then less context in flight, then fewer cached blocks, then the
-// earlier worker in the list: never to chance, so a conversation does not
+// otherwise a full worker is not chosen while another has room. Costs
+// within half a block or 2% of each other are equal, and the tie goes to
+// the worker with fewer requests in flight, then less queued prefill, then
+// less context in flight, then fewer cached blocks, then the earlier
+// worker in the list: never to chance, so a conversation does not
 // alternate between equally good workers (Dynamo issue #3581). Nothing
 // depends on the workload.
 //
@@ -39,8 +40,8 @@ package router
 // 500 conversations to 380-485), and while the worker is freeing slots;
 // after a burst of new conversations none may free for as long as a
 // request lasts (Dynamo issue #737), and a full worker then takes nothing
-// while another has room. When every worker is full, the
-// cost alone decides, so a follow-up still goes where its cache is.
+// while another has room. When every worker is full, the cost alone
+// decides, so a follow-up still goes where its cache is.
 // Approximate selects the predicted index instead of KV events.
 type KV struct {
 	// Weight is W, the weight of prefill tokens (default 1).
