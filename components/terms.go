@@ -43,6 +43,7 @@ var Terms = []Term{
 		"Requests per second that met every SLO: time to first token and time per output token both within their limits. A failed request is never good."},
 	{"errors", "Errors", "Error rate",
 		"Failed requests as a share of all that ended in the window: refused connections, timeouts, HTTP errors and broken streams, every one counted. " +
+			"After a change, only requests sent before the oldest one still in flight count, so that failures, which end at once, do not stand for all. " +
 			"Shed: requests the router turned away (503) because every worker was full."},
 	{"kv-hit", "Cache hit", "KV cache hit rate",
 		"The share of prompt tokens the workers served from their KV cache instead of computing them: cached tokens ÷ prompt tokens, as the workers report them."},

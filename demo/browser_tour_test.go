@@ -18,8 +18,8 @@ import (
 	"github.com/kvlens/kvlens/tour"
 )
 
-// tourSpeed compresses the built-in tour for TestBrowserTour: its 45 and
-// 50 s steps last about 2 s, the loop about 14 s.
+// tourSpeed compresses the built-in tour for TestBrowserTour: its 60 to
+// 75 s steps last about 3 s, the loop about 19 s.
 const tourSpeed = 25
 
 // tourBar is what a visitor reads in the tour's bar at one moment.
@@ -199,13 +199,13 @@ func TestBrowserTour(t *testing.T) {
 
 // tourShotAfter, when set, makes TestBrowserTourShot run: the docs'
 // picture of a tour step, this long into the built-in tour at its own pace.
-var tourShotAfter = flag.Duration("tour-shot-after", 0, "run TestBrowserTourShot: a screenshot of the built-in tour this long after start (docs/tour-1920x1080.png), such as 2m15s for step 3's settled figures")
+var tourShotAfter = flag.Duration("tour-shot-after", 0, "run TestBrowserTourShot: a screenshot of the built-in tour this long after start (docs/tour-1920x1080.png), such as 3m for step 3's settled figures")
 
 // TestBrowserTourShot takes the docs' picture of the tour: the built-in
 // tour at its own pace, seen from a visitor's browser at 1920x1080.
 func TestBrowserTourShot(t *testing.T) {
 	if *tourShotAfter <= 0 {
-		t.Skip("the docs' tour picture is taken with -tour-shot-after, such as -tour-shot-after 2m15s")
+		t.Skip("the docs' tour picture is taken with -tour-shot-after, such as -tour-shot-after 3m")
 	}
 	d := startDemo(t, func(cfg *Config) { cfg.Dashboard.Tour = tour.Builtin() })
 	time.Sleep(*tourShotAfter - 10*time.Second)

@@ -274,6 +274,8 @@ type wait struct {
 // turn is one request in flight.
 type turn struct {
 	seq uint64
+	// sent is when the request was handed to the transport.
+	sent time.Time
 	// mu guards cancel, which the transport returns only after it may
 	// already have finished the turn, and early.
 	mu     sync.Mutex
@@ -498,7 +500,20 @@ func (g *Generator) BeginWindow() { g.window.Begin() }
 
 // Snapshot returns the current state and window metrics.
 func (g *Generator) Snapshot() Snapshot {
-	total, workers := g.window.Summary()
+	// The oldest request in flight that the window counts holds back its
+	// figures read at an answer's end (Stats.Answered).
+	since := g.window.Since()
+	g.mu.Lock()
+	var oldest time.Time
+	if g.run != nil {
+		for t := range g.run.turns {
+			if !t.sent.Before(since) && (oldest.IsZero() || t.sent.Before(oldest)) {
+				oldest = t.sent
+			}
+		}
+	}
+	g.mu.Unlock()
+	total, workers := g.window.Summary(oldest)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := Snapshot{
@@ -654,7 +669,7 @@ func (g *Generator) send(r *run, req TurnRequest, done func(res Result, stopped 
 	}
 	g.inFlight++
 	r.seq++
-	t.seq = r.seq
+	t.seq, t.sent = r.seq, g.clk.Now()
 	r.turns[t] = struct{}{}
 	g.mu.Unlock()
 	var once sync.Once

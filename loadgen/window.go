@@ -150,6 +150,30 @@ type Stats struct {
 	// oracle tokens are the larger of the router's oracle at routing time
 	// and the tokens it got from cache.
 	OracleHitRate *float64 `json:"oracle_hit_rate,omitempty"`
+	// Answered is how far from its start, in send time, the window holds
+	// every request sent: all of them have ended. The figures read at an
+	// answer's end (TPOT, E2E, InterChunk, ISL, OSL, AdjTPOT, AdjE2E,
+	// ErrorRate, SLOAttainment and the hit rates) count only requests sent
+	// within it, so that a young window's figures do not lean towards the
+	// requests that end first, the short ones and the failures. It trails
+	// Covered by about a request's length in the first minutes after
+	// Window.Begin, and equals Covered otherwise.
+	Answered time.Duration `json:"answered_ns"`
+	// Answers counts the requests those figures cover, completed or failed.
+	Answers int `json:"answers"`
+}
+
+// withAnswers returns s with the figures read at an answer's end taken
+// from a, a tally of the requests sent within the answered span (see
+// Stats.Answered). Counts and rates stay s's: they report what ended in
+// the window, at once.
+func (s Stats) withAnswers(a Stats, answered time.Duration) Stats {
+	s.TPOT, s.E2E, s.InterChunk, s.ISL, s.OSL = a.TPOT, a.E2E, a.InterChunk, a.ISL, a.OSL
+	s.AdjTPOT, s.AdjE2E = a.AdjTPOT, a.AdjE2E
+	s.ErrorRate, s.SLOAttainment = a.ErrorRate, a.SLOAttainment
+	s.KVHitRate, s.OracleHitRate = a.KVHitRate, a.OracleHitRate
+	s.Answered, s.Answers = answered, a.Answers
+	return s
 }
 
 // tally is one sub-window's figures for all workers or one.
@@ -300,6 +324,10 @@ type Window struct {
 	// since, when not zero, is when Begin last ran: requests sent before it
 	// are not counted, whenever they finish.
 	since time.Time
+	// bySend, from Begin until the answered span reaches the window's
+	// length, tallies the requests sent since Begin by the step of their
+	// send time; nil otherwise (see Stats.Answered).
+	bySend []*bucket
 }
 
 // NewWindow returns a window of the given length that judges goodput by slo
@@ -320,6 +348,7 @@ func (w *Window) Reset() {
 	w.reset = w.now()
 	w.buckets = []*bucket{newBucket(w.reset)}
 	w.since = time.Time{}
+	w.bySend = nil
 }
 
 // Begin empties the window and from now on counts, in every per-request
@@ -336,6 +365,15 @@ func (w *Window) Begin() {
 	w.reset = w.now()
 	w.buckets = []*bucket{newBucket(w.reset)}
 	w.since = w.reset
+	w.bySend = []*bucket{}
+}
+
+// Since is when Begin last ran, zero when it has not since the last Reset:
+// requests sent before it are not counted.
+func (w *Window) Since() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.since
 }
 
 // before reports whether a request sent at start was sent before Begin.
@@ -391,37 +429,49 @@ func (w *Window) ObserveDone(r Result) {
 		}
 		return
 	}
-	b := w.current(w.now())
-	b.total.done(r, w.slo)
-	if r.Worker != "" {
-		b.worker(r.Worker).done(r, w.slo)
+	for _, b := range []*bucket{w.current(w.now()), w.sentIn(r.Start)} {
+		if b == nil {
+			continue
+		}
+		b.total.done(r, w.slo)
+		if r.Worker != "" {
+			b.worker(r.Worker).done(r, w.slo)
+		}
 	}
 }
 
-// Stats summarises the window, for all workers, as of now.
+// sentIn returns the send-time bucket of a request sent at start, or nil
+// when the window keeps none or the request has no send time. The caller
+// holds mu.
+func (w *Window) sentIn(start time.Time) *bucket {
+	if w.bySend == nil || start.IsZero() {
+		return nil
+	}
+	i := int(start.Sub(w.since) / w.step)
+	for len(w.bySend) <= i {
+		w.bySend = append(w.bySend, newBucket(w.since.Add(time.Duration(len(w.bySend))*w.step)))
+	}
+	return w.bySend[i]
+}
+
+// Stats summarises the window, for all workers, as of now, with nothing
+// known to be in flight (see Summary).
 func (w *Window) Stats() Stats {
-	total, _ := w.Summary()
+	total, _ := w.Summary(time.Time{})
 	return total
 }
 
 // Summary summarises the window as of now, for all workers and for each
 // worker that served a request in it (keyed by the worker header).
-func (w *Window) Summary() (total Stats, workers map[string]Stats) {
+// oldest is the send time of the oldest request still in flight, zero
+// when none is: after Begin, the figures read at an answer's end wait for
+// it (Stats.Answered), though never for longer than the window's length.
+func (w *Window) Summary(oldest time.Time) (total Stats, workers map[string]Stats) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
 	w.current(now)
-	all := newTally()
-	per := map[string]*tally{}
-	for _, b := range w.buckets {
-		all.merge(b.total)
-		for name, t := range b.workers {
-			if per[name] == nil {
-				per[name] = newTally()
-			}
-			per[name].merge(t)
-		}
-	}
+	all, per := merged(w.buckets)
 	// Buckets sit on a grid of steps from the reset, and one that straddles
 	// the window's start is kept whole, so the data span from the grid line
 	// at or before now − length.
@@ -437,7 +487,51 @@ func (w *Window) Summary() (total Stats, workers map[string]Stats) {
 			workers[name] = t.stats(covered)
 		}
 	}
+	if w.bySend == nil {
+		return total, workers
+	}
+	// Every request sent before h has ended. A request in flight for
+	// longer than the window (a stalled stream) does not hold it back.
+	h := now
+	if !oldest.IsZero() && oldest.Before(h) {
+		h = oldest
+	}
+	if cut := now.Add(-w.length); h.Before(cut) {
+		h = cut
+	}
+	answered := max(0, h.Sub(w.since).Truncate(w.step))
+	if answered >= w.length {
+		// The window now counts, by end time, only requests sent long
+		// enough after Begin that every length of request had time to end:
+		// it leans no more, and the send-time tally is done.
+		w.bySend = nil
+		return total, workers
+	}
+	sent, sentPer := merged(w.bySend[:min(len(w.bySend), int(answered/w.step))])
+	total = total.withAnswers(sent.stats(covered), answered)
+	for name, s := range workers {
+		t := sentPer[name]
+		if t == nil {
+			t = newTally()
+		}
+		workers[name] = s.withAnswers(t.stats(covered), answered)
+	}
 	return total, workers
+}
+
+// merged adds up buckets, for all workers and per worker.
+func merged(buckets []*bucket) (all *tally, per map[string]*tally) {
+	all, per = newTally(), map[string]*tally{}
+	for _, b := range buckets {
+		all.merge(b.total)
+		for name, t := range b.workers {
+			if per[name] == nil {
+				per[name] = newTally()
+			}
+			per[name].merge(t)
+		}
+	}
+	return all, per
 }
 
 func (t *tally) stats(covered time.Duration) Stats {
@@ -462,6 +556,7 @@ func (t *tally) stats(covered time.Duration) Stats {
 			s.ErrorsByClass[c] = n
 		}
 	}
+	s.Answered, s.Answers = covered, s.Completed+s.Errors
 	if n := s.Completed + s.Errors; n > 0 {
 		s.ErrorRate = float64(s.Errors) / float64(n)
 		s.SLOAttainment = float64(s.Good) / float64(n)

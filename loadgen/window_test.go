@@ -224,7 +224,7 @@ func TestWindowPerWorker(t *testing.T) {
 	w.ObserveDone(r2)
 	w.ObserveDone(Result{Worker: "w2", Err: errors.New("503"), Class: ErrHTTP503})
 	w.ObserveDone(Result{Err: errors.New("refused"), Class: ErrConnect}) // no worker
-	total, per := w.Summary()
+	total, per := w.Summary(time.Time{})
 	if total.Completed != 2 || total.Errors != 2 || len(per) != 2 {
 		t.Fatalf("total %d ok %d errors, %d workers; want 2, 2, 2", total.Completed, total.Errors, len(per))
 	}
@@ -244,7 +244,7 @@ func TestWindowBoundsTheWorkersItTracks(t *testing.T) {
 		r.Worker = fmt.Sprint("w", i)
 		w.ObserveDone(r)
 	}
-	total, per := w.Summary()
+	total, per := w.Summary(time.Time{})
 	if len(per) != maxWorkers+1 || per[OtherWorkers].Completed != 1000-maxWorkers || total.Completed != 1000 {
 		t.Fatalf("%d workers tracked, %d under %s, %d in total; want %d, %d, 1000", len(per), per[OtherWorkers].Completed, OtherWorkers, total.Completed, maxWorkers+1, 1000-maxWorkers)
 	}
@@ -296,5 +296,71 @@ func TestWindowBeginCountsOnlyRequestsSentAfterIt(t *testing.T) {
 	w.ObserveDone(sentAt(-time.Hour))
 	if w.Stats().Completed != 1 {
 		t.Fatal("after Reset a request sent long ago is not counted")
+	}
+}
+
+// TestWindowAnswerFiguresWaitForEveryRequestSentBeforeThem plays one young
+// window after Begin, 60 s long in 5 s steps: the figures read at an
+// answer's end count a request only once every request sent before it has
+// ended, so that the short answers and failures that end first do not
+// stand for all; the counts report at once.
+func TestWindowAnswerFiguresWaitForEveryRequestSentBeforeThem(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.Begin()
+	t0 := clk.t
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	// done ends, now, a request sent at s seconds after Begin with cached
+	// of its 1,000 prompt tokens on worker w0; cached < 0 makes it fail.
+	done := func(s, cached int) func() {
+		return func() {
+			r := Result{Start: at(s), TTFT: 100 * time.Millisecond, E2E: clk.t.Sub(at(s)), OSL: 100, ISL: 1000, CachedTokens: cached, Worker: "w0"}
+			if cached < 0 {
+				r = Result{Start: at(s), Err: errors.New("503"), Worker: "w0"}
+			}
+			w.ObserveDone(r)
+		}
+	}
+	none := time.Time{}
+	tests := []struct {
+		name        string
+		now         int       // seconds after Begin
+		observe     func()    // what ends at now, before the check
+		oldest      time.Time // the oldest request still in flight
+		answered    time.Duration
+		answers     int
+		hit         float64
+		errorRate   float64
+		ended       int // completed and failed, counted at once
+		workerCount int // w0's answers
+	}{
+		{"a short answer waits for the longer request sent before it", 10, done(1, 1000), at(2), 0, 0, 0, 0, 1, 0},
+		{"a failure, which ends at once, waits too", 15, done(12, -1), at(2), 0, 0, 0, 0, 2, 0},
+		// B (sent at 2 s, half cached) ends; D (sent at 20 s) is in flight.
+		{"answers sent before the oldest in flight count, with the failure among them", 40, done(2, 500), at(20), 20 * time.Second, 3, 0.75, 1.0 / 3, 3, 3},
+		{"a short answer sent after the oldest in flight is left out", 41, done(22, 1000), at(20), 20 * time.Second, 3, 0.75, 1.0 / 3, 4, 3},
+		{"a request in flight longer than the window holds back nothing sent a window ago", 85, func() {}, at(20), 25 * time.Second, 4, 2500.0 / 3000, 0.25, 2, 4},
+		// D ends at 100 s; from 60 s of answered send time on, the window
+		// counts by end time: D alone ended in the last 60 s.
+		{"once every request of a window's length has ended, the window counts by end time", 130, func() { clk.t = at(100); done(20, 0)() }, none, 60 * time.Second, 1, 0, 0, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if at(tt.now).After(clk.t) {
+				clk.t = at(tt.now)
+			}
+			tt.observe()
+			clk.t = at(tt.now)
+			s, per := w.Summary(tt.oldest)
+			if s.Answered != tt.answered || s.Answers != tt.answers || math.Abs(s.KVHitRate-tt.hit) > 1e-9 || math.Abs(s.ErrorRate-tt.errorRate) > 1e-9 {
+				t.Fatalf("answered %v over %d answers, hit %.4f, error rate %.4f; want %v, %d, %.4f, %.4f", s.Answered, s.Answers, s.KVHitRate, s.ErrorRate, tt.answered, tt.answers, tt.hit, tt.errorRate)
+			}
+			if s.Completed+s.Errors != tt.ended {
+				t.Fatalf("%d ended; want the %d that did, counted at once", s.Completed+s.Errors, tt.ended)
+			}
+			if got := per["w0"].Answers; got != tt.workerCount {
+				t.Fatalf("w0 has %d answers, want %d", got, tt.workerCount)
+			}
+		})
 	}
 }

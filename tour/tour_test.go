@@ -112,11 +112,14 @@ func TestBuiltinParses(t *testing.T) {
 	if len(s.Steps) < 5 {
 		t.Fatalf("the built-in tour has %d steps", len(s.Steps))
 	}
-	// Every change begins a window that settles in 30 s (web.SettleTime):
-	// each step must outlast it, so visitors see settled figures.
+	// Every change begins a window whose TTFT settles in 30 s
+	// (web.SettleTime) and whose figures read at an answer's end settle
+	// about a request's length later, 40-55 s after a change at 60-180
+	// conversations (docs/dashboard.md): each step must outlast them, so
+	// visitors see settled figures.
 	for _, st := range s.Steps {
-		if st.For < 40*time.Second {
-			t.Errorf("line %d lasts %s; want at least 40 s, for its window to settle", st.Line, st.For)
+		if st.For < time.Minute {
+			t.Errorf("line %d lasts %s; want at least 60 s, for its window to settle", st.Line, st.For)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func abServer(t *testing.T, a, b loadgen.Stats) (*Server, *fakeLoad, *fakeLoad, 
 // window is a window with TTFT p95 and KV hit rate as given.
 func window(ttftP95, hit float64) loadgen.Stats {
 	return loadgen.Stats{TTFT: loadgen.Quantiles{Count: 100, P50: ttftP95 / 2, P95: ttftP95}, KVHitRate: hit,
-		Completed: 100, Covered: 20 * time.Second}
+		ISL: loadgen.Quantiles{Count: 100}, Completed: 100, Answers: 100, Covered: 20 * time.Second}
 }
 
 func TestABTilesCompareLaneBWithLaneA(t *testing.T) {
@@ -273,4 +273,65 @@ func fakeWorkers(names ...string) []router.WorkerState {
 		out = append(out, router.WorkerState{Name: n, Healthy: true, Capacity: 64})
 	}
 	return out
+}
+
+// TestTTFTComparesWhileTheAnswersStillSettle: some 30 s after a change TTFT
+// is settled, but too few answers have come in from the span whose every
+// request has ended (loadgen.Stats.Answered): the TTFT tiles and headline
+// compare, every figure read at an answer's end waits, and the tiles as a
+// whole still say they settle.
+func TestTTFTComparesWhileTheAnswersStillSettle(t *testing.T) {
+	young := func(ttftP95, hit float64) loadgen.Stats {
+		w := settled(window(ttftP95, hit))
+		w.Answers = 5
+		w.TPOT = loadgen.Quantiles{Count: 5, P50: 30, P95: 70} // over the 60 ms SLO
+		return w
+	}
+	s, _, _, _, _ := abServer(t, young(561, 0.86), young(372, 0.98))
+	td := tilesNow(s)
+	if x := tile(td, "ttft-p95"); x.Settling != "" || x.Delta != "−34%" {
+		t.Fatalf("TTFT p95 tile settling %q, delta %q; want it compared, −34%%", x.Settling, x.Delta)
+	}
+	for _, id := range []string{"tpot-p50", "tpot-p95", "chunk-gap-p50", "e2e-p50", "e2e-p95", "kv-hit", "errors"} {
+		if x := tile(td, id); x.Settling != "answers (5 of 20)" || x.Delta != "" || x.Level != "none" {
+			t.Errorf("tile %s: settling %q, delta %q, level %q; want it settling on its answers, uncompared and uncoloured", id, x.Settling, x.Delta, x.Level)
+		}
+	}
+	if td.Settling == "" {
+		t.Error("the tiles say they are settled while some still settle")
+	}
+	if h := s.headline(s.sides(time.Now(), s.snapshots())); h.Settling != "" || h.Delta != "−34%" || h.HitB != "98%" {
+		t.Errorf("headline settling %q, delta %q, hit %q; want TTFT compared and the hit rate shown", h.Settling, h.Delta, h.HitB)
+	}
+}
+
+// TestWorkerRowsShowAHitRateOnlyFromAnswers: a worker's hit rate, like the
+// tile's, comes from the requests of its window's answered span
+// (loadgen.Stats.Answered); a young window that has none shows no rate,
+// not 0%.
+func TestWorkerRowsShowAHitRateOnlyFromAnswers(t *testing.T) {
+	rt := newFakeRouter("kv")
+	rt.workers = []router.WorkerState{{Name: "a", Healthy: true}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}}
+	snap := loadgen.Snapshot{Workers: map[string]loadgen.Stats{
+		"a": {Completed: 30, Answers: 30, ISL: loadgen.Quantiles{Count: 30}, KVHitRate: 0.9},
+		"b": {Completed: 10}, // ended since the change, none in the answered span yet
+	}}
+	rows := workerRows(Lane{Router: rt}, snap)
+	tests := []struct {
+		name      string
+		row       int
+		wantHit   float64
+		wantShare float64
+	}{
+		{"a worker with answers shows their hit rate", 0, 0.9, 0.75},
+		{"a worker without answers in the span shows none, but its share at once", 1, -1, 0.25},
+		{"a worker that ended nothing shows neither rate nor share of it", 2, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := rows[tt.row]; r.HitRate != tt.wantHit || r.Share != tt.wantShare {
+				t.Fatalf("hit rate %v, share %v; want %v, %v", r.HitRate, r.Share, tt.wantHit, tt.wantShare)
+			}
+		})
+	}
 }

@@ -23,6 +23,8 @@ func TestAlternationTakesTurnsAndKeepsSettledWindows(t *testing.T) {
 	s, load, rt := altServer(t)
 	t0 := time.Unix(1_700_000_000, 0)
 	load.snap.Window = settled(window(561, 0.86))
+	shortOfAnswers := settled(window(600, 0.85))
+	shortOfAnswers.Answers = 5
 	steps := []struct {
 		name       string
 		at         time.Duration // after t0
@@ -36,7 +38,9 @@ func TestAlternationTakesTurnsAndKeepsSettledWindows(t *testing.T) {
 		{"at the turn's end kv takes over and round-robin's window is kept", 90 * time.Second, window(372, 0.98), "kv", [2]string{"just now", "live"}},
 		{"the kept window ages", 150 * time.Second, window(372, 0.98), "kv", [2]string{"1 min ago", "live"}},
 		// kv's window was settling when its turn ended: nothing to keep
-		{"an unsettled window is not kept", 180 * time.Second, window(372, 0.98), "round_robin", [2]string{"live", "none"}},
+		// round-robin's new window is settled on TTFT but holds few answers
+		{"an unsettled window is not kept", 180 * time.Second, shortOfAnswers, "round_robin", [2]string{"live", "none"}},
+		{"nor one short of answers: the kept window is the older one", 270 * time.Second, window(372, 0.98), "kv", [2]string{"3 min ago", "live"}},
 	}
 	for _, st := range steps {
 		now := t0.Add(st.at)

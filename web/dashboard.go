@@ -125,8 +125,10 @@ type side struct {
 	window loadgen.Stats
 	target int
 	shed   int64
-	// settling says why its figures cannot be compared yet; "" once they can.
-	settling string
+	// settling says why its TTFT and rates cannot be compared yet, and
+	// answering why its figures read at an answer's end cannot; "" once
+	// they can.
+	settling, answering string
 	// ago is a kept window's age, such as "2 min ago"; "" for a live one.
 	ago string
 	// none says there is no window at all yet.
@@ -142,11 +144,13 @@ func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
 	}
 	out := make([]side, len(s.lanes))
 	for i, l := range s.lanes {
-		out[i] = side{policy: l.Router.PolicyName(), window: snaps[i].Window, target: snaps[i].Target,
-			shed: l.Router.Counts().Shed, settling: settling(snaps[i].Window)}
+		w := snaps[i].Window
+		out[i] = side{policy: l.Router.PolicyName(), window: w, target: snaps[i].Target,
+			shed: l.Router.Counts().Shed, settling: settling(w), answering: answering(w)}
 		if s.warming() {
 			// The warm-up's figures are the cold start: none is shown.
 			out[i].settling, out[i].none = fmt.Sprintf("warming up (%d s left)", s.warmLeft()), true
+			out[i].answering = out[i].settling
 		}
 	}
 	return out
@@ -197,6 +201,9 @@ type metric struct {
 	// points says the difference is in percentage points, as for a rate
 	// that is itself a percentage.
 	points bool
+	// answers says the figure is read at an answer's end, and so settles
+	// on the answers (answering), not on the window's age alone.
+	answers bool
 }
 
 func (s *Server) metrics() []metric {
@@ -231,16 +238,16 @@ func (s *Server) metrics() []metric {
 	return []metric{
 		{id: "ttft-p50", key: "ttft_p50_ms", get: quantile(ttft, false), format: msf},
 		{id: "ttft-p95", key: "ttft_p95_ms", get: quantile(ttft, true), format: msf, slo: ms(s.opts.SLOTTFT)},
-		{id: "tpot-p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf},
-		{id: "tpot-p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT)},
-		{id: "chunk-gap-p50", get: quantile(gap, false), format: msf},
-		{id: "e2e-p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf},
-		{id: "e2e-p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf},
+		{id: "tpot-p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf, answers: true},
+		{id: "tpot-p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT), answers: true},
+		{id: "chunk-gap-p50", get: quantile(gap, false), format: msf, answers: true},
+		{id: "e2e-p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf, answers: true},
+		{id: "e2e-p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf, answers: true},
 		{id: "tops", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true},
 		{id: "rps", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true},
 		{id: "goodput", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true},
-		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.Completed > 0 },
-			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true},
+		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.ISL.Count > 0 },
+			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true, answers: true},
 	}
 }
 
@@ -280,19 +287,33 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		}
 		return m.get(sd.window)
 	}
-	wait := main.settling
-	if wait == "" && other != nil {
-		wait = other.settling
+	// waitFor says why a tile cannot be compared yet, from either side.
+	waitFor := func(answers bool) string {
+		for _, sd := range []*side{&main, other} {
+			if sd == nil {
+				continue
+			}
+			w := sd.settling
+			if answers {
+				w = sd.answering
+			}
+			if w != "" {
+				return w
+			}
+		}
+		return ""
 	}
 	prefix := "base "
 	if other != nil {
 		prefix = "vs "
 	}
-	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: wait}
+	// The tiles as a whole settle with the last of them.
+	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: waitFor(true)}
 	if s.warming() {
 		d.Compare = s.warmSentence()
 	}
 	for _, m := range s.metrics() {
+		wait := waitFor(m.answers)
 		t := components.Tile{ID: m.id, Label: label(m.id), Value: "—", Baseline: "—", Level: "none", Settling: wait}
 		v, has := value(&main, m)
 		if has {
@@ -313,9 +334,12 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		}
 		d.Tiles = append(d.Tiles, t)
 	}
+	// The error rate is read at an answer's end; the count of failures
+	// beside it reports each at once.
+	wait := waitFor(true)
 	errs := components.Tile{ID: "errors", Label: label("errors"), Value: "—", Baseline: "—", Level: "none", Settling: wait,
 		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
-	if n := main.window.Completed + main.window.Errors; n > 0 && !main.none {
+	if main.window.Answers > 0 && !main.none {
 		errs.Value = fmt.Sprintf("%.1f%%", 100*main.window.ErrorRate)
 		if wait == "" {
 			errs.Level = "ok"
@@ -325,7 +349,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		}
 	}
 	if other != nil {
-		if n := other.window.Completed + other.window.Errors; n > 0 && !other.none {
+		if other.window.Answers > 0 && !other.none {
 			errs.Baseline = fmt.Sprintf("vs %.1f%%", 100*other.window.ErrorRate)
 		}
 	} else if b, ok := stored("error_pct"); ok {
@@ -455,7 +479,7 @@ func workerRows(l Lane, snap loadgen.Snapshot) []components.WorkerRow {
 				LastEventAge: es.LastEventAgeSeconds, Dropped: es.DroppedBlocks, Endpoint: es.Endpoint}
 		}
 		if st, ok := snap.Workers[ws.Name]; ok {
-			if st.Completed > 0 {
+			if st.ISL.Count > 0 { // completed requests in its answered span
 				r.HitRate = st.KVHitRate
 			}
 			if total > 0 {

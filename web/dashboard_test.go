@@ -38,7 +38,7 @@ func tilesNow(s *Server) components.TilesData { return s.tiles(s.sides(time.Now(
 // settled is a window old and full enough to compare (SettleTime,
 // SettleRequests).
 func settled(w loadgen.Stats) loadgen.Stats {
-	w.Covered, w.Completed = time.Minute, 100
+	w.Covered, w.Completed, w.Answers = time.Minute, 100, 100
 	return w
 }
 
@@ -97,7 +97,7 @@ func TestTilesWithoutDataShowDashes(t *testing.T) {
 
 func TestErrorTileCountsShedRequests(t *testing.T) {
 	load := &fakeLoad{target: 60}
-	load.snap.Window = loadgen.Stats{Covered: time.Minute, Completed: 90, Errors: 10, ErrorRate: 0.1}
+	load.snap.Window = loadgen.Stats{Covered: time.Minute, Completed: 90, Errors: 10, Answers: 100, ErrorRate: 0.1}
 	rt := newFakeRouter("kv")
 	rt.shed = 7
 	s := New(load, rt, testOptions())

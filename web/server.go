@@ -598,8 +598,11 @@ type laneState struct {
 	Policy string `json:"policy"`
 	// Name is the side's router and source, as the page names it.
 	Name string `json:"name"`
-	// Settling says why the window cannot be compared yet; absent once it can.
-	Settling string `json:"settling,omitempty"`
+	// Settling says why the window's TTFT and rates cannot be compared yet,
+	// and AnswersSettling why its figures read at an answer's end cannot;
+	// each absent once they can.
+	Settling        string `json:"settling,omitempty"`
+	AnswersSettling string `json:"answers_settling,omitempty"`
 	// Ago is a kept window's age, in the alternating view.
 	Ago string `json:"ago,omitempty"`
 	// Window is the side's window, absent when it has none yet.
@@ -618,7 +621,7 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 			st.Alternating = s.alt.every.Seconds()
 		}
 		for i, sd := range s.sides(time.Now(), snaps) {
-			ls := laneState{Lane: laneID(i), Policy: sd.policy, Name: s.laneName(sd.policy), Settling: sd.settling, Ago: sd.ago}
+			ls := laneState{Lane: laneID(i), Policy: sd.policy, Name: s.laneName(sd.policy), Settling: sd.settling, AnswersSettling: sd.answering, Ago: sd.ago}
 			if !sd.none {
 				ls.Window = &sd.window
 			}

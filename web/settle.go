@@ -9,7 +9,9 @@ import (
 
 // A window is settled, and its figures compared, once it has run SettleTime
 // since it began and SettleRequests requests ended in it (completed or
-// failed). Every change the dashboard makes (start, concurrency, routing
+// failed); the figures read at an answer's end wait, besides, for
+// SettleRequests answers within the span whose every request has ended
+// (loadgen.Stats.Answered, about a request's length behind). Every change the dashboard makes (start, concurrency, routing
 // policy or pair, cache reset, fault) begins a new window, so a settled
 // window never spans one; until then each tile shows its figure with
 // "settling (12 s of 30)" instead of a delta, and no colour. At the
@@ -35,4 +37,20 @@ func settling(w loadgen.Stats) string {
 		return fmt.Sprintf("settling (%d s of %d)", secs, need)
 	}
 	return fmt.Sprintf("settling (%d of %d requests)", ended, SettleRequests)
+}
+
+// answering is settling for the figures read at an answer's end (TPOT,
+// E2E, chunk gaps, the hit rate, the error rate): they also wait for
+// SettleRequests answers from the span of the window whose every request
+// has ended, which trails its age by about a request's length after a
+// change, so that the short answers and failures that end first do not
+// stand for all.
+func answering(w loadgen.Stats) string {
+	if s := settling(w); s != "" {
+		return s
+	}
+	if w.Answers < SettleRequests {
+		return fmt.Sprintf("answers (%d of %d)", w.Answers, SettleRequests)
+	}
+	return ""
 }

@@ -34,6 +34,28 @@ func TestSettling(t *testing.T) {
 	}
 }
 
+func TestAnswering(t *testing.T) {
+	tests := []struct {
+		name    string
+		covered time.Duration
+		ended   int
+		answers int
+		want    string
+	}{
+		{"a young window says its seconds, as for TTFT", 12 * time.Second, 40, 0, "settling (12 s of 30)"},
+		{"a window settled for TTFT waits for answers from requests all of whose predecessors ended", 40 * time.Second, 60, 3, "answers (3 of 20)"},
+		{"twenty such answers are settled", 40 * time.Second, 60, SettleRequests, ""},
+		{"answers never settle a window TTFT does not", 40 * time.Second, 12, 30, "settling (12 of 20 requests)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := answering(loadgen.Stats{Covered: tt.covered, Completed: tt.ended, Answers: tt.answers}); got != tt.want {
+				t.Fatalf("answering = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestRatesWaitForAFewSecondsOfWindow(t *testing.T) {
 	tests := []struct {
 		name    string
