@@ -87,17 +87,18 @@ func TestBrowserReconnects(t *testing.T) {
 		t.Error("the page reloaded after a short restart; it should pick up where it was")
 	}
 
-	// An outage of two minutes, longer than a page may show stale numbers:
-	// the page keeps trying and reloads once kvlens is back.
+	// An outage longer than a page may show stale numbers (reconnect.js's
+	// staleReloadMs, 30 s): the page keeps trying and reloads once kvlens
+	// is back.
 	mark()
 	closeDemo(t, d)
-	time.Sleep(2 * time.Minute)
+	time.Sleep(45 * time.Second)
 	d = startDemoAt(t, addr)
 	defer func() { closeDemo(t, d) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for !reloaded() {
 		if time.Now().After(deadline) {
-			t.Fatal("the page did not reload after kvlens was away for 2 minutes")
+			t.Fatal("the page did not reload after kvlens was away for 45 s")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
