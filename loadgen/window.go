@@ -429,7 +429,8 @@ func (w *Window) ObserveDone(r Result) {
 		}
 		return
 	}
-	for _, b := range []*bucket{w.current(w.now()), w.sentIn(r.Start)} {
+	now := w.now()
+	for _, b := range []*bucket{w.current(now), w.sentIn(r.Start, now)} {
 		if b == nil {
 			continue
 		}
@@ -441,11 +442,14 @@ func (w *Window) ObserveDone(r Result) {
 }
 
 // sentIn returns the send-time bucket of a request sent at start, or nil
-// when the window keeps none or the request has no send time. The caller
-// holds mu.
-func (w *Window) sentIn(start time.Time) *bucket {
+// when the window keeps none or the request has no send time. A send time
+// past now (another clock's) counts as now. The caller holds mu.
+func (w *Window) sentIn(start, now time.Time) *bucket {
 	if w.bySend == nil || start.IsZero() {
 		return nil
+	}
+	if start.After(now) {
+		start = now
 	}
 	i := int(start.Sub(w.since) / w.step)
 	for len(w.bySend) <= i {

@@ -364,3 +364,23 @@ func TestWindowAnswerFiguresWaitForEveryRequestSentBeforeThem(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowSendTimePastNowCountsAsNow: a result stamped by another clock
+// ahead of the window's lands in the current step, not in a send-time
+// tally stretched an hour ahead.
+func TestWindowSendTimePastNowCountsAsNow(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.Begin()
+	clk.add(12 * time.Second)
+	r := ok(100*time.Millisecond, time.Second, 10)
+	r.Start = clk.t.Add(time.Hour)
+	w.ObserveDone(r)
+	if n := len(w.bySend); n != 3 {
+		t.Fatalf("%d send-time steps after a result stamped an hour ahead, 12 s in; want 3", n)
+	}
+	clk.add(3 * time.Second)
+	if s := w.Stats(); s.Answers != 1 {
+		t.Fatalf("15 s in, nothing in flight: %d answers, want the 1", s.Answers)
+	}
+}
