@@ -39,7 +39,7 @@ func TestTourFlags(t *testing.T) {
 		{"a faster tour", []string{"--tour", "--tour-speed", "10"}, "built-in tour", ""},
 		{"a missing file is refused", []string{"--tour-file", filepath.Join(dir, "none.tour")}, "", "none.tour: no such file"},
 		{"a concurrency off the slider names the line", []string{"--tour-file", offScale}, "", "high.tour line 2: concurrency 400 is outside 60..180"},
-		{"the built-in tour needs the slider's scale", []string{"--tour", "--slider-max", "160"}, "", "built-in tour line 11: concurrency 180 is outside 60..160"},
+		{"the built-in tour needs the slider's scale", []string{"--tour", "--slider-max", "160"}, "", "built-in tour line 13: concurrency 180 is outside 60..160"},
 		{"faults need the simulated fleet", []string{"--tour-file", withFault, "--workers", "http://w:8000"}, "", "fault.tour line 1: faults can be injected only into the simulated fleet"},
 		{"a pair needs the A/B view", []string{"--tour-file", withPair, "--ab", "off"}, "", "pair.tour line 1: a pair needs the A/B view"},
 		{"a tour plays over running load", []string{"--tour", "--no-start"}, "", "drop --no-start"},
