@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/demo"
+	"github.com/kvlens/kvlens/tour"
 )
 
 func TestTourFlags(t *testing.T) {
@@ -24,6 +26,13 @@ func TestTourFlags(t *testing.T) {
 	offScale := file("high.tour", "# booth\n50s concurrency 400 \"x\"\n")
 	withFault := file("fault.tour", "50s fault 503:10 \"x\"\n")
 	withPair := file("pair.tour", "50s pair rr,kv \"x\"\n")
+	// The built-in tour's step at 180 conversations, above a slider of 160.
+	top := 0
+	for _, st := range tour.Builtin().Steps {
+		if st.Action == tour.Concurrency && st.Arg == "180" {
+			top = st.Line
+		}
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -39,7 +48,7 @@ func TestTourFlags(t *testing.T) {
 		{"a faster tour", []string{"--tour", "--tour-speed", "10"}, "built-in tour", ""},
 		{"a missing file is refused", []string{"--tour-file", filepath.Join(dir, "none.tour")}, "", "none.tour: no such file"},
 		{"a concurrency off the slider names the line", []string{"--tour-file", offScale}, "", "high.tour line 2: concurrency 400 is outside 60..180"},
-		{"the built-in tour needs the slider's scale", []string{"--tour", "--slider-max", "160"}, "", "built-in tour line 13: concurrency 180 is outside 60..160"},
+		{"the built-in tour needs the slider's scale", []string{"--tour", "--slider-max", "160"}, "", fmt.Sprintf("built-in tour line %d: concurrency 180 is outside 60..160", top)},
 		{"faults need the simulated fleet", []string{"--tour-file", withFault, "--workers", "http://w:8000"}, "", "fault.tour line 1: faults can be injected only into the simulated fleet"},
 		{"a pair needs the A/B view", []string{"--tour-file", withPair, "--ab", "off"}, "", "pair.tour line 1: a pair needs the A/B view"},
 		{"a tour plays over running load", []string{"--tour", "--no-start"}, "", "drop --no-start"},
