@@ -336,7 +336,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 	}
 	// The error rate is read at an answer's end; the count of failures
 	// beside it reports each at once.
-	wait := waitFor(true)
+	wait := d.Settling
 	errs := components.Tile{ID: "errors", Label: label("errors"), Value: "—", Baseline: "—", Level: "none", Settling: wait,
 		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
 	if main.window.Answers > 0 && !main.none {
