@@ -276,6 +276,8 @@ type turn struct {
 	seq uint64
 	// sent is when the request was handed to the transport.
 	sent time.Time
+	// first says its first token has come.
+	first atomic.Bool
 	// mu guards cancel, which the transport returns only after it may
 	// already have finished the turn, and early.
 	mu     sync.Mutex
@@ -500,20 +502,27 @@ func (g *Generator) BeginWindow() { g.window.Begin() }
 
 // Snapshot returns the current state and window metrics.
 func (g *Generator) Snapshot() Snapshot {
-	// The oldest request in flight that the window counts holds back its
-	// figures read at an answer's end (Stats.Answered).
+	// The oldest requests in flight that the window counts hold back its
+	// figures (Stats.Answered, Stats.FirstTokens).
 	since := g.window.Since()
+	var in InFlight
+	older := func(t, than time.Time) bool { return than.IsZero() || t.Before(than) }
 	g.mu.Lock()
-	var oldest time.Time
 	if g.run != nil {
 		for t := range g.run.turns {
-			if !t.sent.Before(since) && (oldest.IsZero() || t.sent.Before(oldest)) {
-				oldest = t.sent
+			if t.sent.Before(since) {
+				continue
+			}
+			if older(t.sent, in.Oldest) {
+				in.Oldest = t.sent
+			}
+			if !t.first.Load() && older(t.sent, in.Waiting) {
+				in.Waiting = t.sent
 			}
 		}
 	}
 	g.mu.Unlock()
-	total, workers := g.window.Summary(oldest)
+	total, workers := g.window.Summary(in)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := Snapshot{
@@ -701,7 +710,11 @@ func (g *Generator) send(r *run, req TurnRequest, done func(res Result, stopped 
 				t.abort(errRequestTimeout)
 			})
 		}
-		return g.transport.Start(req, g.window.ObserveFirstToken, finish)
+		first := func(worker string, ttft time.Duration) {
+			t.first.Store(true)
+			g.window.ObserveFirstToken(worker, ttft)
+		}
+		return g.transport.Start(req, first, finish)
 	})
 }
 

@@ -161,6 +161,24 @@ type Stats struct {
 	Answered time.Duration `json:"answered_ns"`
 	// Answers counts the requests those figures cover, completed or failed.
 	Answers int `json:"answers"`
+	// FirstTokens is the same span for TTFT: how far from the window's
+	// start, in send time, every request sent has had its first token or
+	// failed. TTFT counts only requests sent within it, so that a young
+	// window's TTFT does not lean towards the requests whose first token
+	// comes first. It trails Covered by about a TTFT (and a 5 s step) after
+	// Window.Begin, and equals Covered otherwise.
+	FirstTokens time.Duration `json:"first_tokens_ns"`
+}
+
+// InFlight is what a window needs to know of the requests still in flight
+// to hold back its figures in the first minutes after Window.Begin (see
+// Stats.Answered and Stats.FirstTokens); zero times when there are none.
+type InFlight struct {
+	// Oldest is the send time of the oldest request in flight.
+	Oldest time.Time
+	// Waiting is the send time of the oldest request still waiting for its
+	// first token.
+	Waiting time.Time
 }
 
 // withAnswers returns s with the figures read at an answer's end taken
@@ -173,6 +191,13 @@ func (s Stats) withAnswers(a Stats, answered time.Duration) Stats {
 	s.ErrorRate, s.SLOAttainment = a.ErrorRate, a.SLOAttainment
 	s.KVHitRate, s.OracleHitRate = a.KVHitRate, a.OracleHitRate
 	s.Answered, s.Answers = answered, a.Answers
+	return s
+}
+
+// withFirstTokens returns s with TTFT taken from a, a tally of the requests
+// sent within the first-token span (see Stats.FirstTokens).
+func (s Stats) withFirstTokens(a Stats, span time.Duration) Stats {
+	s.TTFT, s.FirstTokens = a.TTFT, span
 	return s
 }
 
@@ -410,10 +435,14 @@ func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 	if w.before(now.Add(-ttft)) {
 		return
 	}
-	b := w.current(now)
-	b.total.ttft.Add(ms(ttft))
-	if worker != "" {
-		b.worker(worker).ttft.Add(ms(ttft))
+	for _, b := range []*bucket{w.current(now), w.sentIn(now.Add(-ttft), now)} {
+		if b == nil {
+			continue
+		}
+		b.total.ttft.Add(ms(ttft))
+		if worker != "" {
+			b.worker(worker).ttft.Add(ms(ttft))
+		}
 	}
 }
 
@@ -461,16 +490,15 @@ func (w *Window) sentIn(start, now time.Time) *bucket {
 // Stats summarises the window, for all workers, as of now, with nothing
 // known to be in flight (see Summary).
 func (w *Window) Stats() Stats {
-	total, _ := w.Summary(time.Time{})
+	total, _ := w.Summary(InFlight{})
 	return total
 }
 
 // Summary summarises the window as of now, for all workers and for each
-// worker that served a request in it (keyed by the worker header).
-// oldest is the send time of the oldest request still in flight, zero
-// when none is: after Begin, the figures read at an answer's end wait for
-// it (Stats.Answered), though never for longer than the window's length.
-func (w *Window) Summary(oldest time.Time) (total Stats, workers map[string]Stats) {
+// worker that served a request in it (keyed by the worker header). After
+// Begin, its figures wait for the requests in flight (Stats.Answered,
+// Stats.FirstTokens), though never for longer than the window's length.
+func (w *Window) Summary(in InFlight) (total Stats, workers map[string]Stats) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
@@ -494,16 +522,21 @@ func (w *Window) Summary(oldest time.Time) (total Stats, workers map[string]Stat
 	if w.bySend == nil {
 		return total, workers
 	}
-	// Every request sent before h has ended. A request in flight for
-	// longer than the window (a stalled stream) does not hold it back.
-	h := now
-	if !oldest.IsZero() && oldest.Before(h) {
-		h = oldest
+	// span is how far, on the step grid, every request sent has passed a
+	// point whose oldest laggard was sent at oldest (zero: none lags). A
+	// request in flight for longer than the window (a stalled stream) holds
+	// nothing back.
+	span := func(oldest time.Time) time.Duration {
+		h := now
+		if !oldest.IsZero() && oldest.Before(h) {
+			h = oldest
+		}
+		if cut := now.Add(-w.length); h.Before(cut) {
+			h = cut
+		}
+		return max(0, h.Sub(w.since).Truncate(w.step))
 	}
-	if cut := now.Add(-w.length); h.Before(cut) {
-		h = cut
-	}
-	answered := max(0, h.Sub(w.since).Truncate(w.step))
+	answered := span(in.Oldest)
 	if answered >= w.length {
 		// The window now counts, by end time, only requests sent long
 		// enough after Begin that every length of request had time to end:
@@ -511,14 +544,22 @@ func (w *Window) Summary(oldest time.Time) (total Stats, workers map[string]Stat
 		w.bySend = nil
 		return total, workers
 	}
-	sent, sentPer := merged(w.bySend[:min(len(w.bySend), int(answered/w.step))])
-	total = total.withAnswers(sent.stats(covered), answered)
+	within := func(span time.Duration) (*tally, map[string]*tally) {
+		return merged(w.bySend[:min(len(w.bySend), int(span/w.step))])
+	}
+	first := span(in.Waiting)
+	sent, sentPer := within(answered)
+	firsts, firstsPer := within(first)
+	total = total.withAnswers(sent.stats(covered), answered).withFirstTokens(firsts.stats(covered), first)
 	for name, s := range workers {
-		t := sentPer[name]
+		t, f := sentPer[name], firstsPer[name]
 		if t == nil {
 			t = newTally()
 		}
-		workers[name] = s.withAnswers(t.stats(covered), answered)
+		if f == nil {
+			f = newTally()
+		}
+		workers[name] = s.withAnswers(t.stats(covered), answered).withFirstTokens(f.stats(covered), first)
 	}
 	return total, workers
 }
@@ -560,7 +601,7 @@ func (t *tally) stats(covered time.Duration) Stats {
 			s.ErrorsByClass[c] = n
 		}
 	}
-	s.Answered, s.Answers = covered, s.Completed+s.Errors
+	s.Answered, s.Answers, s.FirstTokens = covered, s.Completed+s.Errors, covered
 	if n := s.Completed + s.Errors; n > 0 {
 		s.ErrorRate = float64(s.Errors) / float64(n)
 		s.SLOAttainment = float64(s.Good) / float64(n)

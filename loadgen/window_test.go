@@ -224,7 +224,7 @@ func TestWindowPerWorker(t *testing.T) {
 	w.ObserveDone(r2)
 	w.ObserveDone(Result{Worker: "w2", Err: errors.New("503"), Class: ErrHTTP503})
 	w.ObserveDone(Result{Err: errors.New("refused"), Class: ErrConnect}) // no worker
-	total, per := w.Summary(time.Time{})
+	total, per := w.Summary(InFlight{})
 	if total.Completed != 2 || total.Errors != 2 || len(per) != 2 {
 		t.Fatalf("total %d ok %d errors, %d workers; want 2, 2, 2", total.Completed, total.Errors, len(per))
 	}
@@ -244,7 +244,7 @@ func TestWindowBoundsTheWorkersItTracks(t *testing.T) {
 		r.Worker = fmt.Sprint("w", i)
 		w.ObserveDone(r)
 	}
-	total, per := w.Summary(time.Time{})
+	total, per := w.Summary(InFlight{})
 	if len(per) != maxWorkers+1 || per[OtherWorkers].Completed != 1000-maxWorkers || total.Completed != 1000 {
 		t.Fatalf("%d workers tracked, %d under %s, %d in total; want %d, %d, 1000", len(per), per[OtherWorkers].Completed, OtherWorkers, total.Completed, maxWorkers+1, 1000-maxWorkers)
 	}
@@ -277,10 +277,16 @@ func TestWindowBeginCountsOnlyRequestsSentAfterIt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := w.Stats()
+			// What the window holds, by end time: in a window this young its
+			// TTFT shows only once a step of sends has had first tokens
+			// (Stats.FirstTokens).
+			held := func() int {
+				all, _ := merged(w.buckets)
+				return int(all.ttft.GetCount()) + all.completed + all.errors
+			}
+			before := held()
 			tt.observe()
-			after := w.Stats()
-			counted := after.Completed > before.Completed || after.TTFT.Count > before.TTFT.Count || after.Errors > before.Errors
+			counted := held() > before
 			if counted != tt.counted {
 				t.Fatalf("counted = %v, want %v", counted, tt.counted)
 			}
@@ -351,7 +357,7 @@ func TestWindowAnswerFiguresWaitForEveryRequestSentBeforeThem(t *testing.T) {
 			}
 			tt.observe()
 			clk.t = at(tt.now)
-			s, per := w.Summary(tt.oldest)
+			s, per := w.Summary(InFlight{Oldest: tt.oldest})
 			if s.Answered != tt.answered || s.Answers != tt.answers || math.Abs(s.KVHitRate-tt.hit) > 1e-9 || math.Abs(s.ErrorRate-tt.errorRate) > 1e-9 {
 				t.Fatalf("answered %v over %d answers, hit %.4f, error rate %.4f; want %v, %d, %.4f, %.4f", s.Answered, s.Answers, s.KVHitRate, s.ErrorRate, tt.answered, tt.answers, tt.hit, tt.errorRate)
 			}
@@ -382,5 +388,47 @@ func TestWindowSendTimePastNowCountsAsNow(t *testing.T) {
 	clk.add(3 * time.Second)
 	if s := w.Stats(); s.Answers != 1 {
 		t.Fatalf("15 s in, nothing in flight: %d answers, want the 1", s.Answers)
+	}
+}
+
+// TestWindowTTFTWaitsForEveryFirstTokenSentBeforeIt: after Begin, TTFT
+// counts a request once every request sent before it has had its first
+// token, so that a young window's TTFT does not leave out the slow first
+// tokens still to come (after a cache reset, several seconds each).
+func TestWindowTTFTWaitsForEveryFirstTokenSentBeforeIt(t *testing.T) {
+	clk := newFakeClock()
+	w := NewWindow(60*time.Second, DefaultSLO, clk.now)
+	w.Begin()
+	t0 := clk.t
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// first records, at ms, the first token of a request sent at sent ms.
+	first := func(sent, ms int) func() {
+		return func() { clk.t = at(ms); w.ObserveFirstToken("w0", at(ms).Sub(at(sent))) }
+	}
+	tests := []struct {
+		name    string
+		observe func()
+		now     int       // ms after Begin
+		waiting time.Time // the oldest request still without its first token
+		span    time.Duration
+		count   int
+		mean    float64 // ms
+	}{
+		{"a quick first token waits for the slow one sent before it", first(1000, 2000), 8000, at(1500), 0, 0, 0},
+		{"once the slow one comes, both count", first(1500, 9000), 10000, time.Time{}, 10 * time.Second, 2, 4250},
+		{"a quick first token sent after the oldest waiting is left out", first(11000, 11200), 16000, at(10500), 10 * time.Second, 2, 4250},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.observe()
+			clk.t = at(tt.now)
+			s, per := w.Summary(InFlight{Waiting: tt.waiting})
+			if s.FirstTokens != tt.span || s.TTFT.Count != tt.count || math.Abs(s.TTFT.Mean-tt.mean) > 1e-6 {
+				t.Fatalf("first-token span %v, %d TTFTs, mean %.0f ms; want %v, %d, %.0f", s.FirstTokens, s.TTFT.Count, s.TTFT.Mean, tt.span, tt.count, tt.mean)
+			}
+			if per["w0"].TTFT.Count != tt.count {
+				t.Fatalf("w0 has %d TTFTs, want %d", per["w0"].TTFT.Count, tt.count)
+			}
+		})
 	}
 }
