@@ -476,7 +476,7 @@ func Start(cfg Config) (*Demo, error) {
 		go func() {
 			defer d.wg.Done()
 			if why := d.Web.RunWarmUp(ctx); why != "" {
-				logf("the warm-up fell behind (%s): its windows were dropped, and new ones settle in %s", why, web.SettleTime)
+				logf("the warm-up fell behind (%s): its windows were dropped, and new ones settle like any other (TTFT in %s, the answers' figures about a request's length later)", why, web.SettleTime)
 			}
 		}()
 	}
