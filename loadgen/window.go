@@ -435,13 +435,19 @@ func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 	if w.before(now.Add(-ttft)) {
 		return
 	}
-	for _, b := range []*bucket{w.current(now), w.sentIn(now.Add(-ttft), now)} {
+	record(worker, func(t *tally) { t.ttft.Add(ms(ttft)) }, w.current(now), w.sentIn(now.Add(-ttft), now))
+}
+
+// record applies add to each bucket's tally for all workers and for worker
+// ("" for none); a nil bucket is skipped.
+func record(worker string, add func(*tally), buckets ...*bucket) {
+	for _, b := range buckets {
 		if b == nil {
 			continue
 		}
-		b.total.ttft.Add(ms(ttft))
+		add(b.total)
 		if worker != "" {
-			b.worker(worker).ttft.Add(ms(ttft))
+			add(b.worker(worker))
 		}
 	}
 }
@@ -450,24 +456,12 @@ func (w *Window) ObserveFirstToken(worker string, ttft time.Duration) {
 func (w *Window) ObserveDone(r Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := w.now()
 	if w.before(r.Start) {
-		b := w.current(w.now())
-		b.total.carry(r, w.slo)
-		if r.Worker != "" {
-			b.worker(r.Worker).carry(r, w.slo)
-		}
+		record(r.Worker, func(t *tally) { t.carry(r, w.slo) }, w.current(now))
 		return
 	}
-	now := w.now()
-	for _, b := range []*bucket{w.current(now), w.sentIn(r.Start, now)} {
-		if b == nil {
-			continue
-		}
-		b.total.done(r, w.slo)
-		if r.Worker != "" {
-			b.worker(r.Worker).done(r, w.slo)
-		}
-	}
+	record(r.Worker, func(t *tally) { t.done(r, w.slo) }, w.current(now), w.sentIn(r.Start, now))
 }
 
 // sentIn returns the send-time bucket of a request sent at start, or nil
