@@ -81,7 +81,7 @@ func benchCmd(args []string) int {
 	}
 	var err error
 	if g.Policies, err = parseModes(policies, false); err != nil {
-		return usage(errors.New("--policies: " + strings.TrimPrefix(err.Error(), "--modes: ")))
+		return usage(fmt.Errorf("--policies: %w", err))
 	}
 	for _, name := range strings.Split(workloads, ",") {
 		if name = strings.TrimSpace(name); name == "" {

@@ -63,7 +63,7 @@ func simCalibrate(args []string) int {
 		return usage(fmt.Errorf("--levels: %w", err))
 	}
 	if c.Modes, err = parseModes(modes, false); err != nil {
-		return usage(err)
+		return usage(fmt.Errorf("--modes: %w", err))
 	}
 	ss, err := bench.ParseList(seeds, 0, 1<<31)
 	if err != nil {

@@ -75,7 +75,7 @@ Flags:
 	}
 	var err error
 	if pc.Policies, err = parseModes(modes, false); err != nil {
-		return usage(err)
+		return usage(fmt.Errorf("--modes: %w", err))
 	}
 	for _, f := range strings.Split(workers, ",") {
 		if f = strings.TrimSpace(f); f == "" {

@@ -26,7 +26,7 @@ func TestABFlag(t *testing.T) {
 		{"a target alone gets the single view", []string{"--target", "http://f:8000/v1"}, "", ""},
 		{"one policy is refused", []string{"--ab", "kv"}, "", "want two policies"},
 		{"an unknown policy is refused", []string{"--ab", "rr,fastest"}, "", `unknown routing policy "fastest"`},
-		{"the same policy twice is refused", []string{"--ab", "kv,kv"}, "", "kv is given twice"},
+		{"the same policy twice is refused, naming the flag given", []string{"--ab", "kv,kv"}, "", "flag -ab: kv is given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

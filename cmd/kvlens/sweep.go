@@ -36,6 +36,8 @@ var modeAliases = map[string]string{"rr": "round_robin", "roundrobin": "round_ro
 // parseModes reads --modes: policy names or their aliases, comma-separated.
 // With kvlens's own router each must be a policy router.NewPolicy knows; an
 // external router's modes are passed to --mode-switch-cmd as they are.
+// Errors are not prefixed with a flag's name: --modes, --policies and --ab
+// all read a list this way, and each caller names its own flag.
 func parseModes(s string, external bool) ([]string, error) {
 	var modes []string
 	for _, m := range strings.Split(s, ",") {
@@ -48,16 +50,16 @@ func parseModes(s string, external bool) ([]string, error) {
 		}
 		if !external {
 			if _, err := router.NewPolicy(m); err != nil {
-				return nil, fmt.Errorf("--modes: %w", err)
+				return nil, err
 			}
 		}
 		if slices.Contains(modes, m) {
-			return nil, fmt.Errorf("--modes: %s is given twice", m)
+			return nil, fmt.Errorf("%s is given twice", m)
 		}
 		modes = append(modes, m)
 	}
 	if len(modes) == 0 {
-		return nil, errors.New("--modes: no mode given")
+		return nil, errors.New("no mode given")
 	}
 	return modes, nil
 }
@@ -395,7 +397,7 @@ func (o *sweepOptions) configure() error {
 	}
 	modes, err := parseModes(o.modes, external)
 	if err != nil {
-		return err
+		return fmt.Errorf("--modes: %w", err)
 	}
 	if external && len(modes) > 1 && o.switchCmd == "" {
 		return fmt.Errorf("--target is an external router and --modes has %d modes: give --mode-switch-cmd to switch it between them", len(modes))
