@@ -305,16 +305,18 @@ func TestTTFTComparesWhileTheAnswersStillSettle(t *testing.T) {
 	}
 }
 
-// TestWorkerRowsShowAHitRateOnlyFromAnswers: a worker's hit rate, like the
-// tile's, comes from the requests of its window's answered span
-// (loadgen.Stats.Answered); a young window that has none shows no rate,
-// not 0%.
+// TestWorkerRowsShowAHitRateOnlyFromAnswers: a worker's hit rate and share,
+// like the tiles' figures, come from the requests of its window's answered
+// span (loadgen.Stats.Answered); a young window that has none there shows
+// no rate, not 0%, and a worker's share is not skewed by the short requests
+// that end first after a change.
 func TestWorkerRowsShowAHitRateOnlyFromAnswers(t *testing.T) {
 	rt := newFakeRouter("kv")
-	rt.workers = []router.WorkerState{{Name: "a", Healthy: true}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}}
+	rt.workers = []router.WorkerState{{Name: "a", Healthy: true}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}, {Name: "d", Healthy: true}}
 	snap := loadgen.Snapshot{Workers: map[string]loadgen.Stats{
 		"a": {Completed: 30, Answers: 30, ISL: loadgen.Quantiles{Count: 30}, KVHitRate: 0.9},
-		"b": {Completed: 10}, // ended since the change, none in the answered span yet
+		"b": {Completed: 40, Answers: 10, ISL: loadgen.Quantiles{Count: 10}, KVHitRate: 0.5}, // 30 short ones sent later ended too
+		"c": {Completed: 10}, // ended since the change, none in the answered span yet
 	}}
 	rows := workerRows(Lane{Router: rt}, snap)
 	tests := []struct {
@@ -323,9 +325,10 @@ func TestWorkerRowsShowAHitRateOnlyFromAnswers(t *testing.T) {
 		wantHit   float64
 		wantShare float64
 	}{
-		{"a worker with answers shows their hit rate", 0, 0.9, 0.75},
-		{"a worker without answers in the span shows none, but its share at once", 1, -1, 0.25},
-		{"a worker that ended nothing shows neither rate nor share of it", 2, -1, 0},
+		{"a worker with answers shows their hit rate and share", 0, 0.9, 0.75},
+		{"a share counts the answered span, not every request ended", 1, 0.5, 0.25},
+		{"a worker without answers in the span shows no hit rate and no share of it", 2, -1, 0},
+		{"a worker that ended nothing shows neither", 3, -1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -463,9 +463,13 @@ func workerRows(l Lane, snap loadgen.Snapshot) []components.WorkerRow {
 	if l.Gauges != nil {
 		gauges = l.Gauges()
 	}
+	// A worker's share of the requests, like its hit rate, counts the
+	// requests in the answered span (loadgen.Stats.Answers): a young
+	// window's ended requests are the short ones, and after a rise a
+	// worker holding only long ones would read 0%.
 	total := 0
 	for _, st := range snap.Workers {
-		total += st.Completed + st.Errors
+		total += st.Answers
 	}
 	var rows []components.WorkerRow
 	for _, ws := range l.Router.WorkerStates() {
@@ -483,7 +487,7 @@ func workerRows(l Lane, snap loadgen.Snapshot) []components.WorkerRow {
 				r.HitRate = st.KVHitRate
 			}
 			if total > 0 {
-				r.Share = float64(st.Completed+st.Errors) / float64(total)
+				r.Share = float64(st.Answers) / float64(total)
 			}
 		} else if total > 0 {
 			r.Share = 0
