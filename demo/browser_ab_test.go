@@ -161,6 +161,7 @@ func TestBrowserAB(t *testing.T) {
 		t.Fatalf("settled %s after start, KV-aware's TTFT p95 is %.0f ms against round-robin's %.0f ms; want it lower", time.Since(started).Round(time.Second), b, a)
 	}
 	checkBoardFits(t, ctx)
+	checkShortWindow(t, ctx)
 	// Each lane's policy's stored simulated curve is drawn beside the
 	// hardware curves, under its own name.
 	waitSimCurves(t, ctx, "round-robin · simulated|kvlens kv · simulated")

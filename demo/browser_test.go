@@ -616,3 +616,43 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 }
+
+// checkShortWindow checks a laptop's window, 1366x768, where the board
+// cannot fit: the page scrolls instead of squeezing the plots flat, so
+// every time chart keeps a plot of at least 160 px and the baseline chart
+// at least 220 (before, the baseline's plot was a line 20 px high and its
+// axis read only "0").
+func checkShortWindow(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1366, 768)); err != nil {
+		t.Fatal(err)
+	}
+	const heights = `(() => JSON.stringify({
+		base: Number(document.getElementById('baseline-chart').dataset.height),
+		charts: [...document.querySelectorAll('.charts canvas')].map((c) => Math.round(c.getBoundingClientRect().height)),
+	}))()`
+	var got struct {
+		Base   int   `json:"base"`
+		Charts []int `json:"charts"`
+	}
+	waitJS(t, ctx, `Number(document.getElementById('baseline-chart').dataset.height) >= 220`, 5*time.Second, "at 1366x768 the baseline chart is under 220 px")
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](heights))
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &got)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Charts) == 0 {
+		t.Fatal("at 1366x768 the page draws no time chart")
+	}
+	for i, h := range got.Charts {
+		if h < 160 {
+			t.Errorf("at 1366x768 time chart %d is %d px high; want at least 160", i, h)
+		}
+	}
+	screenshot(t, ctx, "ab-1366x768.png", false)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
+		t.Fatal(err)
+	}
+}

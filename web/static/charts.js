@@ -18,13 +18,18 @@
   // Two rows of charts share the height left under the tiles, so that the
   // board fits the screen whatever banners sit above it; phones get a fixed
   // height. Each chart's caption, axis and legend take about 80 px beside the
-  // plot; chartReserve more keeps the side column's notes on screen.
+  // plot; chartReserve more keeps the side column's notes on screen. The
+  // charts shrink to fit down to 120 px (a 1920x960 window with every
+  // banner); on a window too short for that (a 1366x768 laptop) the board
+  // cannot fit anyway, so they keep a readable 160 px and the page scrolls,
+  // rather than squeezing the plots flat.
   const chartReserve = 130;
   const chartHeight = () => {
     if (window.innerWidth < 900) return 180;
     const board = document.querySelector(".board");
     const top = board ? board.getBoundingClientRect().top + window.scrollY : 400;
-    return Math.round(Math.max(120, Math.min(280, (window.innerHeight - top - chartReserve) / 2 - 80)));
+    const fit = (window.innerHeight - top - chartReserve) / 2 - 80;
+    return Math.round(fit < 120 ? 160 : Math.min(280, fit));
   };
   // Legends name the series only: a live legend shows the value under the
   // cursor, and without a cursor it is a row of dashes.
@@ -325,7 +330,10 @@
     }
     // The side column holds the baseline chart, its sentence and notes, and
     // the workers panel: the chart gets what the rest leaves of the window's
-    // height below the column's top, from 100 to 280 px. The rest (notes,
+    // height below the column's top, from 100 to 280 px. Its x axis and
+    // label take about 55 px, so on a window too short for 100 px the chart
+    // keeps 220 (a plot of some 160 px) and the column runs below the fold,
+    // as the charts beside it do. The rest (notes,
     // legend, workers) is measured as drawn, once the browser has laid it
     // out, so each frame corrects the last.
     function baseHeight() {
@@ -336,7 +344,8 @@
       // The column stretches to the charts' height: measure its content.
       const top = side.getBoundingClientRect().top;
       const rest = side.lastElementChild.getBoundingClientRect().bottom - top - canvas.getBoundingClientRect().height;
-      return Math.round(Math.max(100, Math.min(280, window.innerHeight - 10 - top - rest)));
+      const fit = window.innerHeight - 10 - top - rest;
+      return Math.round(fit < 100 ? 220 : Math.min(280, fit));
     }
     function fitBaseline() {
       requestAnimationFrame(() => {
