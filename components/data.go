@@ -132,9 +132,13 @@ type Tile struct {
 	// either is missing or the windows are settling.
 	Delta string `json:"delta,omitempty"`
 	// Better says whether Delta is an improvement, Even that it is none
-	// either way; they colour the delta.
+	// either way or within the figure's noise band; they colour the delta.
 	Better bool `json:"better,omitempty"`
 	Even   bool `json:"even,omitempty"`
+	// Noise says, for an even Delta, why it is not coloured: the figure's
+	// noise band, such as "two lanes running one policy differ by up to
+	// 20% in 9 windows of 10".
+	Noise string `json:"noise,omitempty"`
 	// Level is the SLO colour: "ok", "warn", "bad" or "none".
 	Level string `json:"level"`
 	// Note is a small extra line, such as the shed count.
@@ -165,10 +169,11 @@ type HeadlineData struct {
 	TTFTAms float64 `json:"ttft_a_ms,omitempty"`
 	TTFTBms float64 `json:"ttft_b_ms,omitempty"`
 	// Delta is B's TTFT p95 against A's, such as "−34%"; Better and Even
-	// colour it.
+	// colour it, and Noise says why an even one is not coloured (Tile.Noise).
 	Delta  string `json:"delta,omitempty"`
 	Better bool   `json:"better,omitempty"`
 	Even   bool   `json:"even,omitempty"`
+	Noise  string `json:"noise,omitempty"`
 	// HitA and HitB are the KV hit rates, or dashes.
 	HitA string `json:"hit_a,omitempty"`
 	HitB string `json:"hit_b,omitempty"`

@@ -83,10 +83,12 @@ func TestABHeadline(t *testing.T) {
 		wantTTFT     [2]string // B, A
 		wantDelta    string
 		wantSettling bool
+		wantEven     bool // within TTFT p95's noise band: shown, not coloured
 	}{
-		{"a settled pair names the difference", settled(window(561, 0.86)), settled(window(372, 0.98)), [2]string{"372 ms", "561 ms"}, "−34%", false},
-		{"a settling pair shows the figures and no difference", window(561, 0.86), window(372, 0.98), [2]string{"372 ms", "561 ms"}, "", true},
-		{"a lane without TTFT data shows a dash and no difference", settled(window(561, 0.86)), settled(loadgen.Stats{}), [2]string{"—", "561 ms"}, "", false},
+		{"a settled pair names the difference", settled(window(561, 0.86)), settled(window(372, 0.98)), [2]string{"372 ms", "561 ms"}, "−34%", false, false},
+		{"a difference within the noise band is named but not coloured", settled(window(561, 0.86)), settled(window(520, 0.98)), [2]string{"520 ms", "561 ms"}, "−7%", false, true},
+		{"a settling pair shows the figures and no difference", window(561, 0.86), window(372, 0.98), [2]string{"372 ms", "561 ms"}, "", true, false},
+		{"a lane without TTFT data shows a dash and no difference", settled(window(561, 0.86)), settled(loadgen.Stats{}), [2]string{"—", "561 ms"}, "", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +99,9 @@ func TestABHeadline(t *testing.T) {
 			}
 			if h.TTFTB != tt.wantTTFT[0] || h.TTFTA != tt.wantTTFT[1] || h.Delta != tt.wantDelta || (h.Settling != "") != tt.wantSettling {
 				t.Fatalf("headline TTFT %q vs %q, delta %q, settling %q", h.TTFTB, h.TTFTA, h.Delta, h.Settling)
+			}
+			if h.Delta != "" && (h.Even != tt.wantEven || (h.Noise != "") != tt.wantEven || (tt.wantEven && h.Better)) {
+				t.Fatalf("headline delta %q: even %v better %v noise %q; want even %v, with the noise band said when even", h.Delta, h.Even, h.Better, h.Noise, tt.wantEven)
 			}
 		})
 	}
@@ -316,7 +321,7 @@ func TestWorkerRowsShowAHitRateOnlyFromAnswers(t *testing.T) {
 	snap := loadgen.Snapshot{Workers: map[string]loadgen.Stats{
 		"a": {Completed: 30, Answers: 30, ISL: loadgen.Quantiles{Count: 30}, KVHitRate: 0.9},
 		"b": {Completed: 40, Answers: 10, ISL: loadgen.Quantiles{Count: 10}, KVHitRate: 0.5}, // 30 short ones sent later ended too
-		"c": {Completed: 10}, // ended since the change, none in the answered span yet
+		"c": {Completed: 10},                                                                 // ended since the change, none in the answered span yet
 	}}
 	rows := workerRows(Lane{Router: rt}, snap)
 	tests := []struct {
@@ -336,5 +341,45 @@ func TestWorkerRowsShowAHitRateOnlyFromAnswers(t *testing.T) {
 				t.Fatalf("hit rate %v, share %v; want %v, %v", r.HitRate, r.Share, tt.wantHit, tt.wantShare)
 			}
 		})
+	}
+}
+
+func TestDeltaColoursOnlyDifferencesBeyondTheNoise(t *testing.T) {
+	tests := []struct {
+		name             string
+		live, ref        float64
+		higher, points   bool
+		noise            float64
+		want             string
+		better, wantEven bool
+	}{
+		{"a drop beyond the band is coloured better", 372, 561, false, false, 15, "−34%", true, false},
+		{"a rise beyond the band is coloured worse", 561, 372, false, false, 15, "+51%", false, false},
+		{"a difference within the band is shown but even", 520, 561, false, false, 15, "−7%", false, true},
+		{"under half a unit is ±0", 561.2, 561, false, false, 15, "±0%", false, true},
+		{"a rate above is better when higher is better", 2.7, 2.4, true, false, 5, "+13%", true, false},
+		{"hit-rate points within their band are even", 92, 90.5, true, true, 3, "+2 pt", false, true},
+		{"hit-rate points beyond their band are coloured", 99, 85, true, true, 3, "+14 pt", true, false},
+		{"without a band every difference is coloured", 505, 500, false, false, 0, "+1%", false, false},
+		{"no reference, no difference", 500, 0, false, false, 15, "", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text, better, even := delta(tt.live, tt.ref, tt.higher, tt.points, tt.noise)
+			if text != tt.want || better != tt.better || even != tt.wantEven {
+				t.Fatalf("delta(%v, %v) = %q better %v even %v; want %q %v %v", tt.live, tt.ref, text, better, even, tt.want, tt.better, tt.wantEven)
+			}
+		})
+	}
+}
+
+// TestEveryTileHasANoiseBand: a tile without one would colour differences
+// two lanes of one policy show by chance.
+func TestEveryTileHasANoiseBand(t *testing.T) {
+	s, _, _, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	for _, m := range s.metrics() {
+		if m.noise <= 0 {
+			t.Errorf("tile %s has no noise band", m.id)
+		}
 	}
 }

@@ -204,6 +204,12 @@ type metric struct {
 	// answers says the figure is read at an answer's end, and so settles
 	// on the answers (answering), not on the window's age alone.
 	answers bool
+	// noise is the figure's noise band, in percent (points when points):
+	// two lanes running one policy on the same conversations differ by
+	// less than this in 9 windows of 10 (docs/dashboard.md). A smaller
+	// difference is shown but not coloured: one window cannot tell it
+	// from chance.
+	noise float64
 }
 
 func (s *Server) metrics() []metric {
@@ -235,19 +241,23 @@ func (s *Server) metrics() []metric {
 	fixed := func(digits int) func(float64) string {
 		return func(v float64) string { return strconv.FormatFloat(v, 'f', digits, 64) }
 	}
+	// Each noise band is the larger, over 60 and 120 conversations, of the
+	// 90th percentile of how far two lanes running one policy (dynamo and
+	// dynamo_latest, which decide alike) differed, read every 10 s over 10
+	// minutes, rounded up (docs/dashboard.md).
 	return []metric{
-		{id: "ttft-p50", key: "ttft_p50_ms", get: quantile(ttft, false), format: msf},
-		{id: "ttft-p95", key: "ttft_p95_ms", get: quantile(ttft, true), format: msf, slo: ms(s.opts.SLOTTFT)},
-		{id: "tpot-p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf, answers: true},
-		{id: "tpot-p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT), answers: true},
-		{id: "chunk-gap-p50", get: quantile(gap, false), format: msf, answers: true},
-		{id: "e2e-p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf, answers: true},
-		{id: "e2e-p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf, answers: true},
-		{id: "tops", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true},
-		{id: "rps", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true},
-		{id: "goodput", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true},
+		{id: "ttft-p50", key: "ttft_p50_ms", get: quantile(ttft, false), format: msf, noise: 10},
+		{id: "ttft-p95", key: "ttft_p95_ms", get: quantile(ttft, true), format: msf, slo: ms(s.opts.SLOTTFT), noise: 19},
+		{id: "tpot-p50", key: "tpot_p50_ms", get: quantile(tpot, false), format: msf, answers: true, noise: 2},
+		{id: "tpot-p95", key: "tpot_p95_ms", get: quantile(tpot, true), format: msf, slo: ms(s.opts.SLOTPOT), answers: true, noise: 4},
+		{id: "chunk-gap-p50", get: quantile(gap, false), format: msf, answers: true, noise: 1},
+		{id: "e2e-p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf, answers: true, noise: 3},
+		{id: "e2e-p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf, answers: true, noise: 3},
+		{id: "tops", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true, noise: 5},
+		{id: "rps", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true, noise: 6},
+		{id: "goodput", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true, noise: 8},
 		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.ISL.Count > 0 },
-			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true, answers: true},
+			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true, answers: true, noise: 3},
 	}
 }
 
@@ -330,7 +340,10 @@ func (s *Server) tiles(sides []side) components.TilesData {
 			t.Baseline = prefix + m.format(ref)
 		}
 		if has && refOK && wait == "" {
-			t.Delta, t.Better, t.Even = delta(v, ref, m.higher, m.points)
+			t.Delta, t.Better, t.Even = delta(v, ref, m.higher, m.points, m.noise)
+			if t.Even {
+				t.Noise = noiseText(m)
+			}
 		}
 		d.Tiles = append(d.Tiles, t)
 	}
@@ -363,8 +376,10 @@ func (s *Server) tiles(sides []side) components.TilesData {
 
 // delta is live's difference from ref, in percent (in percentage points
 // when points), and whether it is an improvement given which direction is
-// better, or even: less than half a unit either way, shown as ±0.
-func delta(live, ref float64, higherBetter, points bool) (text string, better, even bool) {
+// better, or even: less than half a unit either way, shown as ±0, or less
+// than noise, the figure's own noise band (metric.noise), shown but
+// neither green nor red.
+func delta(live, ref float64, higherBetter, points bool, noise float64) (text string, better, even bool) {
 	if math.IsNaN(live) || math.IsInf(live, 0) || math.IsNaN(ref) || math.IsInf(ref, 0) || (!points && ref == 0) {
 		return "", false, false
 	}
@@ -375,7 +390,20 @@ func delta(live, ref float64, higherBetter, points bool) (text string, better, e
 	if math.Abs(d) < 0.5 {
 		return "±0" + unit, false, true
 	}
-	return minus(fmt.Sprintf("%+.0f", d)) + unit, (d > 0) == higherBetter, false
+	text = minus(fmt.Sprintf("%+.0f", d)) + unit
+	if math.Abs(d) < noise {
+		return text, false, true
+	}
+	return text, (d > 0) == higherBetter, false
+}
+
+// noiseText says why a difference within m's noise band is not coloured.
+func noiseText(m metric) string {
+	unit := "%"
+	if m.points {
+		unit = " points"
+	}
+	return fmt.Sprintf("not coloured: two lanes running one policy differ by up to %g%s in 9 windows of 10", m.noise, unit)
 }
 
 // minus writes a negative number with a minus sign rather than a hyphen.
@@ -418,7 +446,10 @@ func (s *Server) headline(sides []side) components.HeadlineData {
 		h.TTFTB, h.TTFTBms = p95.format(vb), vb
 	}
 	if okA && okB && h.Settling == "" {
-		h.Delta, h.Better, h.Even = delta(vb, va, false, false)
+		h.Delta, h.Better, h.Even = delta(vb, va, false, false, p95.noise)
+		if h.Even {
+			h.Noise = noiseText(p95)
+		}
 	}
 	if v, ok := get(a, hit); ok {
 		h.HitA = hit.format(v)
