@@ -19,17 +19,18 @@
   // board fits the screen whatever banners sit above it; phones get a fixed
   // height. Each chart's caption, axis and legend take about 80 px beside the
   // plot; chartReserve more keeps the side column's notes on screen. The
-  // charts shrink to fit down to 120 px (a 1920x960 window with every
-  // banner); on a window too short for that (a 1366x768 laptop) the board
-  // cannot fit anyway, so they keep a readable 160 px and the page scrolls,
-  // rather than squeezing the plots flat.
+  // charts shrink to fit down to 120 px: a 1920x960 window with the tour's
+  // caption and every banner fits so, though the reserve leaves fit at
+  // about 98. A window shorter still (a 1366x768 laptop, fit below 0)
+  // cannot hold the board, so the charts keep a readable 160 px and the
+  // page scrolls, rather than squeezing the plots flat.
   const chartReserve = 130;
   const chartHeight = () => {
     if (window.innerWidth < 900) return 180;
     const board = document.querySelector(".board");
     const top = board ? board.getBoundingClientRect().top + window.scrollY : 400;
     const fit = (window.innerHeight - top - chartReserve) / 2 - 80;
-    return Math.round(fit < 120 ? 160 : Math.min(280, fit));
+    return Math.round(fit < 60 ? 160 : Math.max(120, Math.min(280, fit)));
   };
   // Legends name the series only: a live legend shows the value under the
   // cursor, and without a cursor it is a row of dashes.
@@ -331,9 +332,9 @@
     // The side column holds the baseline chart, its sentence and notes, and
     // the workers panel: the chart gets what the rest leaves of the window's
     // height below the column's top, from 100 to 280 px. Its x axis and
-    // label take about 55 px, so on a window too short for 100 px the chart
-    // keeps 220 (a plot of some 160 px) and the column runs below the fold,
-    // as the charts beside it do. The rest (notes,
+    // label take about 55 px, so on a window far too short for 100 px (fit
+    // below 60) the chart keeps 220, a plot of some 160 px, and the column
+    // runs below the fold, as the charts beside it do. The rest (notes,
     // legend, workers) is measured as drawn, once the browser has laid it
     // out, so each frame corrects the last.
     function baseHeight() {
@@ -345,7 +346,7 @@
       const top = side.getBoundingClientRect().top;
       const rest = side.lastElementChild.getBoundingClientRect().bottom - top - canvas.getBoundingClientRect().height;
       const fit = window.innerHeight - 10 - top - rest;
-      return Math.round(fit < 100 ? 220 : Math.min(280, fit));
+      return Math.round(fit < 60 ? 220 : Math.max(100, Math.min(280, fit)));
     }
     function fitBaseline() {
       requestAnimationFrame(() => {
