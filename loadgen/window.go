@@ -117,7 +117,8 @@ type Stats struct {
 	ISL Quantiles `json:"isl"`
 	// OSL is the output length of completed requests, in tokens.
 	OSL Quantiles `json:"osl"`
-	// AdjTTFT is TTFT with each failure that never got a first token as +Inf.
+	// AdjTTFT is TTFT with each failure that never got a first token as
+	// +Inf, over the same requests as TTFT (FirstTokens).
 	AdjTTFT Adjusted `json:"adj_ttft"`
 	// AdjTPOT is TPOT with each failure as +Inf.
 	AdjTPOT Adjusted `json:"adj_tpot"`
@@ -163,10 +164,10 @@ type Stats struct {
 	Answers int `json:"answers"`
 	// FirstTokens is the same span for TTFT: how far from the window's
 	// start, in send time, every request sent has had its first token or
-	// failed. TTFT counts only requests sent within it, so that a young
-	// window's TTFT does not lean towards the requests whose first token
-	// comes first. It trails Covered by about a TTFT (and a 5 s step) after
-	// Window.Begin, and equals Covered otherwise.
+	// failed. TTFT and AdjTTFT count only requests sent within it, so
+	// that a young window's TTFT does not lean towards the requests whose
+	// first token comes first. It trails Covered by about a TTFT (and a 5 s
+	// step) after Window.Begin, and equals Covered otherwise.
 	FirstTokens time.Duration `json:"first_tokens_ns"`
 }
 
@@ -194,10 +195,11 @@ func (s Stats) withAnswers(a Stats, answered time.Duration) Stats {
 	return s
 }
 
-// withFirstTokens returns s with TTFT taken from a, a tally of the requests
-// sent within the first-token span (see Stats.FirstTokens).
+// withFirstTokens returns s with TTFT and AdjTTFT taken from a, a tally of
+// the requests sent within the first-token span (see Stats.FirstTokens):
+// each of them has had its first token or failed.
 func (s Stats) withFirstTokens(a Stats, span time.Duration) Stats {
-	s.TTFT, s.FirstTokens = a.TTFT, span
+	s.TTFT, s.AdjTTFT, s.FirstTokens = a.TTFT, a.AdjTTFT, span
 	return s
 }
 

@@ -405,6 +405,14 @@ func TestWindowTTFTWaitsForEveryFirstTokenSentBeforeIt(t *testing.T) {
 	first := func(sent, ms int) func() {
 		return func() { clk.t = at(ms); w.ObserveFirstToken("w0", at(ms).Sub(at(sent))) }
 	}
+	// failed records, at ms, a request sent at sent ms that failed before
+	// its first token: AdjTTFT counts it as +Inf.
+	failed := func(sent, ms int) func() {
+		return func() {
+			clk.t = at(ms)
+			w.ObserveDone(Result{Worker: "w0", Start: at(sent), Err: errors.New("503"), Class: ErrHTTP503})
+		}
+	}
 	tests := []struct {
 		name    string
 		observe func()
@@ -413,10 +421,13 @@ func TestWindowTTFTWaitsForEveryFirstTokenSentBeforeIt(t *testing.T) {
 		span    time.Duration
 		count   int
 		mean    float64 // ms
+		adj     int     // AdjTTFT's count: TTFTs and failures before one
 	}{
-		{"a quick first token waits for the slow one sent before it", first(1000, 2000), 8000, at(1500), 0, 0, 0},
-		{"once the slow one comes, both count", first(1500, 9000), 10000, time.Time{}, 10 * time.Second, 2, 4250},
-		{"a quick first token sent after the oldest waiting is left out", first(11000, 11200), 16000, at(10500), 10 * time.Second, 2, 4250},
+		{"a quick first token waits for the slow one sent before it", first(1000, 2000), 8000, at(1500), 0, 0, 0, 0},
+		{"once the slow one comes, both count", first(1500, 9000), 10000, time.Time{}, 10 * time.Second, 2, 4250, 2},
+		{"a quick first token sent after the oldest waiting is left out", first(11000, 11200), 16000, at(10500), 10 * time.Second, 2, 4250, 2},
+		{"so is a failure before its first token, in the error-adjusted TTFT", failed(11500, 12000), 17000, at(10500), 10 * time.Second, 2, 4250, 2},
+		{"once the oldest has its first token, both join", first(10500, 18000), 21000, time.Time{}, 20 * time.Second, 4, 4050, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -428,6 +439,9 @@ func TestWindowTTFTWaitsForEveryFirstTokenSentBeforeIt(t *testing.T) {
 			}
 			if per["w0"].TTFT.Count != tt.count {
 				t.Fatalf("w0 has %d TTFTs, want %d", per["w0"].TTFT.Count, tt.count)
+			}
+			if s.AdjTTFT.Count != tt.adj || per["w0"].AdjTTFT.Count != tt.adj {
+				t.Fatalf("error-adjusted TTFT counts %d (w0 %d), want %d", s.AdjTTFT.Count, per["w0"].AdjTTFT.Count, tt.adj)
 			}
 		})
 	}
