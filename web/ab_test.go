@@ -356,6 +356,8 @@ func TestDeltaColoursOnlyDifferencesBeyondTheNoise(t *testing.T) {
 		{"a drop beyond the band is coloured better", 372, 561, false, false, 15, "−34%", true, false},
 		{"a rise beyond the band is coloured worse", 561, 372, false, false, 15, "+51%", false, false},
 		{"a difference within the band is shown but even", 520, 561, false, false, 15, "−7%", false, true},
+		{"a shown difference equal to the band is even: the band is how far chance goes", 505, 500, false, false, 1, "+1%", false, true},
+		{"one just past the band, as shown, is coloured", 534.5, 500, false, false, 6, "+7%", false, false},
 		{"under half a unit is ±0", 561.2, 561, false, false, 15, "±0%", false, true},
 		{"a rate above is better when higher is better", 2.7, 2.4, true, false, 5, "+13%", true, false},
 		{"hit-rate points within their band are even", 92, 90.5, true, true, 3, "+2 pt", false, true},

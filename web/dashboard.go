@@ -377,9 +377,11 @@ func (s *Server) tiles(sides []side) components.TilesData {
 
 // delta is live's difference from ref, in percent (in percentage points
 // when points), and whether it is an improvement given which direction is
-// better, or even: less than half a unit either way, shown as ±0, or less
-// than noise, the figure's own noise band (metric.noise), shown but
-// neither green nor red.
+// better, or even: less than half a unit either way, shown as ±0, or, as
+// shown (in whole units), no more than noise, the figure's own noise band
+// (metric.noise): shown but neither green nor red. Judging the shown
+// figure keeps a "−10%" against a band of 10% from being coloured one
+// second and not the next.
 func delta(live, ref float64, higherBetter, points bool, noise float64) (text string, better, even bool) {
 	if math.IsNaN(live) || math.IsInf(live, 0) || math.IsNaN(ref) || math.IsInf(ref, 0) || (!points && ref == 0) {
 		return "", false, false
@@ -392,7 +394,7 @@ func delta(live, ref float64, higherBetter, points bool, noise float64) (text st
 		return "±0" + unit, false, true
 	}
 	text = minus(fmt.Sprintf("%+.0f", d)) + unit
-	if math.Abs(d) < noise {
+	if math.Round(math.Abs(d)) <= noise {
 		return text, false, true
 	}
 	return text, (d > 0) == higherBetter, false
