@@ -652,6 +652,19 @@ func checkShortWindow(t *testing.T, ctx context.Context) {
 		}
 	}
 	screenshot(t, ctx, "ab-1366x768.png", false)
+	// Scrolling down the page, as a laptop's user must, leaves the chart
+	// as it is: its height is measured from the page's top, not the
+	// window's.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { window.scrollTo(0, 500); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two frames redraw the chart
+	if h, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.getElementById('baseline-chart').dataset.height)`)); h != got.Base {
+		t.Errorf("at 1366x768, scrolled 500 px down, the baseline chart is %d px high; it was %d at the top", h, got.Base)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { window.scrollTo(0, 0); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
 		t.Fatal(err)
 	}

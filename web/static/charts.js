@@ -343,9 +343,11 @@
       const canvas = baseEl.querySelector("canvas");
       if (!side || !side.lastElementChild || !canvas) return chartHeight();
       // The column stretches to the charts' height: measure its content.
-      const top = side.getBoundingClientRect().top;
-      const rest = side.lastElementChild.getBoundingClientRect().bottom - top - canvas.getBoundingClientRect().height;
-      const fit = window.innerHeight - 10 - top - rest;
+      // Its top is taken in the page, not the viewport, so that scrolling a
+      // page too tall for the window does not resize the chart.
+      const box = side.getBoundingClientRect();
+      const rest = side.lastElementChild.getBoundingClientRect().bottom - box.top - canvas.getBoundingClientRect().height;
+      const fit = window.innerHeight - 10 - (box.top + window.scrollY) - rest;
       return Math.round(fit < 60 ? 220 : Math.max(100, Math.min(280, fit)));
     }
     function fitBaseline() {
