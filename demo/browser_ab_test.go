@@ -106,9 +106,11 @@ func change(t *testing.T, ctx context.Context, what, js string, done func() bool
 	return at
 }
 
-// choose sets a select's value and tells htmx, as a person choosing does.
+// choose sets a select's value and tells htmx, as a person choosing does:
+// with the select focused, so that a frame arriving meanwhile does not set
+// it back to the server's value (app.js syncPair leaves a focused one be).
 func choose(sel, value string) string {
-	return fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event('change', { bubbles: true })); return true; })()`, sel, value)
+	return fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.focus(); s.value = %q; s.dispatchEvent(new Event('change', { bubbles: true })); return true; })()`, sel, value)
 }
 
 // TestBrowserAB runs the default demo, round-robin against kv on two
@@ -174,7 +176,11 @@ func TestBrowserAB(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(t, ctx, `!!document.querySelector('[data-testid=pair-a]') && !document.querySelector('[data-testid=pair-a]').disabled`, 10*time.Second, "the pair stayed disabled after entering the token")
+	// The token's answer reloads the page (HX-Refresh). Its selects are in
+	// the DOM, enabled, before htmx has bound them, and a change made then
+	// goes nowhere: wait for the reloaded page to finish loading, as a
+	// person's first choice would.
+	waitJS(t, ctx, `document.readyState === 'complete' && !!document.querySelector('[data-testid=pair-a]') && !document.querySelector('[data-testid=pair-a]').disabled`, 10*time.Second, "the pair stayed disabled after entering the token")
 	steps := []struct {
 		what, js string
 		done     func() bool
