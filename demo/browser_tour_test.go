@@ -146,7 +146,9 @@ func TestBrowserTour(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, `(() => { const b = document.querySelector('[data-testid=tour-pause]'); return !!b && !b.disabled && b.offsetParent !== null; })()`, 10*time.Second, "the operator's page shows no Pause")
-	waitJS(t, ctx, `!document.querySelector('[data-testid=concurrency-slider]').disabled`, 5*time.Second, "the slider stayed disabled for the operator")
+	// The token's answer reloads the page: wait for it to finish loading,
+	// so that htmx has bound the slider before it moves (TestBrowserAB).
+	waitJS(t, ctx, `document.readyState === 'complete' && !document.querySelector('[data-testid=concurrency-slider]').disabled`, 5*time.Second, "the slider stayed disabled for the operator")
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.querySelector('[data-testid=concurrency-slider]'); s.value = "100"; s.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`)); err != nil {
 		t.Fatal(err)
 	}
