@@ -136,8 +136,8 @@ type Tile struct {
 	Better bool `json:"better,omitempty"`
 	Even   bool `json:"even,omitempty"`
 	// Noise says, for an even Delta, why it is not coloured: the figure's
-	// noise band, such as "two lanes running one policy differ by up to
-	// 20% in 9 windows of 10".
+	// noise band, such as "not coloured: two lanes running one policy
+	// differ by up to 22% in 9 windows of 10".
 	Noise string `json:"noise,omitempty"`
 	// Level is the SLO colour: "ok", "warn", "bad" or "none".
 	Level string `json:"level"`

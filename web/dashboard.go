@@ -205,10 +205,10 @@ type metric struct {
 	// on the answers (answering), not on the window's age alone.
 	answers bool
 	// noise is the figure's noise band, in percent (points when points):
-	// two lanes running one policy on the same conversations differ by
-	// less than this in 9 windows of 10 (docs/dashboard.md). A smaller
-	// difference is shown but not coloured: one window cannot tell it
-	// from chance.
+	// two lanes running one policy on the same conversations differ by up
+	// to this in 9 windows of 10 (docs/dashboard.md). A difference no
+	// larger, as shown, is shown but not coloured (delta): one window
+	// cannot tell it from chance.
 	noise float64
 }
 
