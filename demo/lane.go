@@ -169,12 +169,18 @@ func behind(lanes []*lane) string {
 		}
 		for i, w := range l.fleet.Workers {
 			st := w.Runner().Stats()
-			if st.Steps > 0 && float64(st.Late) > warmLateShare*float64(st.Steps) {
+			if tooLate(st) {
 				return fmt.Sprintf("%s delivered %d of its %d steps more than %s late", l.workerName(i), st.Late, st.Steps, sim.LateStep)
 			}
 		}
 	}
 	return ""
+}
+
+// tooLate says whether a worker delivered more than warmLateShare of its
+// steps late.
+func tooLate(st sim.Stats) bool {
+	return st.Steps > 0 && float64(st.Late) > warmLateShare*float64(st.Steps)
 }
 
 // blind names, for each lane, why its KV routing cannot see its workers'

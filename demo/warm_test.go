@@ -163,3 +163,25 @@ func TestBehindNamesAWorkerThatFellBehind(t *testing.T) {
 		})
 	}
 }
+
+func TestTooLateDropsAWarmUpOnlyPastItsShareOfLateSteps(t *testing.T) {
+	tests := []struct {
+		name       string
+		late, all  uint64
+		wantToDrop bool
+	}{
+		{"no step yet", 0, 0, false},
+		{"none late", 0, 4000, false},
+		{"1.5% late, as beside one busy core, is kept", 60, 4000, false},
+		{"exactly 2.5% late is kept", 100, 4000, false},
+		{"one step past 2.5% is dropped", 101, 4000, true},
+		{"9% late, as beside two busy cores, is dropped", 360, 4000, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tooLate(sim.Stats{Late: tt.late, Steps: tt.all}); got != tt.wantToDrop {
+				t.Fatalf("tooLate(%d of %d) = %v, want %v", tt.late, tt.all, got, tt.wantToDrop)
+			}
+		})
+	}
+}
