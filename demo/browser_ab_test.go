@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -437,6 +438,19 @@ func TestBrowserWarmStart(t *testing.T) {
 	screenshot(t, ctx, "warm-first-settled-1920x1080.png", false)
 	if strings.Contains(level, "bad") {
 		t.Fatalf("the first settled TTFT p95 tile is red (%s ms, class %q)", st.TTFTB, level)
+	}
+	// The TTFT chart keeps the warm-up's cold start (above 1 s) as history
+	// but is scaled on what followed it, so the steady lines fill the plot.
+	top, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('ttft-chart').dataset.yTop`))
+	peak, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('ttft-chart').dataset.peak`))
+	yTop, _ := strconv.Atoi(top)
+	yPeak, _ := strconv.Atoi(peak)
+	t.Logf("TTFT chart: y axis to %d ms, highest point drawn %d ms", yTop, yPeak)
+	if yPeak < 1000 {
+		t.Fatalf("the TTFT chart's highest point is %d ms; want the warm-up's cold start (above 1 s) kept in its history", yPeak)
+	}
+	if yTop >= yPeak {
+		t.Fatalf("the TTFT chart's y axis reaches %d ms, above the warm-up's cold start (%d ms); want it scaled on the points after the warm-up", yTop, yPeak)
 	}
 }
 

@@ -64,14 +64,38 @@
       return "#bbbbbb";
     }
 
+    // warmEnd is the time of the latest warm-up's end mark (s), 0 when none.
+    const warmEnd = () => marks.reduce((t, m) => (m.kind === "warm" && m.t > t ? m.t : t), 0);
+
+    // topSince is the highest value of u's first n series at or after time
+    // from (s); null when none has a point there.
+    function topSince(u, n, from) {
+      let top = null;
+      const ts = u.data[0];
+      for (let i = 1; i <= n; i++) {
+        const ys = u.data[i] || [];
+        for (let j = ts.length - 1; j >= 0 && ts[j] >= from; j--) {
+          if (ys[j] != null && (top == null || ys[j] > top)) top = ys[j];
+        }
+      }
+      return top;
+    }
+
     // marksPlugin draws every mark as a labelled vertical line, so a recording
-    // shows cause (a slider move, a mode switch) next to effect.
+    // shows cause (a slider move, a mode switch) next to effect, and shades
+    // the warm-up the fleets played ahead of the clock.
     const marksPlugin = {
       hooks: {
         draw: (u) => {
           const ctx = u.ctx;
           const [x0, x1] = [u.scales.x.min, u.scales.x.max];
           ctx.save();
+          const warm = warmEnd();
+          if (warm > x0) {
+            const right = Math.round(u.valToPos(Math.min(warm, x1), "x", true));
+            ctx.fillStyle = "rgba(255, 255, 255, 0.05)";
+            ctx.fillRect(u.bbox.left, u.bbox.top, right - u.bbox.left, u.bbox.height);
+          }
           ctx.font = `${12 * devicePixelRatio}px system-ui, sans-serif`;
           ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
           ctx.textBaseline = "alphabetic";
@@ -92,7 +116,7 @@
             // A label that would run past the plot's right edge goes on the
             // line's left instead.
             const w = ctx.measureText(m.label).width, gap = 4 * devicePixelRatio;
-            const lx = x + gap + w > u.bbox.left + u.bbox.width ? x - gap - w : x + gap;
+            const lx = x + gap + w > u.bbox.left + u.bbox.width ? Math.max(u.bbox.left + gap, x - gap - w) : x + gap;
             ctx.fillText(m.label, lx, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
           }
           ctx.restore();
@@ -139,7 +163,17 @@
         // Several lanes' charts have no legend row (the lanes are named
         // above the tiles): they take its height.
         const size = () => ({ width: Math.max(el.clientWidth, 260), height: chartHeight() + (n > 1 && window.innerWidth >= 900 ? 22 : 0) });
-        const yRange = sp.slo ? (u, min, max) => [0, Math.max(max || 0, sp.slo) * 1.15] : (u, min, max) => [0, Math.max(max || 0, 1) * 1.15];
+        // The y axis is scaled on the points after the warm-up's end. The
+        // warm-up's first minute is the cold start it exists to hide (every
+        // conversation's first turn at once on empty caches, a TTFT p95 of
+        // 1-1.5 s); scaled on it, the steady lines sat in the chart's bottom
+        // fifth for the ten minutes the chart keeps. Its points are still
+        // drawn, cut at the top, in the shaded band.
+        const yRange = (u, min, max) => {
+          const warm = warmEnd();
+          const top = warm ? topSince(u, sp.series.length, warm) : null;
+          return [0, Math.max((top != null ? top : max) || 0, sp.slo || 1) * 1.15];
+        };
         // The x axis spans at least a minute, so the first seconds are not
         // spread across the chart with sub-second ticks; with no data yet it
         // is the last minute, not 1970's first.
@@ -162,6 +196,8 @@
         // Tests and people read what is drawn: the points and the last time.
         el.dataset.points = String(rows.length);
         el.dataset.lastT = rows.length ? String(rows[rows.length - 1].t) : "";
+        el.dataset.yTop = String(Math.round(plot.scales.y.max || 0));
+        el.dataset.peak = String(Math.round(Math.max(0, ...data.slice(1, 1 + sp.series.length).flat().filter((v) => v != null))));
       }
     }
 
