@@ -282,7 +282,10 @@
             ctx.fill();
             const text = Math.round(c.y).toLocaleString("en-US") + " " + c.unit;
             const w = ctx.measureText(text).width;
-            ctx.fillText(text, Math.min(x + 9 * r, u.bbox.left + u.bbox.width - w), y + 10 * r);
+            // Near the right edge the label goes on the arrow's left, not
+            // under it.
+            const right = x + 9 * r + w > u.bbox.left + u.bbox.width;
+            ctx.fillText(text, right ? x - 9 * r - w : x + 9 * r, y + 10 * r);
           }
           ctx.restore();
         },
