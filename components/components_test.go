@@ -138,6 +138,10 @@ func TestHeadlineReadsAsASentence(t *testing.T) {
 	settling.Delta, settling.Settling = "", "settling (12 s of 30)"
 	kept := h
 	kept.AgoA = "2 min ago"
+	noHit := settling
+	noHit.HitA, noHit.HitB = "", ""
+	oneHit := settling
+	oneHit.HitA = ""
 	tests := []struct {
 		name string
 		h    HeadlineData
@@ -145,6 +149,8 @@ func TestHeadlineReadsAsASentence(t *testing.T) {
 	}{
 		{"a settled headline states the difference", h, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
 		{"a settling headline says so instead", settling, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit 98% vs 86% · 120 conversations each"},
+		{"no hit rate yet on either side says settling once", noHit, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit settling · 120 conversations each"},
+		{"a side without a hit rate yet says settling, not a dash", oneHit, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit 98% vs settling · 120 conversations each"},
 		{"an alternation's kept side gives its age", kept, "KV-aware vs Round-robin (2 min ago): TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
 	}
 	for _, tt := range tests {

@@ -174,7 +174,8 @@ type HeadlineData struct {
 	Better bool   `json:"better,omitempty"`
 	Even   bool   `json:"even,omitempty"`
 	Noise  string `json:"noise,omitempty"`
-	// HitA and HitB are the KV hit rates, or dashes.
+	// HitA and HitB are the KV hit rates, or "" while a lane's window has
+	// none.
 	HitA string `json:"hit_a,omitempty"`
 	HitB string `json:"hit_b,omitempty"`
 	// Settling replaces Delta while a window is too young.

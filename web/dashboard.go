@@ -421,7 +421,7 @@ func (s *Server) headline(sides []side) components.HeadlineData {
 	}
 	a, b := sides[0], sides[len(sides)-1]
 	h := components.HeadlineData{Show: true, A: s.opts.Describe(a.policy), B: s.opts.Describe(b.policy),
-		AgoA: a.ago, AgoB: b.ago, Conversations: b.target, TTFTA: "—", TTFTB: "—", HitA: "—", HitB: "—"}
+		AgoA: a.ago, AgoB: b.ago, Conversations: b.target, TTFTA: "—", TTFTB: "—"}
 	h.Settling = b.settling
 	if h.Settling == "" {
 		h.Settling = a.settling
