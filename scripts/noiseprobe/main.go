@@ -16,17 +16,16 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"time"
 
 	"github.com/kvlens/kvlens/demo"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/scripts/internal/getjson"
 )
 
 // figure is one tile's figure as the tiles read it from a window.
@@ -76,7 +75,7 @@ func main() {
 	}
 	for {
 		var st state
-		if err := get(d.URL+"/api/state", &st); err == nil && (st.Warmup == nil || st.Warmup.Over) {
+		if err := getjson.Get(d.URL+"/api/state", &st); err == nil && (st.Warmup == nil || st.Warmup.Over) {
 			break
 		}
 		time.Sleep(time.Second)
@@ -87,7 +86,7 @@ func main() {
 	diffs := make([][]float64, len(figures))
 	for end := time.Now().Add(*span); time.Now().Before(end); time.Sleep(*every) {
 		var st state
-		if err := get(d.URL+"/api/state", &st); err != nil {
+		if err := getjson.Get(d.URL+"/api/state", &st); err != nil {
 			fail("read the state: %v", err)
 		}
 		if len(st.Lanes) != 2 || st.Lanes[0].Window == nil || st.Lanes[1].Window == nil {
@@ -125,15 +124,6 @@ func main() {
 // quantile is the q-quantile of sorted values, the nearest rank.
 func quantile(sorted []float64, q float64) float64 {
 	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
-func get(url string, v any) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 func fail(format string, a ...any) {

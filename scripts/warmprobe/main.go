@@ -21,11 +21,9 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -35,6 +33,7 @@ import (
 	"github.com/kvlens/kvlens/demo"
 	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/scripts/internal/getjson"
 	"github.com/kvlens/kvlens/simulate"
 )
 
@@ -123,7 +122,7 @@ func main() {
 	for {
 		// The warm-up's end, or the first reading, ends the first phase.
 		var st state
-		err := get(base+"/api/state", &st)
+		err := getjson.Get(base+"/api/state", &st)
 		if err == nil && st.Warmup != nil && st.Warmup.Over {
 			ended = true
 			break
@@ -148,7 +147,7 @@ func main() {
 	for _, t := range times {
 		time.Sleep(time.Until(start.Add(t)))
 		var st state // a fresh one: decoding into an old one keeps fields the new JSON omits
-		if err := get(base+"/api/state", &st); err != nil {
+		if err := getjson.Get(base+"/api/state", &st); err != nil {
 			fail("read the state at %s: %v", t, err)
 		}
 		var parts []string
@@ -198,15 +197,6 @@ func playVirtual(seed uint64, times []time.Duration) error {
 		fmt.Printf("seed %d %5.0f s  %s\n", seed, t.Seconds(), strings.Join(parts, " · "))
 	}
 	return nil
-}
-
-func get(url string, v any) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // cpuSeconds is the process's user and system time so far.
