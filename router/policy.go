@@ -150,7 +150,7 @@ func Rule(name string) string {
 	case "llmd":
 		return "The highest weighted score of prefix match 3, queue depth 2 and KV-cache use 2 (llm-d's default scheduling profile). Its prefix match remembers what it sent where, not what workers stored."
 	case "kv":
-		return "The lowest kvlens cost: the prompt tokens the worker would have to prefill for the request, plus a quarter of the prefill already queued there, plus 32 tokens for each request already in flight there; near-ties (half a block or 2%) go to the worker with fewer requests in flight, never to chance."
+		return "The lowest kvlens cost: the prompt tokens the worker would have to prefill for the request, plus a quarter of the prefill already queued there, plus 32 tokens for each request already in flight there; near-ties (half a block or 2%) go to the worker with fewer requests in flight, never to chance. A first turn, cached nowhere beyond a prefix other conversations share, skips a worker more than a quarter (or 4 requests) over the mean in flight while another is under."
 	case "kv_approx":
 		return "KV-aware, predicting each worker's cache from its own decisions, for workers that publish no KV events."
 	}

@@ -1,5 +1,7 @@
 package router
 
+import "math"
+
 // KV sends each request to the worker where it would wait for the least
 // prefill, counting every request already in flight there as LoadTokens
 // tokens of prefill more (KVCost).
@@ -12,7 +14,11 @@ package router
 // wins. The price applies only when the fleet is crowded (fewer than 4
 // free batch slots a worker in all) and the full worker freed at least as
 // many slots in the last FreedWindow as requests would wait there;
-// otherwise a full worker is not chosen while another has room. Costs
+// otherwise a full worker is not chosen while another has room. A request
+// cached nowhere beyond a prefix other conversations share (a first turn
+// on a shared starter or system prompt: branches) does not go to a worker
+// that would then hold more than SharedBound requests while another with
+// room would not. Costs
 // within half a block or 2% of each other are equal, and the tie goes to
 // the worker with fewer requests in flight, then less queued prefill, then
 // less context in flight, then fewer cached blocks, then the earlier
@@ -41,7 +47,12 @@ package router
 // after a burst of new conversations none may free for as long as a
 // request lasts (Dynamo issue #737), and a full worker then takes nothing
 // while another has room. When every worker is full, the cost alone
-// decides, so a follow-up still goes where its cache is.
+// decides, so a follow-up still goes where its cache is. A shared prefix
+// is cheap to copy to one more worker, once, while a conversation's own
+// history is paid again in full on every move; counted as any cached
+// prefix, a starter held by few of 8 workers drew every new conversation
+// on it to its holders, whose batches ran 28 requests (median) above the
+// lightest's (docs/routing.md, "At 8 workers").
 // Approximate selects the predicted index instead of KV events.
 type KV struct {
 	// Weight is W, the weight of prefill tokens (default 1).
@@ -49,6 +60,22 @@ type KV struct {
 	// Approximate makes the router feed this policy from the predicted index
 	// (the kv_approx policy), for workers that publish no KV events.
 	Approximate bool
+
+	// shared learns which prefixes conversations share; Pick runs under
+	// the router's decision lock, one decision at a time.
+	shared branches
+}
+
+// SharedBound is the most requests in flight a worker may hold before KV
+// sends a request whose cache is only a shared prefix elsewhere: a
+// quarter or 4 requests over the fleet's mean, whichever is more, counting
+// the request. The 4 keep a fleet with few requests in flight (users
+// reading their answers) from moving first turns off their cache for a
+// difference of one or two; a quarter, tried with half, did best on the
+// 8-worker grid, and the same for every workload.
+func SharedBound(inFlight, workers int) int {
+	mean := float64(inFlight+1) / float64(workers)
+	return int(math.Ceil(max(1.25*mean, mean+4)))
 }
 
 var _ Policy = (*KV)(nil)
@@ -75,9 +102,23 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 	// its new worker fills soon too, and the move buys a prefill and then
 	// a wait all the same.
 	crowded := free < 4*len(cands)
+	shared, deepest, total := p.shared.observe(r.Chain), 0, 0
+	for i := range cands {
+		deepest = max(deepest, cands[i].Overlap)
+		total += cands[i].InFlight
+	}
+	bound, bounded := SharedBound(total, len(cands)), false
+	if deepest <= shared {
+		for i := range cands {
+			bounded = bounded || (cands[i].InFlight+1 <= bound && cands[i].InFlight < cands[i].Capacity)
+		}
+	}
 	best, bestCost := -1, 0.0
 	for i := range cands {
 		c := &cands[i]
+		if bounded && c.InFlight+1 > bound {
+			continue
+		}
 		v := KVCost(r, c, p.Weight)
 		if room && c.InFlight >= c.Capacity {
 			wait := c.InFlight - c.Capacity + 1

@@ -327,3 +327,50 @@ func TestNewPolicy(t *testing.T) {
 		t.Fatal("a negative weight was accepted")
 	}
 }
+
+func TestKVMovesOnlyFirstTurnsOffAnOverloadedHolderOfASharedPrefix(t *testing.T) {
+	// A 100-block starter that two conversations have continued differently
+	// (so the router has seen it branch), then each request's own blocks.
+	starter := make([]uint64, 100)
+	for i := range starter {
+		starter[i] = uint64(i + 1)
+	}
+	chain := func(own ...uint64) []uint64 { return append(append([]uint64(nil), starter...), own...) }
+	firstTurn := &Request{Tokens: 100 * 32, BlockSize: 32, Chain: chain()}
+	followUp := &Request{Tokens: 110 * 32, BlockSize: 32, Chain: chain(501, 502, 503, 504, 505, 506, 507, 508, 509, 510)}
+	tests := []struct {
+		name string
+		r    *Request
+		// in flight on worker 0, which holds the request's cache, and on
+		// workers 1 and 2, which hold nothing of it
+		held, others int
+		want         int
+	}{
+		// 40 + 2 × 10 + 1 = 61 over 3: a mean of 20.3, a bound of 26.
+		{"a first turn leaves a holder of its starter far over the mean", firstTurn, 40, 10, 1},
+		// 20 + 2 × 10 + 1 = 41 over 3: a bound of 18.
+		{"a first turn leaves a holder just over the bound", firstTurn, 20, 10, 1},
+		// 16 + 2 × 10 + 1 = 37 over 3: a bound of 17, and 17 is not over it.
+		{"a first turn stays with a holder under the bound", firstTurn, 16, 10, 0},
+		// With few requests in flight the bound is the mean plus 4: 8 + 2 + 1 = 11
+		// over 3, a bound of 8, and 9 with this request is over it.
+		{"a first turn leaves a holder 4 over a small mean", firstTurn, 8, 1, 1},
+		// 5 + 2 + 1 = 8 over 3: a bound of 7.
+		{"a first turn stays with a holder under a small mean's bound", firstTurn, 5, 1, 0},
+		{"a follow-up stays with its own history whatever the load", followUp, 40, 10, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &KV{Weight: 1}
+			p.shared.observe(chain(201, 202))
+			p.shared.observe(chain(301, 302))
+			cs := cands(fleet(3))
+			cs[0].Overlap = len(tt.r.Chain)
+			cs[0].InFlight = tt.held
+			cs[1].InFlight, cs[2].InFlight = tt.others, tt.others
+			if got := p.Pick(tt.r, cs); got != tt.want {
+				t.Fatalf("picked %d, want %d (bound %d)", got, tt.want, SharedBound(tt.held+2*tt.others, 3))
+			}
+		})
+	}
+}
