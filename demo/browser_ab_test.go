@@ -368,7 +368,7 @@ func TestBrowserHero(t *testing.T) {
 // settled), and lane B's (kv's) TTFT p95 is not red. 2 min is enough: in
 // virtual time (scripts/warmprobe -virtual, seeds 1-3) the cold start
 // leaves the 60 s window between 60 and 90 s, after which kv's TTFT p95
-// is 313-328 ms; a 1 min warm-up would end with the cold start (0.9-1.4 s)
+// is 324-353 ms at 90 s; a 1 min warm-up would end with the cold start (0.9-1.4 s)
 // filling the window, and red.
 func TestBrowserWarmStart(t *testing.T) {
 	const warm, speed = 2 * time.Minute, 6
