@@ -18,13 +18,12 @@ import "math"
 // cached nowhere beyond a prefix other conversations share (a first turn
 // on a shared starter or system prompt: branches) does not go to a worker
 // that would then hold more than SharedBound requests while another with
-// room would not. Costs
-// within half a block or 2% of each other are equal, and the tie goes to
-// the worker with fewer requests in flight, then less queued prefill, then
-// less context in flight, then fewer cached blocks, then the earlier
-// worker in the list: never to chance, so a conversation does not
-// alternate between equally good workers (Dynamo issue #3581). Nothing
-// depends on the workload.
+// room would not. Costs within half a block or 2% of each other are
+// equal, and the tie goes to the worker with fewer requests in flight,
+// then less queued prefill, then less context in flight, then fewer
+// cached blocks, then the earlier worker in the list: never to chance, so
+// a conversation does not alternate between equally good workers (Dynamo
+// issue #3581). Nothing depends on the workload.
 //
 // Why this shape: a follow-up's cache saving is thousands of tokens (its
 // whole conversation), while one request more or less in flight changes a
