@@ -91,21 +91,22 @@ func (p *KV) predicted() bool { return p.Approximate }
 
 // Pick implements Policy.
 func (p *KV) Pick(r *Request, cands []Candidate) int {
-	room, free := false, 0
+	room, free, total, deepest := false, 0, 0, 0
 	for i := range cands {
 		room = room || cands[i].InFlight < cands[i].Capacity
 		free += max(0, cands[i].Capacity-cands[i].InFlight)
+		total += cands[i].InFlight
+		deepest = max(deepest, cands[i].Overlap)
 	}
 	// With plenty of slots free across the fleet, a request moved off a
 	// full worker finds room and keeps it; with fewer than 4 a worker,
 	// its new worker fills soon too, and the move buys a prefill and then
 	// a wait all the same.
 	crowded := free < 4*len(cands)
-	shared, deepest, total := p.shared.observe(r.Chain), 0, 0
-	for i := range cands {
-		deepest = max(deepest, cands[i].Overlap)
-		total += cands[i].InFlight
-	}
+	// Every request teaches branches; one cached nowhere beyond a shared
+	// prefix is bounded while some worker with room is at or under
+	// SharedBound.
+	shared := p.shared.observe(r.Chain)
 	bound, bounded := SharedBound(total, len(cands)), false
 	if deepest <= shared {
 		for i := range cands {
