@@ -182,6 +182,10 @@
           return [Math.min(min, max - 60), max];
         };
         const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.unit), series }, series.map(() => []), el);
+        // uPlot does not range an axis without data, whose ticks then read
+        // 00:00:00: until the first point, show the last minute.
+        const now = Date.now() / 1000;
+        plot.setScale("x", { min: now - 60, max: now });
         el.dataset.lanes = String(n);
         return { sp, el, plot, size };
       });
