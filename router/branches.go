@@ -35,7 +35,8 @@ func (b *branches) observe(chain []uint64) int {
 	}
 	shared := 0
 	for i, h := range chain {
-		br, ok := b.cur[h]
+		br, inCur := b.cur[h]
+		ok := inCur
 		if !ok {
 			br, ok = b.old[h]
 		}
@@ -43,11 +44,15 @@ func (b *branches) observe(chain []uint64) int {
 			next := chain[i+1]
 			switch {
 			case !ok:
+				b.put(h, branch{child: next})
 				br = branch{child: next}
-			case br.child != next:
+			case br.child != next && !br.forked:
 				br.forked = true
+				b.put(h, br)
+			case !inCur:
+				// Carried forward: a block still in use outlives a generation.
+				b.put(h, br)
 			}
-			b.put(h, br)
 		}
 		if br.forked {
 			shared = i + 1
