@@ -359,6 +359,12 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	setFault("503:10")
 	waitJS(t, ctx, `/503/.test(document.getElementById('notice').textContent)`, 5*time.Second, "injecting a fault says nothing")
+	// The answer stays while the open conversation list is fetched again
+	// (every 5 s): a read is not a change, and it once wiped the notice.
+	time.Sleep(6 * time.Second)
+	if n := text(t, ctx, "#notice"); !strings.Contains(n, "503") {
+		t.Fatalf("6 s after injecting a fault the notice reads %q; the conversation list's refresh wiped the operator's answer", n)
+	}
 	if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(`[data-testid=fault]`)); err != nil {
 		t.Fatal(err)
 	}

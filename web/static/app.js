@@ -64,8 +64,12 @@
     notice.textContent = e.detail.xhr.responseText.trim();
   });
   body.addEventListener("htmx:afterRequest", (e) => {
-    // A success clears an old refusal, unless its answer is the notice itself.
-    if (e.detail.successful && e.detail.target !== notice) notice.textContent = "";
+    // A change that succeeds clears an old refusal, unless its answer is the
+    // notice itself. The page's own reads (the conversation list, fetched
+    // every 5 s while open; a conversation opened) leave it: they would wipe
+    // a control's answer moments after it came.
+    const verb = e.detail.requestConfig && e.detail.requestConfig.verb;
+    if (e.detail.successful && verb !== "get" && e.detail.target !== notice) notice.textContent = "";
   });
 })();
 
