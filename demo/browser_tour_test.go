@@ -137,6 +137,7 @@ func TestBrowserTour(t *testing.T) {
 		t.Fatalf("/api/state's tour: %+v (%v); want a loop completed", st, err)
 	}
 	checkBoardFits(t, ctx)
+	checkMarkLabels(t, ctx)
 
 	// The operator takes over: moving the slider pauses the tour.
 	if err := chromedp.Do(ctx,
@@ -228,4 +229,38 @@ func TestBrowserTourShot(t *testing.T) {
 	t.Logf("tour: %+v; headline: %s", readBar(t, ctx), text(t, ctx, `[data-testid=headline]`))
 	checkBoardFits(t, ctx)
 	screenshot(t, ctx, "tour-1920x1080.png", false)
+}
+
+// checkMarkLabels reads where each time chart drew its marks' labels (the
+// tour leaves a mark every few seconds at its compressed speed, several
+// near the plot's right edge, where a label goes on its line's left) and
+// fails if two on one row overlap: their text would be drawn over each
+// other.
+func checkMarkLabels(t *testing.T, ctx context.Context) {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll('.charts .uplot')].map((u) => [u.parentElement.id, JSON.parse(u.dataset.labels || 'null')]))`))
+	if err != nil {
+		t.Fatalf("read the charts' mark labels: %v", err)
+	}
+	var charts [][2]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &charts); err != nil || len(charts) == 0 {
+		t.Fatalf("read the charts' mark labels: %v in %s", err, raw)
+	}
+	for _, c := range charts {
+		var id string
+		var labels [][3]int // row, left, right (CSS px)
+		json.Unmarshal(c[0], &id)
+		if err := json.Unmarshal(c[1], &labels); err != nil || len(labels) == 0 {
+			t.Fatalf("chart %s drew no mark labels after a loop of the tour (%s)", id, c[1])
+		}
+		for i, a := range labels {
+			for _, b := range labels[:i] {
+				if a[0] == b[0] && a[1] < b[2] && b[1] < a[2] {
+					screenshot(t, ctx, "mark-labels-overlap.png", false)
+					t.Fatalf("chart %s drew two mark labels over each other on row %d: %d–%d and %d–%d px", id, a[0], b[1], b[2], a[1], a[2])
+				}
+			}
+		}
+		t.Logf("chart %s: %d mark labels, none over another", id, len(labels))
+	}
 }

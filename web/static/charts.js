@@ -99,26 +99,32 @@
           ctx.font = `${12 * devicePixelRatio}px system-ui, sans-serif`;
           ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
           ctx.textBaseline = "alphabetic";
-          let lastX = -1e9, row = 0;
-          for (const m of marks) {
+          // Labels are placed newest first, each on the highest of four
+          // rows where it overlaps no label already placed; one that finds
+          // no room is left out (its line stays), never drawn over another.
+          const rows = [[], [], [], []], gap = 4 * devicePixelRatio, drawn = [];
+          for (const m of [...marks].reverse()) {
             if (m.t < x0 || m.t > x1) continue;
             const x = Math.round(u.valToPos(m.t, "x", true));
-            // Labels of marks close together go on successive lines.
-            row = x - lastX < 90 * devicePixelRatio ? (row + 1) % 4 : 0;
-            lastX = x;
             ctx.strokeStyle = markColour(m);
             ctx.setLineDash([4 * devicePixelRatio, 4 * devicePixelRatio]);
             ctx.beginPath();
             ctx.moveTo(x, u.bbox.top);
             ctx.lineTo(x, u.bbox.top + u.bbox.height);
             ctx.stroke();
-            ctx.fillStyle = ctx.strokeStyle;
             // A label that would run past the plot's right edge goes on the
             // line's left instead.
-            const w = ctx.measureText(m.label).width, gap = 4 * devicePixelRatio;
+            const w = ctx.measureText(m.label).width;
             const lx = x + gap + w > u.bbox.left + u.bbox.width ? Math.max(u.bbox.left + gap, x - gap - w) : x + gap;
+            const row = rows.findIndex((spans) => spans.every(([a, b]) => lx + w + gap <= a || lx >= b + gap));
+            if (row < 0) continue;
+            rows[row].push([lx, lx + w]);
+            drawn.push([row, Math.round(lx / devicePixelRatio), Math.round((lx + w) / devicePixelRatio)]);
+            ctx.fillStyle = ctx.strokeStyle;
             ctx.fillText(m.label, lx, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
           }
+          // For the browser tests: each label's row and span, in CSS px.
+          u.root.dataset.labels = JSON.stringify(drawn);
           ctx.restore();
         },
       },
