@@ -226,6 +226,11 @@ type Generator struct {
 	traceDone int
 	lag       *ddsketch.DDSketchWithExactSummaryStatistics
 	full      int64 // conversations ended at MaxContext
+	// held is what the requests Stop cancelled held back of the window's
+	// figures (Snapshot): cancelled, they are never answered, and a window
+	// that forgot them would count, of the requests sent just before the
+	// stop, only those that ended early, the failures among them.
+	held InFlight
 }
 
 // run is one Start..Stop period. Its fields are guarded by Generator.mu.
@@ -418,6 +423,7 @@ func (g *Generator) Stop() {
 	}
 	clear(r.waits)
 	turns := slices.SortedFunc(maps.Keys(r.turns), func(a, b *turn) int { return cmp.Compare(a.seq, b.seq) })
+	g.held = g.heldBackLocked(r, g.window.Since())
 	g.closeIfDoneLocked(r)
 	g.mu.Unlock()
 	r.cancel()
@@ -500,27 +506,39 @@ func (g *Generator) Reset() { g.window.Reset() }
 // every change.
 func (g *Generator) BeginWindow() { g.window.Begin() }
 
+// heldBackLocked returns the send times of the oldest requests the window
+// counts (sent at or after since) that are in flight in r (nil: none) or
+// were cancelled by the last Stop. g.mu is held.
+func (g *Generator) heldBackLocked(r *run, since time.Time) InFlight {
+	var in InFlight
+	note := func(sent time.Time, waiting bool) {
+		if sent.IsZero() || sent.Before(since) {
+			return
+		}
+		if in.Oldest.IsZero() || sent.Before(in.Oldest) {
+			in.Oldest = sent
+		}
+		if waiting && (in.Waiting.IsZero() || sent.Before(in.Waiting)) {
+			in.Waiting = sent
+		}
+	}
+	note(g.held.Oldest, false)
+	note(g.held.Waiting, true)
+	if r != nil {
+		for t := range r.turns {
+			note(t.sent, !t.first.Load())
+		}
+	}
+	return in
+}
+
 // Snapshot returns the current state and window metrics.
 func (g *Generator) Snapshot() Snapshot {
 	// The oldest requests in flight that the window counts hold back its
 	// figures (Stats.Answered, Stats.FirstTokens).
 	since := g.window.Since()
-	var in InFlight
-	older := func(t, than time.Time) bool { return than.IsZero() || t.Before(than) }
 	g.mu.Lock()
-	if g.run != nil {
-		for t := range g.run.turns {
-			if t.sent.Before(since) {
-				continue
-			}
-			if older(t.sent, in.Oldest) {
-				in.Oldest = t.sent
-			}
-			if !t.first.Load() && older(t.sent, in.Waiting) {
-				in.Waiting = t.sent
-			}
-		}
-	}
+	in := g.heldBackLocked(g.run, since)
 	g.mu.Unlock()
 	total, workers := g.window.Summary(in)
 	g.mu.Lock()

@@ -393,3 +393,60 @@ func TestAnAbortBeforeTheTransportStartsIsAppliedWhenItStarts(t *testing.T) {
 		})
 	}
 }
+
+// failThenGate fails its first n calls at once, as a worker answering 503
+// would, and holds every later one until its context ends.
+type failThenGate struct {
+	n     int64
+	now   func() time.Time // the send time a real client stamps
+	calls atomic.Int64
+	open  atomic.Int64
+}
+
+func (f *failThenGate) Chat(ctx context.Context, req TurnRequest, first func(string, time.Duration)) Result {
+	if f.calls.Add(1) <= f.n {
+		return Result{Err: errors.New("HTTP 503"), Class: ErrHTTP503, Start: f.now()}
+	}
+	f.open.Add(1)
+	defer f.open.Add(-1)
+	<-ctx.Done()
+	return Result{Err: ctx.Err(), Class: ErrCancelled}
+}
+
+// Stop cancels the requests in flight, which are then never answered. The
+// window's figures read at an answer's end count only requests sent before
+// the oldest still unanswered (Stats.Answered); had the cancelled ones been
+// forgotten, a young window would count, of the requests sent just before
+// the stop, only those that had already ended: the failures.
+func TestStopLeavesAYoungWindowsAnswerFiguresWhereTheyWere(t *testing.T) {
+	clk := newManualClock()
+	tr := &failThenGate{n: 5, now: clk.Now}
+	cfg := testConfig(20)
+	cfg.Clock = clk
+	g, _ := New(tr, cfg, nil)
+	g.BeginWindow()
+	g.Start()
+	// A conversation whose turn failed is replaced after a pause on the
+	// clock.
+	for i := 0; tr.open.Load() < 20; i++ {
+		if i == 100 {
+			t.Fatalf("%d requests in flight after %d calls; want 20", tr.open.Load(), tr.calls.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+		clk.advance(time.Second)
+	}
+	clk.advance(10 * time.Second)
+	before := g.Snapshot().Window
+	if before.Errors != 5 || before.Answers != 0 {
+		t.Fatalf("before the stop: %d errors, %d answers; want the 5 failures ended and no answer figures yet", before.Errors, before.Answers)
+	}
+	g.Stop()
+	clk.advance(5 * time.Second)
+	after := g.Snapshot().Window
+	if after.Answers != 0 || after.ErrorRate != 0 {
+		t.Fatalf("after the stop: error rate %.0f%% over %d answers; want the figures held where they were (0 answers), not the failures alone", 100*after.ErrorRate, after.Answers)
+	}
+	if after.Errors != 5 {
+		t.Fatalf("after the stop: %d errors; want the 5 failures, and no cancelled request counted", after.Errors)
+	}
+}
