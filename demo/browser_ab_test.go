@@ -141,6 +141,7 @@ func TestBrowserAB(t *testing.T) {
 	}
 	t.Logf("first frame %s after start", time.Since(started).Round(100*time.Millisecond))
 	screenshot(t, ctx, "ab-first-frame-1920x1080.png", false)
+	checkSelectsFit(t, ctx)
 	if mode := text(t, ctx, `[data-testid=mode]`); !strings.Contains(mode, "Round-robin") || !strings.Contains(mode, "KV-aware") {
 		t.Fatalf("header %q does not name the pair", mode)
 	}
@@ -472,5 +473,27 @@ func getJSON(t *testing.T, url string, v any) {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("decode %s: %v", url, err)
+	}
+}
+
+// checkSelectsFit fails if a control's select cuts an option's name: each
+// option's text, in the select's font, must fit its width less padding and
+// arrow (a 16 px allowance). "kvlens copy of D" was such a cut.
+func checkSelectsFit(t *testing.T, ctx context.Context) {
+	t.Helper()
+	cut, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const c = document.createElement('canvas').getContext('2d'), out = [];
+		for (const s of document.querySelectorAll('.controls select')) {
+			const cs = getComputedStyle(s);
+			c.font = cs.font;
+			const room = s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 16;
+			for (const o of s.options) if (c.measureText(o.text).width > room) out.push(s.dataset.testid + ': ' + o.text);
+		}
+		return out; })()`))
+	if err != nil {
+		t.Fatalf("measure the controls' selects: %v", err)
+	}
+	if len(cut) > 0 {
+		t.Fatalf("the controls' selects cut these options' names: %q", cut)
 	}
 }

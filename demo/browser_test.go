@@ -195,6 +195,7 @@ func TestBrowserDashboard(t *testing.T) {
 	if mode := text(t, ctx, `[data-testid=mode]`); !strings.Contains(mode, "Round-robin") {
 		t.Fatalf("mode = %q, want the live policy in plain words", mode)
 	}
+	checkSelectsFit(t, ctx) // the mode switch's "more…" and the faults
 
 	// 2. A viewer without the token sees every control disabled, and the
 	// server refuses a change with 403 even when the page is bypassed.

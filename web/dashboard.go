@@ -83,6 +83,7 @@ func (s *Server) modes(operator bool) components.ModeData {
 		if slices.Contains(mainModes, name) {
 			m.Main = append(m.Main, o)
 		} else {
+			o.Text, o.Title = ShortName(name), s.laneName(name)+": "+o.Title
 			m.More = append(m.More, o)
 		}
 	}
@@ -96,7 +97,7 @@ func (s *Server) pair(operator bool) components.PairData {
 	for i, p := range s.pairPolicies() {
 		l := components.PairLane{ID: laneID(i), Active: p}
 		for _, name := range router.Policies {
-			l.Options = append(l.Options, components.ModeOption{Name: name, Text: RouterName(name), Title: s.opts.Describe(name)})
+			l.Options = append(l.Options, components.ModeOption{Name: name, Text: ShortName(name), Title: s.laneName(name) + ": " + s.opts.Describe(name)})
 		}
 		d.Lanes = append(d.Lanes, l)
 	}

@@ -44,6 +44,28 @@ func RouterName(policy string) string {
 	return policy
 }
 
+// ShortName is the name a policy select shows: its router, short enough
+// for the select's width (11em) at 1366 px, where RouterName's "kvlens copy
+// of Dynamo 0.9's cost" was cut to "kvlens copy of D". The option's title
+// gives the full name.
+func ShortName(policy string) string {
+	switch policy {
+	case "kv_approx":
+		return "kvlens kv approx."
+	case "dynamo":
+		return "Dynamo 0.9 copy"
+	case "dynamo_latest":
+		return "Dynamo latest copy"
+	case "dynamo_tuned":
+		return "Dynamo tuned copy"
+	case "sglang":
+		return "SGLang copy"
+	case "llmd":
+		return "llm-d copy"
+	}
+	return RouterName(policy)
+}
+
 // laneName is a live lane's full name: its router and its source, such as
 // "kvlens kv · simulated".
 func (s *Server) laneName(policy string) string {

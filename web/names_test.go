@@ -84,3 +84,30 @@ func TestTheOverlayCarriesEveryPolicysSimulatedCurveUnderItsOwnName(t *testing.T
 		})
 	}
 }
+
+func TestShortNameNamesTheRouterWithinASelectsWidth(t *testing.T) {
+	tests := []struct {
+		name, policy, want string
+	}{
+		{"a copy of another router says whose, and that it is a copy", "dynamo", "Dynamo 0.9 copy"},
+		{"the newest Dynamo's copy is told from 0.9's", "dynamo_latest", "Dynamo latest copy"},
+		{"SGLang's copy", "sglang", "SGLang copy"},
+		{"llm-d's copy", "llmd", "llm-d copy"},
+		{"kvlens's own policy keeps its name", "kv", "kvlens kv"},
+		{"a plain policy keeps its name", "least_loaded", "least-loaded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ShortName(tt.policy); got != tt.want {
+				t.Errorf("ShortName(%q) = %q, want %q", tt.policy, got, tt.want)
+			}
+		})
+	}
+	// 18 characters is what a 13em select shows in full at the page's font
+	// (TestBrowserAB measures it).
+	for _, p := range router.Policies {
+		if n := len([]rune(ShortName(p))); n > 18 {
+			t.Errorf("ShortName(%q) = %q: %d characters, more than a select shows", p, ShortName(p), n)
+		}
+	}
+}

@@ -188,13 +188,18 @@
           return [Math.min(min, max - 60), max];
         };
         const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.unit), series }, series.map(() => []), el);
-        // uPlot does not range an axis without data, whose ticks then read
-        // 00:00:00: until the first point, show the last minute.
-        const now = Date.now() / 1000;
-        plot.setScale("x", { min: now - 60, max: now });
+        lastMinute(plot);
         el.dataset.lanes = String(n);
         return { sp, el, plot, size };
       });
+    }
+
+    // lastMinute shows the last minute on a chart without points: uPlot
+    // does not range an axis without data, whose ticks then read 00:00:00
+    // (a new chart, or one drawn again before its first point).
+    function lastMinute(plot) {
+      const now = Date.now() / 1000;
+      plot.setScale("x", { min: now - 60, max: now });
     }
 
     function draw() {
@@ -203,6 +208,7 @@
         for (const [, , field, , lane] of sp.series) data.push(rows.map((r) => { const p = lanesOf(r)[lane || 0]; return p ? p[field] : null; }));
         if (sp.slo) data.push(rows.map(() => sp.slo));
         plot.setData(data);
+        if (!rows.length) lastMinute(plot);
         // Tests and people read what is drawn: the points and the last time.
         el.dataset.points = String(rows.length);
         el.dataset.lastT = rows.length ? String(rows[rows.length - 1].t) : "";
