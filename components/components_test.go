@@ -79,6 +79,8 @@ func TestComponents(t *testing.T) {
 	settlingHeadline := headline
 	settlingHeadline.Delta, settlingHeadline.Settling = "", "settling (12 s of 30)"
 	conv := ConversationData{ID: 3, Title: "KV cache", Turns: []TurnData{{Index: 1, Question: "<b>why</b>", Answer: "because", Worker: "sim-2", TTFT: "90 ms", TPOT: "20.0 ms"}}}
+	mdConv := ConversationData{ID: 4, Title: "Scheduler", Starter: "The **scheduler** picks a node.", Turns: []TurnData{{Index: 0, Question: "go on",
+		Answer: "It compares the **allocatable** capacity.\n\n1. filter\n2. score\n\n<script>alert(1)</script> and [a link](javascript:alert(1))"}}}
 	tests := []struct {
 		name string
 		c    templ.Component
@@ -112,6 +114,11 @@ func TestComponents(t *testing.T) {
 		{"a worker without figures shows dashes", Workers(workers), `tr.down [data-testid=worker-queued]`, "—"},
 		{"a turn names its worker", Conversation(conv), `[data-testid=turn] .turn-meta strong`, "sim-2"},
 		{"a turn's text is escaped, not markup", Conversation(conv), `[data-testid=turn] .q`, "User (): <b>why</b>"},
+		{"an answer's Markdown emphasis is drawn, not shown as asterisks", Conversation(mdConv), `[data-testid=answer] p + p strong`, "allocatable"},
+		{"an answer's numbered list is a list", Conversation(mdConv), `[data-testid=answer] ol li:last-child`, "score"},
+		{"an answer's raw HTML is left out, not run", Conversation(mdConv), `[data-testid=answer] script`, ""},
+		{"an answer's javascript: link goes nowhere", Conversation(mdConv), `[data-testid=answer] a[href^=javascript]`, ""},
+		{"the opening passage's Markdown is drawn too", Conversation(mdConv), `details .text strong`, "scheduler"},
 		{"an empty list says so", Conversations(ConversationsData{}), `.muted`, "No conversation yet."},
 		{"the mode name updates the header", ModeName("KV-aware"), `#mode-name[hx-swap-oob=true]`, "KV-aware"},
 	}
