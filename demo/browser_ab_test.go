@@ -477,8 +477,9 @@ func getJSON(t *testing.T, url string, v any) {
 }
 
 // checkSelectsFit fails if a control's select cuts an option's name: each
-// option's text, in the select's font, must fit its width less padding and
-// arrow (a 16 px allowance). "kvlens copy of D" was such a cut.
+// option, selected in turn, must fit the select's width less padding and
+// arrow (a 16 px allowance), in the select's font. "kvlens copy of D" was
+// such a cut.
 func checkSelectsFit(t *testing.T, ctx context.Context) {
 	t.Helper()
 	cut, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
@@ -486,8 +487,14 @@ func checkSelectsFit(t *testing.T, ctx context.Context) {
 		for (const s of document.querySelectorAll('.controls select')) {
 			const cs = getComputedStyle(s);
 			c.font = cs.font;
-			const room = s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 16;
-			for (const o of s.options) if (c.measureText(o.text).width > room) out.push(s.dataset.testid + ': ' + o.text);
+			const was = s.value;
+			for (const o of s.options) {
+				// Shown as the selected one: a select may size to it.
+				s.value = o.value;
+				const room = s.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 16;
+				if (c.measureText(o.text).width > room) out.push(s.dataset.testid + ': ' + o.text);
+			}
+			s.value = was;
 		}
 		return out; })()`))
 	if err != nil {
