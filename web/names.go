@@ -45,9 +45,9 @@ func RouterName(policy string) string {
 }
 
 // ShortName is the name a policy select shows: its router, short enough
-// for the select's width (11em) at 1366 px, where RouterName's "kvlens copy
-// of Dynamo 0.9's cost" was cut to "kvlens copy of D". The option's title
-// gives the full name.
+// for the select's 13em at most (web/static/app.css), where RouterName's
+// "kvlens copy of Dynamo 0.9's cost" was cut to "kvlens copy of D" at
+// 11em. The option's title gives the full name.
 func ShortName(policy string) string {
 	switch policy {
 	case "kv_approx":
