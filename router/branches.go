@@ -44,8 +44,8 @@ func (b *branches) observe(chain []uint64) int {
 			next := chain[i+1]
 			switch {
 			case !ok:
-				b.put(h, branch{child: next})
 				br = branch{child: next}
+				b.put(h, br)
 			case br.child != next && !br.forked:
 				br.forked = true
 				b.put(h, br)
