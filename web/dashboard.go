@@ -79,15 +79,19 @@ func BaselineMode(policy string) string {
 func (s *Server) modes(operator bool) components.ModeData {
 	m := components.ModeData{Active: s.lanes[0].Router.PolicyName(), Operator: operator}
 	for _, name := range router.Policies {
-		o := components.ModeOption{Name: name, Text: s.laneName(name), Title: s.opts.Describe(name)}
 		if slices.Contains(mainModes, name) {
-			m.Main = append(m.Main, o)
+			m.Main = append(m.Main, components.ModeOption{Name: name, Text: s.laneName(name), Title: s.opts.Describe(name)})
 		} else {
-			o.Text, o.Title = ShortName(name), s.laneName(name)+": "+o.Title
-			m.More = append(m.More, o)
+			m.More = append(m.More, s.selectOption(name))
 		}
 	}
 	return m
+}
+
+// selectOption is a policy in a select: its short name, and on hover its
+// lane's full name and its rule.
+func (s *Server) selectOption(name string) components.ModeOption {
+	return components.ModeOption{Name: name, Text: ShortName(name), Title: s.laneName(name) + ": " + s.opts.Describe(name)}
 }
 
 // pair is the A/B view's policy selects: one per lane, or per side of an
@@ -97,7 +101,7 @@ func (s *Server) pair(operator bool) components.PairData {
 	for i, p := range s.pairPolicies() {
 		l := components.PairLane{ID: laneID(i), Active: p}
 		for _, name := range router.Policies {
-			l.Options = append(l.Options, components.ModeOption{Name: name, Text: ShortName(name), Title: s.laneName(name) + ": " + s.opts.Describe(name)})
+			l.Options = append(l.Options, s.selectOption(name))
 		}
 		d.Lanes = append(d.Lanes, l)
 	}
