@@ -86,3 +86,40 @@
   body.addEventListener("htmx:wsAfterMessage", enable);
   body.addEventListener("htmx:afterSwap", enable);
 })();
+
+// A click that a redraw falls within is not lost. The tiles and other
+// fragments are replaced every second; a mouse pressed on a button that is
+// replaced before it is released gives no click (the press and the release
+// met different elements), so a tap on a tile's label did nothing about one
+// time in ten. The release then clicks the control that took the pressed
+// one's place, when it is the same control (same tag and id, test id or
+// popover). A touch's tap finds its element when it ends, so only the
+// mouse needs this.
+(function () {
+  "use strict";
+  const control = (el) => (el && el.closest ? el.closest("button, summary, a[href]") : null);
+  const key = (el) => {
+    const who = el && [el.id, el.dataset.testid || "", el.getAttribute("popovertarget") || ""].join("|");
+    return who && who !== "||" ? el.tagName + "|" + who : "";
+  };
+  let pressed = null;
+  let clicked = "";
+  document.addEventListener("pointerdown", (e) => {
+    pressed = e.pointerType === "mouse" && e.button === 0 ? control(e.target) : null;
+    clicked = "";
+  }, true);
+  document.addEventListener("click", (e) => {
+    clicked = key(control(e.target));
+  }, true);
+  document.addEventListener("pointerup", (e) => {
+    const was = pressed;
+    pressed = null;
+    if (!was || was.isConnected || !key(was)) return;
+    // The browser's click, if any, comes after this event.
+    setTimeout(() => {
+      if (clicked === key(was)) return;
+      const now = control(document.elementFromPoint(e.clientX, e.clientY));
+      if (now && !now.disabled && key(now) === key(was)) now.click();
+    }, 0);
+  }, true);
+})();
