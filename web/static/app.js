@@ -90,8 +90,8 @@
 // A click that a redraw falls within is not lost. The tiles and other
 // fragments are replaced every second; a mouse pressed on a button that is
 // replaced before it is released gives no click (the press and the release
-// met different elements), so a tap on a tile's label did nothing about one
-// time in ten. The release then clicks the control that took the pressed
+// met different elements), so a click on a tile's label held for 100 ms did
+// nothing about one time in ten. The release then clicks the control that took the pressed
 // one's place, when it is the same control (same tag and id, test id or
 // popover). A touch's tap finds its element when it ends, so only the
 // mouse needs this.
