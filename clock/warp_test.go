@@ -123,3 +123,154 @@ func TestWarpOnTheRealClockKeepsMonotonicTime(t *testing.T) {
 		t.Fatalf("the warp reads %v behind the wall clock at its start, want 45 s", ahead)
 	}
 }
+
+// stepped is a base clock whose time moves only when a test sets it, and
+// whose timers fire, in order, as it passes them.
+type stepped struct {
+	now    time.Time
+	timers []*steppedTimer
+}
+
+type steppedTimer struct {
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func (s *stepped) Now() time.Time { return s.now }
+
+func (s *stepped) AfterFunc(d time.Duration, f func()) Timer {
+	t := &steppedTimer{at: s.now.Add(d), f: f}
+	s.timers = append(s.timers, t)
+	return t
+}
+
+func (t *steppedTimer) Stop() bool {
+	was := !t.done
+	t.done = true
+	return was
+}
+
+// set moves the clock to now, firing each timer it passes at its own time,
+// earliest first (a timer a firing arms fires too if it is due).
+func (s *stepped) set(now time.Time) {
+	for {
+		var next *steppedTimer
+		for _, t := range s.timers {
+			if !t.done && !t.at.After(now) && (next == nil || t.at.Before(next.at)) {
+				next = t
+			}
+		}
+		if next == nil {
+			break
+		}
+		next.done = true
+		s.now = next.at
+		next.f()
+	}
+	s.now = now
+}
+
+func TestWarpSlow(t *testing.T) {
+	// 2 min at 4x, slowed to 2x 10 s in: the warp reads −50 s then, 60 s
+	// behind its base, and closes that at 1 s a second.
+	tests := []struct {
+		name      string
+		at        time.Duration // base time since the warp began
+		wantNow   time.Duration // warp time, from t0
+		wantLeft  time.Duration
+		wantSpeed float64
+	}{
+		{"the warp's time runs on from where it was", 10 * time.Second, -50 * time.Second, 60 * time.Second, 2},
+		{"10 s of base time are now 20 s of warp time", 20 * time.Second, -30 * time.Second, 50 * time.Second, 2},
+		{"the two meet 60 s later than at 4x", 70 * time.Second, 70 * time.Second, 0, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &manual{now: t0}
+			w := NewWarp(base, 2*time.Minute, 4)
+			base.now = t0.Add(10 * time.Second)
+			if !w.Slow(2) {
+				t.Fatal("Slow(2) from 4x changed nothing")
+			}
+			base.now = t0.Add(tt.at)
+			if got := w.Now().Sub(t0); got != tt.wantNow {
+				t.Errorf("warp time %v, want %v", got, tt.wantNow)
+			}
+			if got := w.Left(); got != tt.wantLeft {
+				t.Errorf("Left %v, want %v", got, tt.wantLeft)
+			}
+			if got := w.Speed(); got != tt.wantSpeed {
+				t.Errorf("Speed %g, want %g", got, tt.wantSpeed)
+			}
+			// From −90 s to the meeting point at 70 s, not 30 s.
+			if got := w.Played(); got != 160*time.Second {
+				t.Errorf("Played %v, want 2m40s", got)
+			}
+		})
+	}
+}
+
+func TestWarpSlowRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		at    time.Duration
+		speed float64
+	}{
+		{"a speed no lower than the current one", 5 * time.Second, 4},
+		{"a speed at which the warp would never meet its base", 5 * time.Second, 1},
+		{"a warp that has met its base", 31 * time.Second, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &manual{now: t0}
+			w := NewWarp(base, 2*time.Minute, 4)
+			base.now = t0.Add(tt.at)
+			before, left := w.Now(), w.Left()
+			if w.Slow(tt.speed) {
+				t.Errorf("Slow(%g) at %v changed the warp", tt.speed, tt.at)
+			}
+			if w.Now() != before || w.Left() != left || w.Speed() != 4 || w.Played() != 2*time.Minute {
+				t.Errorf("after a refused Slow: time %v, left %v, speed %g; want %v, %v, 4", w.Now(), w.Left(), w.Speed(), before, left)
+			}
+		})
+	}
+}
+
+// TestWarpTimersArmedBeforeSlowWaitForTheirTime checks that a timer and
+// AtMeet, armed at 4x, fire when the slowed warp reaches their moment, not
+// when the 4x pace would have.
+func TestWarpTimersArmedBeforeSlowWaitForTheirTime(t *testing.T) {
+	base := &stepped{now: t0}
+	w := NewWarp(base, 2*time.Minute, 4)
+	var firedAt, metAt time.Duration
+	w.AfterFunc(40*time.Second, func() { firedAt = base.now.Sub(t0) }) // warp −50 s: base 10 s at 4x
+	w.AtMeet(func() { metAt = base.now.Sub(t0) })                      // base 30 s at 4x
+	stopped := w.AfterFunc(40*time.Second, func() { t.Error("a stopped timer fired") })
+
+	// At 5 s the warp reads −70 s; slowed to 2x it reaches −50 s 10 s
+	// later, and meets its base (75 s behind) 75 s later.
+	base.set(t0.Add(5 * time.Second))
+	w.Slow(2)
+	if !stopped.Stop() {
+		t.Error("Stop before the timer fired reported it had already run")
+	}
+	base.set(t0.Add(12 * time.Second))
+	if firedAt != 0 {
+		t.Fatalf("the timer fired at base %v, before the slowed warp reached its time", firedAt)
+	}
+	base.set(t0.Add(40 * time.Second))
+	if firedAt != 15*time.Second {
+		t.Errorf("the timer fired at base %v, want 15 s", firedAt)
+	}
+	if metAt != 0 {
+		t.Fatalf("AtMeet fired at base %v, before the slowed warp met its base", metAt)
+	}
+	base.set(t0.Add(2 * time.Minute))
+	if metAt != 80*time.Second {
+		t.Errorf("AtMeet fired at base %v, want 80 s", metAt)
+	}
+	if stopped.Stop() {
+		t.Error("a second Stop reported it stopped the call")
+	}
+}

@@ -125,18 +125,6 @@ const (
 	DefaultWarmSpeed = 4
 )
 
-// warmLateShare is the share of a simulated worker's steps that may be
-// delivered late (sim.LateStep) during a warm-up before its windows are
-// dropped: past it, the host could not keep the warp's pace and the
-// figures it measured are slower than the model's. Late steps delay at
-// most that share of the first tokens, so a window's p95 stays at or
-// under the p97.5 of the same traffic delivered on time; a p50, under its
-// p52.5. Measured with scripts/warmprobe on a 2-core host kept busy
-// (docs/dashboard.md, "Warm start"), warm-ups with up to 2.5% of their
-// steps late read kv's TTFT p95 within the range of idle ones; 1% dropped
-// warm-ups that a single busy core or a browser beside the demo caused.
-const warmLateShare = 0.025
-
 // DefaultConfig is what `kvlens` with no flags runs: round-robin against
 // kv, each on its own 3 simulated H200 workers, 60 conversations, the
 // seeds' SLOs; only its warm-up is serve's to add (DefaultWarm), so that
@@ -272,6 +260,7 @@ func Start(cfg Config) (*Demo, error) {
 	// A warm-up runs each simulated lane's workers, router and load on
 	// one warp clock; the feeds and health checks stay on the wall clock.
 	var warp *clock.Warp
+	var watch *warmWatch      // the warm-up's punctuality
 	var laneClock clock.Clock // nil: the wall clock
 	if simulated && cfg.Warm > 0 && !cfg.NoStart {
 		warp = clock.NewWarp(clock.Real, cfg.Warm, cfg.WarmSpeed)
@@ -397,7 +386,8 @@ func Start(cfg Config) (*Demo, error) {
 	opts.Blind = func() string { return blind(d.lanes) }
 	if warp != nil {
 		opts.Warm = warp
-		opts.WarmBehind = func() string { return behind(d.lanes) }
+		watch = newWarmWatch(d.lanes, load.Window)
+		opts.WarmBehind = watch.behind
 	}
 	opts.BlockSize = d.Proxy.Router().BlockSize()
 	opts.Gatherer = reg
@@ -478,7 +468,8 @@ func Start(cfg Config) (*Demo, error) {
 		}
 	}
 	if warp != nil {
-		d.wg.Add(1)
+		d.wg.Add(2)
+		go func() { defer d.wg.Done(); watch.pace(ctx, warp, logf) }()
 		go func() {
 			defer d.wg.Done()
 			if why := d.Web.RunWarmUp(ctx); why != "" {

@@ -160,29 +160,6 @@ func laneRegisterer(reg prometheus.Registerer, id string, ab bool) prometheus.Re
 	return prometheus.WrapRegistererWith(prometheus.Labels{"lane": id}, reg)
 }
 
-// behind names a simulated worker that delivered more than warmLateShare
-// of its steps late (sim.LateStep), and how many; "" when none did.
-func behind(lanes []*lane) string {
-	for _, l := range lanes {
-		if l.fleet == nil {
-			continue
-		}
-		for i, w := range l.fleet.Workers {
-			st := w.Runner().Stats()
-			if tooLate(st) {
-				return fmt.Sprintf("%s delivered %d of its %d steps more than %s late", l.workerName(i), st.Late, st.Steps, sim.LateStep)
-			}
-		}
-	}
-	return ""
-}
-
-// tooLate says whether a worker delivered more than warmLateShare of its
-// steps late.
-func tooLate(st sim.Stats) bool {
-	return st.Steps > 0 && float64(st.Late) > warmLateShare*float64(st.Steps)
-}
-
 // blind names, for each lane, why its KV routing cannot see its workers'
 // caches; "" when every lane's can.
 func blind(lanes []*lane) string {

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -129,12 +130,14 @@ func (l lateClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 
 func TestBehindNamesAWorkerThatFellBehind(t *testing.T) {
 	tests := []struct {
-		name string
-		clk  clock.Clock
-		want string
+		name         string
+		clk          clock.Clock
+		windowBefore bool // the last window begins after the first request
+		want         string
 	}{
-		{"a worker that kept its schedule", &stepClock{now: time.Unix(0, 0)}, ""},
-		{"a worker whose every step came 25 ms late", lateClock(25 * time.Millisecond), "sim-0 delivered 5 of its 5 steps more than 20ms late"},
+		{"a worker that kept its schedule", &stepClock{now: time.Unix(0, 0)}, false, ""},
+		{"a worker whose every step came 25 ms late", lateClock(25 * time.Millisecond), false, "sim-0 delivered 10 of its 10 steps in the last 1m0s more than 20ms late"},
+		{"late steps before the last window do not count", lateClock(25 * time.Millisecond), true, "sim-0 delivered 5 of its 5 steps in the last 1m0s more than 20ms late"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,21 +146,29 @@ func TestBehindNamesAWorkerThatFellBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close(context.Background())
-			st, err := f.Workers[0].Runner().Submit(sim.Request{Prompt: make([]uint32, 64), MaxTokens: 5, OutputTokens: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for deadline := time.After(10 * time.Second); ; {
-				if _, fin := st.Take(nil); fin != nil {
-					break
+			watch := newWarmWatch([]*lane{{id: "a", fleet: f}}, time.Minute)
+			answer := func() {
+				st, err := f.Workers[0].Runner().Submit(sim.Request{Prompt: make([]uint32, 64), MaxTokens: 5, OutputTokens: 5})
+				if err != nil {
+					t.Fatal(err)
 				}
-				select {
-				case <-st.Ready():
-				case <-deadline:
-					t.Fatal("the request never finished")
+				for deadline := time.After(10 * time.Second); ; {
+					if _, fin := st.Take(nil); fin != nil {
+						return
+					}
+					select {
+					case <-st.Ready():
+					case <-deadline:
+						t.Fatal("the request never finished")
+					}
 				}
 			}
-			if got := behind([]*lane{{id: "a", fleet: f}}); got != tt.want {
+			answer()
+			if tt.windowBefore {
+				watch.from = watch.stats() // as pace does when the last window begins
+			}
+			answer()
+			if got := watch.behind(); got != tt.want {
 				t.Fatalf("behind says %q, want %q", got, tt.want)
 			}
 		})
@@ -181,6 +192,152 @@ func TestTooLateDropsAWarmUpOnlyPastItsShareOfLateSteps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tooLate(sim.Stats{Late: tt.late, Steps: tt.all}); got != tt.wantToDrop {
 				t.Fatalf("tooLate(%d of %d) = %v, want %v", tt.late, tt.all, got, tt.wantToDrop)
+			}
+		})
+	}
+}
+
+func TestLateSinceNamesAWorkerLateSinceTheLastLook(t *testing.T) {
+	names := []string{"sim-0", "sim-1"}
+	at := func(steps, late uint64) sim.Stats { return sim.Stats{Steps: steps, Late: late} }
+	tests := []struct {
+		name      string
+		last, now []sim.Stats
+		want      string
+	}{
+		{"no step late", []sim.Stats{at(100, 0), at(100, 0)}, []sim.Stats{at(300, 0), at(300, 0)}, ""},
+		{"exactly 1% of the last steps late keeps the pace", []sim.Stats{at(100, 0), at(100, 0)}, []sim.Stats{at(300, 2), at(300, 2)}, ""},
+		{"3 of 200 late slows it", []sim.Stats{at(100, 0), at(100, 0)}, []sim.Stats{at(300, 0), at(300, 3)}, "sim-1 delivered 3 of its last 200 steps more than 20ms late"},
+		{"steps late before the last look do not count again", []sim.Stats{at(100, 40), at(100, 0)}, []sim.Stats{at(300, 41), at(300, 0)}, ""},
+		{"too few steps to judge", []sim.Stats{at(100, 0), at(100, 0)}, []sim.Stats{at(149, 10), at(149, 0)}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lateSince(names, tt.last, tt.now); got != tt.want {
+				t.Fatalf("lateSince = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPaceWarmUpSlowsAWarpItsWorkersCannotKeep runs a simulated worker on
+// a warm-up at 4x over a base clock whose every timer fires 15 ms late (60
+// ms of the warp's time, so every step is late). In its last window the
+// warm-up slows to 3x within paceInterval and says why; far from it, the
+// late steps are let be.
+func TestPaceWarmUpSlowsAWarpItsWorkersCannotKeep(t *testing.T) {
+	tests := []struct {
+		name      string
+		span      time.Duration // at 4x
+		wantSpeed float64
+		wantSaid  string
+	}{
+		{"a 1 min warm-up is its last window: it slows", time.Minute, 3, "it now plays at 3× real time, and figures show in"},
+		{"10 min from the meeting point, lateness is let be", 10 * time.Minute, 4, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			warp := clock.NewWarp(lateClock(15*time.Millisecond), tt.span, 4)
+			f, err := sim.StartFleet(sim.FleetConfig{Count: 1, Clock: warp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close(context.Background())
+			if _, err := f.Workers[0].Runner().Submit(sim.Request{Prompt: make([]uint32, 64), MaxTokens: 5000, OutputTokens: 5000}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var (
+				mu   sync.Mutex
+				said []string
+			)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				newWarmWatch([]*lane{{id: "a", fleet: f}}, time.Minute).pace(ctx, warp, func(format string, a ...any) {
+					mu.Lock()
+					defer mu.Unlock()
+					said = append(said, fmt.Sprintf(format, a...))
+				})
+			}()
+			// The first look, or the slowing it makes.
+			for deadline := time.Now().Add(paceInterval + 1500*time.Millisecond); warp.Speed() == 4 && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			if warp.Speed() != tt.wantSpeed {
+				t.Errorf("the warm-up plays at %gx, want %gx", warp.Speed(), tt.wantSpeed)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case tt.wantSaid == "" && len(said) > 0:
+				t.Errorf("the warm-up said %q; want nothing", said)
+			case tt.wantSaid != "" && (len(said) != 1 || !strings.Contains(said[0], "the host cannot keep the warm-up's pace (sim-0 delivered ") || !strings.Contains(said[0], tt.wantSaid)):
+				t.Errorf("the warm-up said %q; want one line naming the late worker and %q", said, tt.wantSaid)
+			}
+		})
+	}
+}
+
+func TestSlowerLowersTheSpeedByAQuarterToAQuarter(t *testing.T) {
+	tests := []struct {
+		name     string
+		from, to float64
+	}{
+		{"the default 4x slows to 3x", 4, 3},
+		{"3x to 2.25x", 3, 2.25},
+		{"2.25x to the floor, 2x", 2.25, 2},
+		{"6x to 4.5x", 6, 4.5},
+		{"4.5x to 3.25x, rounded down to a quarter", 4.5, 3.25},
+		{"at the floor it stays", 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := slower(tt.from); got != tt.to {
+				t.Fatalf("slower(%g) = %g, want %g", tt.from, got, tt.to)
+			}
+		})
+	}
+}
+
+// manualBase is a base clock for a warp that moves only when a test sets it.
+type manualBase struct{ now time.Time }
+
+func (m *manualBase) Now() time.Time { return m.now }
+
+func (m *manualBase) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return time.AfterFunc(time.Hour, func() {})
+}
+
+func TestLastWindowBeginsAWindowBeforeTheMeetingPoint(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	// 2 min at 4x: 30 s of wall time, 120 s of the warp's.
+	tests := []struct {
+		name string
+		at   time.Duration // wall time since the warm-up began
+		slow float64       // Slow to this at 10 s; 0 for none
+		want bool
+	}{
+		{"at the start 120 s are left to play", 0, 0, false},
+		{"at 14 s, 64 s", 14 * time.Second, 0, false},
+		{"at 15 s, 60 s: the last window begins", 15 * time.Second, 0, true},
+		{"slowed to 2x at 10 s, still 120 s left to play at 10 s", 10 * time.Second, 2, false},
+		{"slowed to 2x at 10 s, 80 s at 30 s", 30 * time.Second, 2, false},
+		{"slowed to 2x at 10 s, 60 s at 40 s", 40 * time.Second, 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &manualBase{now: t0}
+			warp := clock.NewWarp(base, 2*time.Minute, 4)
+			if tt.slow > 0 {
+				base.now = t0.Add(10 * time.Second)
+				warp.Slow(tt.slow)
+			}
+			base.now = t0.Add(tt.at)
+			if got := lastWindow(warp, time.Minute); got != tt.want {
+				t.Fatalf("lastWindow = %v (%v left at %gx), want %v", got, warp.Left(), warp.Speed(), tt.want)
 			}
 		})
 	}

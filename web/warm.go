@@ -17,7 +17,9 @@ import (
 
 // warmState is the warm-up in /api/state.
 type warmState struct {
-	// SpanSeconds is the traffic played ahead, at Speed times real time.
+	// SpanSeconds is the traffic played ahead, at Speed times real time:
+	// the --warm asked for, and more once a host too slow for the pace has
+	// slowed it.
 	SpanSeconds float64 `json:"span_seconds"`
 	Speed       float64 `json:"speed"`
 	// SecondsLeft is the wall-clock time until it is over; 0 once it is.
@@ -52,15 +54,21 @@ func (s *Server) warmLeft() int {
 // warmSentence is what the page says while warming, in place of the
 // figures.
 func (s *Server) warmSentence() string {
-	return fmt.Sprintf("Warming up: the fleets run %s of traffic ahead, %d s left", span(s.opts.Warm.Span()), s.warmLeft())
+	return fmt.Sprintf("Warming up: the fleets run %s of traffic ahead, %d s left", span(s.opts.Warm.Played()), s.warmLeft())
 }
 
-// span is a warm-up's length as people say it: "2 min", "90 s".
+// span is a warm-up's length as people say it: "2 min", "2 min 36 s",
+// "45 s".
 func span(d time.Duration) string {
-	if d >= time.Minute && d%time.Minute == 0 {
-		return fmt.Sprintf("%d min", int(d/time.Minute))
+	d = d.Round(time.Second)
+	if d < time.Minute {
+		return fmt.Sprintf("%.0f s", d.Seconds())
 	}
-	return fmt.Sprintf("%.0f s", d.Seconds())
+	m, sec := int(d/time.Minute), int(d%time.Minute/time.Second)
+	if sec == 0 {
+		return fmt.Sprintf("%d min", m)
+	}
+	return fmt.Sprintf("%d min %d s", m, sec)
 }
 
 // now is the time of the lanes' clock: the warm-up's while it plays, then
@@ -97,7 +105,7 @@ func (s *Server) RunWarmUp(ctx context.Context) string {
 	if behind != "" {
 		s.change(Mark{Kind: "warm", Label: "warm-up fell behind: new window"}, nil)
 	} else {
-		s.history.mark(Mark{T: time.Now().Unix(), Kind: "warm", Label: "warmed up: " + span(w.Span()) + " ahead"})
+		s.history.mark(Mark{T: time.Now().Unix(), Kind: "warm", Label: "warmed up: " + span(w.Played()) + " ahead"})
 	}
 	s.behind.Store(&behind)
 	close(s.warmed)
@@ -109,7 +117,7 @@ func (s *Server) warmState() *warmState {
 	if w == nil {
 		return nil
 	}
-	st := &warmState{SpanSeconds: w.Span().Seconds(), Speed: w.Speed(), Over: !s.warming()}
+	st := &warmState{SpanSeconds: w.Played().Seconds(), Speed: w.Speed(), Over: !s.warming()}
 	if st.Over {
 		if b := s.behind.Load(); b != nil {
 			st.Behind = *b

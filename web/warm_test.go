@@ -150,6 +150,24 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 	}
 }
 
+// TestASlowedWarmUpSaysWhatItPlaysAndHowLongIsLeft slows the warm-up 12 s
+// into 2 min at 4x, as a host that cannot keep the pace does (the warp
+// reads 54 s behind its base then): at 2x it meets the base 54 s later,
+// having played 2 min 36 s, and the page and /api/state say so.
+func TestASlowedWarmUpSaysWhatItPlaysAndHowLongIsLeft(t *testing.T) {
+	s, _, _, _ := warmServer(t, "", "")
+	if !s.opts.Warm.Slow(2) {
+		t.Fatal("the warm-up did not slow")
+	}
+	const sentence = "Warming up: the fleets run 2 min 36 s of traffic ahead, 54 s left"
+	if got := tilesNow(s).Compare; got != sentence {
+		t.Errorf("the tiles' line says %q, want %q", got, sentence)
+	}
+	if want := (warmState{SpanSeconds: 156, Speed: 2, SecondsLeft: 54}); *s.warmState() != want {
+		t.Errorf("/api/state warmup %+v, want %+v", *s.warmState(), want)
+	}
+}
+
 func TestWarmUpPointsSitAtTheWarpsTime(t *testing.T) {
 	s, base, _, _ := warmServer(t, "", "")
 	s.frames()

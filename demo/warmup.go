@@ -1,0 +1,163 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/sim"
+)
+
+// warmLateShare is the share of a simulated worker's steps that may be
+// delivered late (sim.LateStep) in the last window of a warm-up, the one
+// the tiles show at its end, before its windows are dropped: past it, the
+// host could not keep the warp's pace and the figures it measured are
+// slower than the model's. Late steps delay at most that share of the
+// first tokens, so a window's p95 stays at or under the p97.5 of the same
+// traffic delivered on time; a p50, under its p52.5. Measured with
+// scripts/warmprobe on a 2-core host kept busy (docs/dashboard.md, "Warm
+// start"), warm-ups with up to 2.5% of their steps late read kv's TTFT p95
+// within the range of idle ones; 1% dropped warm-ups that a single busy
+// core or a browser beside the demo caused.
+const warmLateShare = 0.025
+
+// A warm-up slows (warmWatch.pace) when, over paceInterval of wall time in
+// or just before its last window, a worker that ran at least paceMinSteps
+// steps delivered more than paceLateShare of them late: under
+// warmLateShare, so that it slows before its windows would be dropped. At 4x a worker runs 200-300 steps in 2 s.
+// It never plays slower than minWarmSpeed (a warm-up of span S started at
+// speed k is then over within (S − S/k)/(minWarmSpeed − 1): 90 s for the
+// default 2 min at 4x), nor faster again, since the engines' timers are
+// set at the pace in force.
+const (
+	paceInterval  = 2 * time.Second
+	paceMinSteps  = 50
+	paceLateShare = 0.01
+	minWarmSpeed  = 2
+)
+
+// warmWatch watches the simulated workers' punctuality during a warm-up:
+// it slows the warp while they fall behind (pace), and judges at the end
+// whether the window the warm-up leaves was measured on time (behind).
+type warmWatch struct {
+	names   []string
+	workers []*sim.Server
+	window  time.Duration // the load's window: the warp time the tiles show at the end
+
+	mu   sync.Mutex
+	from []sim.Stats // at the start of the last window; the start of the warm-up until then
+}
+
+// newWarmWatch watches the simulated workers of lanes.
+func newWarmWatch(lanes []*lane, window time.Duration) *warmWatch {
+	w := &warmWatch{window: window}
+	for _, l := range lanes {
+		if l.fleet == nil {
+			continue
+		}
+		for i, s := range l.fleet.Workers {
+			w.names, w.workers = append(w.names, l.workerName(i)), append(w.workers, s)
+		}
+	}
+	w.from = w.stats()
+	return w
+}
+
+func (w *warmWatch) stats() []sim.Stats {
+	out := make([]sim.Stats, len(w.workers))
+	for i, s := range w.workers {
+		out[i] = s.Runner().Stats()
+	}
+	return out
+}
+
+// pace slows warp while the host cannot keep its pace: every paceInterval
+// from the look before the last window begins, it reads each worker's
+// steps since the last look, and when any delivered more than
+// paceLateShare of them late, lowers the speed by a quarter (slower). Late steps distort the warm figures, and past
+// warmLateShare in the last window its windows are dropped (behind): a
+// slower warm-up that keeps its windows shows steady figures sooner than
+// one that is dropped and settles again. Once the warp has less than the
+// window left to play, the steps behind judges begin. It returns when the
+// warp meets the wall clock or ctx ends.
+func (w *warmWatch) pace(ctx context.Context, warp *clock.Warp, logf func(string, ...any)) {
+	last, inWindow := w.stats(), false
+	tick := time.NewTicker(paceInterval)
+	defer tick.Stop()
+	for warp.Left() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := w.stats()
+		// Only the last window is shown at the end: steps late before it
+		// (Chromium starting beside the demo, say) distort nothing a
+		// visitor reads, and cost no pace. The look before it begins counts.
+		ahead := time.Duration(float64(paceInterval) * warp.Speed())
+		if lastWindow(warp, w.window+ahead) {
+			if why := lateSince(w.names, last, now); why != "" && warp.Slow(slower(warp.Speed())) {
+				logf("the host cannot keep the warm-up's pace (%s): it now plays at %g× real time, and figures show in %s", why, warp.Speed(), warp.Left().Round(time.Second))
+			}
+		}
+		last = now
+		if !inWindow && lastWindow(warp, w.window) {
+			inWindow = true
+			w.mu.Lock()
+			w.from = now
+			w.mu.Unlock()
+		}
+	}
+}
+
+// slower is the speed a warm-up playing at speed slows to: a quarter less,
+// rounded down to a quarter (4, 3, 2.25; 6, 4.5, 3.25, 2.25), and no less
+// than minWarmSpeed.
+func slower(speed float64) float64 {
+	return max(minWarmSpeed, math.Floor(speed*0.75*4)/4)
+}
+
+// behind names a worker that delivered more than warmLateShare of its
+// steps late since the last window began (or the warm-up, if pace never
+// saw it begin), and how many; "" when none did.
+func (w *warmWatch) behind() string {
+	w.mu.Lock()
+	from := w.from
+	w.mu.Unlock()
+	now := w.stats()
+	for i := range now {
+		st := sim.Stats{Steps: now[i].Steps - from[i].Steps, Late: now[i].Late - from[i].Late}
+		if tooLate(st) {
+			return fmt.Sprintf("%s delivered %d of its %d steps in the last %s more than %s late", w.names[i], st.Late, st.Steps, w.window, sim.LateStep)
+		}
+	}
+	return ""
+}
+
+// tooLate says whether a worker delivered more than warmLateShare of its
+// steps late.
+func tooLate(st sim.Stats) bool {
+	return st.Steps > 0 && float64(st.Late) > warmLateShare*float64(st.Steps)
+}
+
+// lateSince names the first worker that, between its stats last and now,
+// ran at least paceMinSteps steps and delivered more than paceLateShare of
+// them late, and how many; "" when none did.
+func lateSince(names []string, last, now []sim.Stats) string {
+	for i := range now {
+		steps, late := now[i].Steps-last[i].Steps, now[i].Late-last[i].Late
+		if steps >= paceMinSteps && float64(late) > paceLateShare*float64(steps) {
+			return fmt.Sprintf("%s delivered %d of its last %d steps more than %s late", names[i], late, steps, sim.LateStep)
+		}
+	}
+	return ""
+}
+
+// lastWindow says whether warp has at most window of its time left to play
+// before it meets its base, at the pace in force.
+func lastWindow(warp *clock.Warp, window time.Duration) bool {
+	return time.Duration(float64(warp.Left())*warp.Speed()) <= window
+}
