@@ -77,14 +77,15 @@ func (w *warmWatch) stats() []sim.Stats {
 // pace slows warp while the host cannot keep its pace: every paceInterval
 // from the look before the last window begins, it reads each worker's
 // steps since the last look, and when any delivered more than
-// paceLateShare of them late, lowers the speed by a quarter (slower). Late steps distort the warm figures, and past
-// warmLateShare in the last window its windows are dropped (behind): a
-// slower warm-up that keeps its windows shows steady figures sooner than
-// one that is dropped and settles again. Once the warp has less than the
-// window left to play, the steps behind judges begin. It returns when the
-// warp meets the wall clock or ctx ends.
+// paceLateShare of them late, lowers the speed by a quarter (slower).
+// Late steps distort the warm figures, and past warmLateShare in the last
+// window its windows are dropped (behind): a slower warm-up that keeps its
+// windows shows steady figures sooner than one that is dropped and
+// settles again. The steps behind judges begin at the same look. It
+// returns when the warp meets the wall clock or ctx ends.
 func (w *warmWatch) pace(ctx context.Context, warp *clock.Warp, logf func(string, ...any)) {
-	last, inWindow := w.stats(), false
+	// A warm-up no longer than the window is judged from its start.
+	last, watching := w.stats(), lastWindow(warp, w.window)
 	tick := time.NewTicker(paceInterval)
 	defer tick.Stop()
 	for warp.Left() > 0 {
@@ -96,20 +97,21 @@ func (w *warmWatch) pace(ctx context.Context, warp *clock.Warp, logf func(string
 		now := w.stats()
 		// Only the last window is shown at the end: steps late before it
 		// (Chromium starting beside the demo, say) distort nothing a
-		// visitor reads, and cost no pace. The look before it begins counts.
+		// visitor reads, and cost no pace. From the look before it begins,
+		// its steps count, a few seconds early rather than late.
 		ahead := time.Duration(float64(paceInterval) * warp.Speed())
 		if lastWindow(warp, w.window+ahead) {
+			if !watching {
+				watching = true
+				w.mu.Lock()
+				w.from = now
+				w.mu.Unlock()
+			}
 			if why := lateSince(w.names, last, now); why != "" && warp.Slow(slower(warp.Speed())) {
 				logf("the host cannot keep the warm-up's pace (%s): it now plays at %g× real time, and figures show in %s", why, warp.Speed(), warp.Left().Round(time.Second))
 			}
 		}
 		last = now
-		if !inWindow && lastWindow(warp, w.window) {
-			inWindow = true
-			w.mu.Lock()
-			w.from = now
-			w.mu.Unlock()
-		}
 	}
 }
 
@@ -121,8 +123,9 @@ func slower(speed float64) float64 {
 }
 
 // behind names a worker that delivered more than warmLateShare of its
-// steps late since the last window began (or the warm-up, if pace never
-// saw it begin), and how many; "" when none did.
+// steps late since the look before the last window (or since the start,
+// for a warm-up no longer than the window, or one pace did not watch), and
+// how many; "" when none did.
 func (w *warmWatch) behind() string {
 	w.mu.Lock()
 	from := w.from
