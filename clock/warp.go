@@ -24,7 +24,6 @@ import (
 // later.
 type Warp struct {
 	base  Clock
-	span  time.Duration
 	begin time.Time // warp time at the start
 	pace  atomic.Pointer[pace]
 	mu    sync.Mutex // serialises Slow
@@ -49,7 +48,7 @@ func NewWarp(base Clock, span time.Duration, speed float64) *Warp {
 	span = max(span, 0)
 	start := base.Now()
 	run := time.Duration(float64(span) / speed) // base time the warp takes
-	w := &Warp{base: base, span: span, begin: start.Add(run - span)}
+	w := &Warp{base: base, begin: start.Add(run - span)}
 	w.pace.Store(&pace{start: start, origin: start.Add(run - span), meet: start.Add(run), speed: speed})
 	return w
 }
@@ -106,11 +105,9 @@ func (p *pace) baseAt(t time.Time) time.Time {
 // Left is the base time until the warp meets its base; 0 once it has.
 func (w *Warp) Left() time.Duration { return max(w.pace.Load().meet.Sub(w.base.Now()), 0) }
 
-// Span is the time the warp was asked to play ahead of its base.
-func (w *Warp) Span() time.Duration { return w.span }
-
 // Played is the time the warp plays from its start to the meeting point:
-// Span, and more once Slow has moved the meeting point later.
+// the span it was made with, and more once Slow has moved the meeting
+// point later.
 func (w *Warp) Played() time.Duration { return w.pace.Load().meet.Sub(w.begin) }
 
 // Speed is how many times faster than its base the warp runs until they meet.
