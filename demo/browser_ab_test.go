@@ -123,6 +123,14 @@ func choose(sel, value string) string {
 // computed across it; the board fits 1080p and 960p with every banner, and
 // a phone's first screen holds the headline and the key tiles.
 func TestBrowserAB(t *testing.T) {
+	// This test has twice failed with no message (2 of 35 runs on a busy
+	// machine, after the phone's screenshot): say how far it got.
+	stage := "the first frame"
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("failed; the last stage begun: %s", stage)
+		}
+	})
 	// Chromium is up before the demo starts, so its first frame is the
 	// demo's first second or two.
 	ctx := newBrowser(t, 1920, 1080)
@@ -236,6 +244,7 @@ func TestBrowserAB(t *testing.T) {
 	watchSettling(t, ctx, "the last change", last, 100*time.Second)
 
 	// A phone: the headline and the key tiles on the first screen.
+	stage = "the phone"
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
 		chromedp.Navigate(d.URL),
@@ -255,7 +264,9 @@ func TestBrowserAB(t *testing.T) {
 	}
 	screenshot(t, ctx, "ab-390x844.png", false)
 
+	stage = "the replay"
 	replayHeadline(t, ctx, d, settledAt)
+	stage = "the cleanups"
 }
 
 // waitSimCurves waits until the baseline chart draws the stored simulated
