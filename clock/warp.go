@@ -64,7 +64,10 @@ func (w *Warp) AfterFunc(d time.Duration, f func()) Timer {
 	p, b := w.pace.Load(), w.base.Now()
 	due := p.at(b).Add(d)
 	if !b.Before(p.meet) {
-		return w.base.AfterFunc(max(d, 0), f) // met: no speed changes any more
+		// Met: Slow changes nothing any more, and one racing this call
+		// moved the meeting point by next to nothing (the gap it divides
+		// was next to nothing).
+		return w.base.AfterFunc(max(d, 0), f)
 	}
 	return w.await(func(p *pace, b time.Time) time.Duration { return p.baseAt(due).Sub(b) }, f)
 }
