@@ -27,11 +27,11 @@ const warmLateShare = 0.025
 // A warm-up slows (warmWatch.pace) when, over paceInterval of wall time in
 // or just before its last window, a worker that ran at least paceMinSteps
 // steps delivered more than paceLateShare of them late: under
-// warmLateShare, so that it slows before its windows would be dropped. At 4x a worker runs 200-300 steps in 2 s.
-// It never plays slower than minWarmSpeed (a warm-up of span S started at
-// speed k is then over within (S − S/k)/(minWarmSpeed − 1): 90 s for the
-// default 2 min at 4x), nor faster again, since the engines' timers are
-// set at the pace in force.
+// warmLateShare, so that it slows before its windows would be dropped. At
+// 4x a worker runs 200-300 steps in 2 s. It never plays slower than
+// minWarmSpeed (the default 2 min at 4x, first looked at 14 s in and 48 s
+// behind the wall clock, is then over about a minute after start), nor
+// faster again, since the engines' timers are set at the pace in force.
 const (
 	paceInterval  = 2 * time.Second
 	paceMinSteps  = 50
@@ -48,7 +48,7 @@ type warmWatch struct {
 	window  time.Duration // the load's window: the warp time the tiles show at the end
 
 	mu   sync.Mutex
-	from []sim.Stats // at the start of the last window; the start of the warm-up until then
+	from []sim.Stats // at the look before the last window; at the start until then
 }
 
 // newWarmWatch watches the simulated workers of lanes.
@@ -132,8 +132,7 @@ func (w *warmWatch) behind() string {
 	w.mu.Unlock()
 	now := w.stats()
 	for i := range now {
-		st := sim.Stats{Steps: now[i].Steps - from[i].Steps, Late: now[i].Late - from[i].Late}
-		if tooLate(st) {
+		if st := since(from[i], now[i]); tooLate(st) {
 			return fmt.Sprintf("%s delivered %d of its %d steps in the last %s more than %s late", w.names[i], st.Late, st.Steps, w.window, sim.LateStep)
 		}
 	}
@@ -151,12 +150,17 @@ func tooLate(st sim.Stats) bool {
 // them late, and how many; "" when none did.
 func lateSince(names []string, last, now []sim.Stats) string {
 	for i := range now {
-		steps, late := now[i].Steps-last[i].Steps, now[i].Late-last[i].Late
-		if steps >= paceMinSteps && float64(late) > paceLateShare*float64(steps) {
-			return fmt.Sprintf("%s delivered %d of its last %d steps more than %s late", names[i], late, steps, sim.LateStep)
+		st := since(last[i], now[i])
+		if st.Steps >= paceMinSteps && float64(st.Late) > paceLateShare*float64(st.Steps) {
+			return fmt.Sprintf("%s delivered %d of its last %d steps more than %s late", names[i], st.Late, st.Steps, sim.LateStep)
 		}
 	}
 	return ""
+}
+
+// since is a worker's steps, and late ones, between its stats from and now.
+func since(from, now sim.Stats) sim.Stats {
+	return sim.Stats{Steps: now.Steps - from.Steps, Late: now.Late - from.Late}
 }
 
 // lastWindow says whether warp has at most window of its time left to play
