@@ -404,9 +404,9 @@ func TestKVPolicyRespectsLearnedCapacity(t *testing.T) {
 				t.Fatalf("small worker's capacity = %d (%s), want the reported %d", c, src, tt.reported)
 			}
 			// Big is busy with 20 short requests; small holds the whole
-			// prompt, a small saving against the price of waiting for a
-			// batch slot (SlotTokens). Every request would rather go to
-			// small while it has room.
+			// prompt, and big has room to spare, so a full small is
+			// skipped. Every request would rather go to small while it
+			// has room.
 			for i := range 20 {
 				if _, err := rt.Decide(&Request{TokenIDs: toks(10_000+i*1000, 10)}, ws[:1]); err != nil {
 					t.Fatal(err)

@@ -41,16 +41,6 @@ const LoadTokens = 32
 // quarter is the round value among them, the same for every workload.
 const QueuedShare = 0.25
 
-// SlotTokens is what KV charges, in prompt tokens, for each request that
-// would wait on a worker for a batch slot while another worker has room.
-// A 64-request batch whose requests last 10 to 40 s frees a slot about
-// every 0.2 to 0.6 s, about the time an H200 takes to prefill 2,000 tokens
-// of a 70B model (docs/routing.md). Of 256 to 4,096 and never choosing a
-// full worker while another had room (the rule before), 2,048 did best on
-// kvlens's workload suite; the same for every workload. KV.Pick applies it
-// only when the fleet is crowded and the worker is freeing slots.
-const SlotTokens = 2048
-
 // KVCost is kvlens's cost for sending r to c, in tokens:
 //
 //	cost = W · (QueuedShare · queued_prefill_tokens + max(0, ISL − overlap·B)) + LoadTokens · in_flight

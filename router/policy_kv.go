@@ -8,13 +8,11 @@ import "math"
 //
 // The rule in full: cost(w) = W · (a quarter of the prefill queued on w +
 // this prompt's tokens not cached on w) + LoadTokens · requests in flight
-// on w, in tokens, plus, while another worker has room, SlotTokens for
-// each request that would wait on w for a batch slot (in flight − batch
-// capacity + 1, when w is at or above its max_batch_size); the lowest cost
-// wins. The price applies only when the fleet is crowded (fewer than 4
-// free batch slots a worker in all) and the full worker freed at least as
-// many slots in the last FreedWindow as requests would wait there;
-// otherwise a full worker is not chosen while another has room. A request
+// on w, in tokens; the lowest cost wins. While another worker has room, a
+// worker at or above its max_batch_size is a candidate only when the fleet
+// is crowded (fewer than 4 free batch slots a worker in all) and it freed
+// at least as many slots in the last FreedWindow as requests would wait
+// there (in flight − batch capacity + 1); otherwise it is skipped. A request
 // cached nowhere beyond a prefix other conversations share (a first turn
 // on a shared starter or system prompt: branches) does not go to a worker
 // that would then hold more than SharedBound requests while another with
@@ -34,19 +32,19 @@ import "math"
 // (docs/routing.md: from 32 to 128 the results move by a few percent).
 // Queued prefill counts a quarter (QueuedShare): in full, a burst of first
 // turns booked on a worker sent its conversations' follow-ups elsewhere.
-// A full worker queues a request until a slot frees, a wait no count of
-// prefill tokens measures (seed 003, Dynamo issues #7836 and #737), so it
-// is priced apart (SlotTokens): a follow-up with a long conversation cached
-// there waits for one slot rather than prefilling it all again elsewhere,
-// and one with little cached moves. The price holds only while the fleet
-// is crowded, so that a moved request would soon wait elsewhere too (with
-// room to spare, a full worker is skipped: at 8 workers near capacity a
-// price alone let follow-ups queue and cut kv's SLO envelope from about
-// 500 conversations to 380-485), and while the worker is freeing slots;
-// after a burst of new conversations none may free for as long as a
-// request lasts (Dynamo issue #737), and a full worker then takes nothing
-// while another has room. When every worker is full, the cost alone
-// decides, so a follow-up still goes where its cache is. A shared prefix
+// A full worker queues a request until a slot frees (seed 003, Dynamo
+// issues #7836 and #737). With room to spare elsewhere a move keeps its
+// room, so a full worker is skipped (at 8 workers near capacity, letting
+// follow-ups queue there cut kv's SLO envelope from about 500
+// conversations to 380-485). Once the fleet is crowded, a moved request
+// soon waits on its new worker too and has paid a prefill for it, the
+// GPU time a crowded fleet is short of; so a full worker that is freeing
+// slots is costed as any other, and a follow-up waits there for a slot
+// near its cache. Pricing each wait (256 to 4,096 tokens tried) only sent
+// more follow-ups away from their cache (docs/routing.md). After a burst
+// of new conversations no slot may free for as long as a request lasts
+// (Dynamo issue #737), and a full worker then takes nothing while another
+// has room. When every worker is full, the cost alone decides. A shared prefix
 // is cheap to copy to one more worker, once, while a conversation's own
 // history is paid again in full on every move; counted as any cached
 // prefix, a starter held by few of 8 workers drew every new conversation
@@ -119,14 +117,12 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 		if bounded && c.InFlight+1 > bound {
 			continue
 		}
-		v := KVCost(r, c, p.Weight)
-		if room && c.InFlight >= c.Capacity {
-			wait := c.InFlight - c.Capacity + 1
-			if !crowded || c.RecentlyFreed < wait {
-				continue
-			}
-			v += SlotTokens * float64(wait)
+		// A full worker, while another has room, only if the fleet is
+		// crowded and it frees a slot for each request that would wait.
+		if wait := c.InFlight - c.Capacity + 1; room && wait > 0 && (!crowded || c.RecentlyFreed < wait) {
+			continue
 		}
+		v := KVCost(r, c, p.Weight)
 		switch {
 		case best < 0:
 			best, bestCost = i, v

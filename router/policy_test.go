@@ -205,36 +205,37 @@ func TestKVPolicy(t *testing.T) {
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
-		{"a full worker freeing slots keeps a follow-up whose cache saves more than one slot's wait", func(cs []Candidate) {
-			// 64·32 + 2,048 for one waiting request against 3,200 + 60·32.
+		{"a crowded fleet's full worker freeing slots keeps a follow-up it holds", func(cs []Candidate) {
+			// 64·32 against 3,200 + 60·32: the follow-up waits for a slot.
+			// 8 + 4 free slots, fewer than 4 a worker.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 0},
 		{"a full worker freeing slots is skipped while the fleet has slots to spare", func(cs []Candidate) {
 			// 24 + 24 free slots, more than 4 a worker: the move keeps its
-			// room. Priced, 64·32 + 2,048 would beat 3,200 + 40·32.
+			// room. Costed, 64·32 would beat 3,200 + 40·32.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 40, 40*9000
 			cs[2].InFlight = 40
 		}, 2},
-		{"a full worker freeing slots, with a request already waiting, loses the follow-up", func(cs []Candidate) {
-			// 65·32 + 2 × 2,048 against 3,200 + 60·32.
+		{"a full worker freeing a slot for each request that would wait keeps the follow-up", func(cs []Candidate) {
+			// 65·32 against 3,200 + 60·32; 2 would wait, 3 slots freed.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
-		}, 1},
+		}, 0},
 		{"a full worker freeing fewer slots than would wait there is skipped", func(cs []Candidate) {
-			// Priced alone, 65·32 + 2 × 2,048 would beat 3,200 + a
-			// quarter of 8,000 queued + 60·32.
+			// Costed, 65·32 would beat 3,200 + a quarter of 8,000
+			// queued + 60·32; 2 would wait, 1 slot freed.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 1
 			cs[1].InFlight, cs[1].ContextTokens, cs[1].PrefillTokens = 60, 60*9000, 8000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
-		{"a full worker freeing slots loses a prompt it holds little of to one with room", func(cs []Candidate) {
-			// 2,560 + 64·32 + 2,048 against 3,200 + 60·32.
-			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 20, 64, 64, 3
-			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
+		{"a full worker freeing slots loses a prompt it holds little of to a lighter one with room", func(cs []Candidate) {
+			// 3,200 − 5·32 + 64·32 against 3,200 + 50·32.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 5, 64, 64, 3
+			cs[1].InFlight, cs[1].ContextTokens = 50, 50*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
 		{"queued prefill counts against a worker", func(cs []Candidate) {
