@@ -207,7 +207,7 @@ func TestKVPolicy(t *testing.T) {
 		}, 1},
 		{"a crowded fleet's full worker freeing slots keeps a follow-up it holds", func(cs []Candidate) {
 			// 64·32 against 3,200 + 60·32: the follow-up waits for a slot.
-			// 8 + 4 free slots, fewer than 4 a worker.
+			// 4 free slots in all, fewer than 4 a worker.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
