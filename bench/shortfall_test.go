@@ -74,3 +74,53 @@ func TestShortfalls(t *testing.T) {
 		})
 	}
 }
+
+func TestBehind(t *testing.T) {
+	tests := []struct {
+		name   string
+		rr, kv []float64
+		listed bool
+	}{
+		{"a 1% loss to round-robin is listed: the bound is no loss at all", []float64{600, 600}, []float64{606, 606}, true},
+		{"a tie with round-robin is not listed", []float64{600, 600}, []float64{600, 600}, false},
+		{"a win over round-robin is not listed", []float64{600, 600}, []float64{500, 500}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := pair(t, tt.rr, tt.kv).Behind("kv", "round_robin")
+			if !tt.listed {
+				if len(fs) != 0 {
+					t.Fatalf("listed %+v, want nothing", fs)
+				}
+				return
+			}
+			if len(fs) != 1 || fs[0].Figure != "TTFT p95" || fs[0].BestPolicy != "round_robin" || math.Abs(fs[0].Gap-1) > 0.01 {
+				t.Fatalf("got %+v, want one TTFT p95 loss of 1%% to round_robin", fs)
+			}
+		})
+	}
+}
+
+func TestHitGaps(t *testing.T) {
+	tests := []struct {
+		name        string
+		workload    string
+		hit, oracle float64
+		listed      bool
+	}{
+		{"0.4 points under on the chat is within its 0.5", "chat", 98.8, 99.2, false},
+		{"0.6 points under on the chat is outside its 0.5", "chat", 98.6, 99.2, true},
+		{"1.9 points under on another workload is within its 2", "think", 97.3, 99.2, false},
+		{"2.1 points under on another workload is outside its 2", "think", 97.1, 99.2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := &Result{Grid: Grid{Policies: []string{"kv"}, Workloads: workloads(t, tt.workload), Levels: []int{100}, Seeds: []uint64{1}}}
+			res.Runs = []Run{{Workload: tt.workload, Policy: "kv", Level: 100, Seed: 1, HitRate: tt.hit, OracleHitRate: tt.oracle}}
+			gaps := res.HitGaps("kv")
+			if got := len(gaps) == 1; got != tt.listed {
+				t.Fatalf("listed %+v, want listed %v", gaps, tt.listed)
+			}
+		})
+	}
+}
