@@ -222,11 +222,11 @@ func writeShortfalls(b *strings.Builder, r *Result) {
 	b.WriteString("\n")
 	if len(fs) > 0 {
 		b.WriteString("The gap is how much worse than the best other policy, in % of its mean; the interval is the 95% confidence interval of the gap from the runs paired by seed (Student's t). Where the interval reaches 2% or below, the seeds cannot tell the shortfall from their own noise. The best is picked after the fact from several policies, which flatters it: the intervals lean towards calling a shortfall real.\n\n")
-		writeGaps(b, policy, "best", fs)
+		writeGaps(b, policy, "best", fs, true)
 	}
 	if len(behind) > 0 {
 		b.WriteString("Where " + policy + " is worse than round-robin, by how much, and the 95% confidence interval of the gap from the runs paired by seed; where it reaches 0 or below, the seeds cannot tell the difference from noise.\n\n")
-		writeGaps(b, policy, "round-robin", behind)
+		writeGaps(b, policy, "round-robin", behind, false)
 	}
 	if len(hits) > 0 {
 		b.WriteString("Where " + policy + "'s hit rate is further under the oracle's than its bound, in %:\n\n")
@@ -238,9 +238,14 @@ func writeShortfalls(b *strings.Builder, r *Result) {
 	}
 }
 
-// writeGaps writes one table of shortfalls against the column named other.
-func writeGaps(b *strings.Builder, policy, other string, fs []Shortfall) {
-	b.WriteString("| workload | level | figure | " + policy + " | " + other + " | gap, % | 95% interval, % |\n|:--|--:|:--|--:|:--|--:|:--|\n")
+// writeGaps writes one table of shortfalls against the column named other;
+// named, each cell of that column says which policy it is.
+func writeGaps(b *strings.Builder, policy, other string, fs []Shortfall, named bool) {
+	align := "--:"
+	if named {
+		align = ":--"
+	}
+	b.WriteString("| workload | level | figure | " + policy + " | " + other + " | gap, % | 95% interval, % |\n|:--|--:|:--|--:|" + align + "|--:|:--|\n")
 	for _, s := range fs {
 		format := "%.0f"
 		if s.Figure == "goodput" {
@@ -250,8 +255,12 @@ func writeGaps(b *strings.Builder, policy, other string, fs []Shortfall) {
 		if !math.IsNaN(s.Low) {
 			interval = fmt.Sprintf("%.1f to %.1f", s.Low, s.High)
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | "+format+" | %s "+format+" | %.1f | %s |\n",
-			s.Workload, s.Level, s.Figure, s.Mine, s.BestPolicy, s.Best, s.Gap, interval)
+		name := ""
+		if named {
+			name = s.BestPolicy + " "
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | "+format+" | %s"+format+" | %.1f | %s |\n",
+			s.Workload, s.Level, s.Figure, s.Mine, name, s.Best, s.Gap, interval)
 	}
 	b.WriteString("\n")
 }
