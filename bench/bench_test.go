@@ -268,6 +268,7 @@ func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 		{"a run out of order", strings.Replace(good, `"seed": 1`, `"seed": 7`, 1), "run 1 is round_robin on chat at 40, seed 7"},
 		{"an unknown field", strings.Replace(good, `"workers"`, `"gpus"`, 1), `unknown field "gpus"`},
 		{"not JSON", "<html>", "invalid character"},
+		{"no profile, as in JSON of something else", `{"runs":[]}`, `no "profile": not a report of kvlens bench routing`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

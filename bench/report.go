@@ -184,6 +184,10 @@ func ReadJSON(r io.Reader) (*Result, error) {
 	g := Grid{Workers: rep.Workers, Policies: rep.Policies, Levels: rep.Levels, Seeds: rep.Seeds,
 		Measure: time.Duration(rep.Measure * float64(time.Second)),
 		SLO:     baselines.SLO{TTFT: time.Duration(rep.SLOTTFT) * time.Millisecond, TPOT: time.Duration(rep.SLOTPOT) * time.Millisecond}}
+	if rep.Profile == "" {
+		// A JSON object of other things reads as an empty report.
+		return nil, fmt.Errorf(`bench: read JSON: no "profile": not a report of kvlens bench routing`)
+	}
 	var err error
 	if g.Profile, err = sim.LookupProfile(rep.Profile); err != nil {
 		return nil, fmt.Errorf("bench: read JSON: %w", err)
