@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -186,7 +187,7 @@ func ReadJSON(r io.Reader) (*Result, error) {
 		SLO:     baselines.SLO{TTFT: time.Duration(rep.SLOTTFT) * time.Millisecond, TPOT: time.Duration(rep.SLOTPOT) * time.Millisecond}}
 	if rep.Profile == "" {
 		// A JSON object of other things reads as an empty report.
-		return nil, fmt.Errorf(`bench: read JSON: no "profile": not a report of kvlens bench routing`)
+		return nil, errors.New(`bench: read JSON: no "profile": not a report of kvlens bench routing`)
 	}
 	var err error
 	if g.Profile, err = sim.LookupProfile(rep.Profile); err != nil {

@@ -211,9 +211,13 @@ func writeShortfalls(b *strings.Builder, r *Result) {
 		fmt.Fprintf(b, "%s: %s is the best or within %.0f%% of it in %d of %d rows.\n", f.name, policy, 100*Tolerance, rows-n, rows)
 	}
 	if slices.Contains(r.Grid.Policies, rr) {
-		worse := map[string]bool{}
+		type cell struct {
+			workload string
+			level    int
+		}
+		worse := map[cell]bool{}
 		for _, s := range behind {
-			worse[fmt.Sprint(s.Workload, s.Level)] = true
+			worse[cell{s.Workload, s.Level}] = true
 		}
 		fmt.Fprintf(b, "round-robin: %s is as good or better on both in %d of %d rows.\n", policy, rows-len(worse), rows)
 	}
