@@ -559,6 +559,7 @@ func (d *Demo) Close(ctx context.Context) error {
 	// A connection a cancelled request dialled but never used would hold
 	// Shutdown for its 5 s grace: close those first.
 	d.conns.closeFresh()
+	phase("streams cancelled")
 	// The dashboard's server and the simulated fleets close side by side,
 	// each waiting only for its own connections: one after the other,
 	// under the race detector on a busy machine, they took 3.1 s of the
@@ -569,7 +570,7 @@ func (d *Demo) Close(ctx context.Context) error {
 		closed []string
 		wg     sync.WaitGroup
 	)
-	began := time.Now()
+	began := last
 	done := func(name string, e error) {
 		mu.Lock()
 		defer mu.Unlock()
