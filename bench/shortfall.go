@@ -124,10 +124,13 @@ func (rw row) shortfall(mine, other int, name string, of func(Run) float64, high
 // every other, issue 17's criterion.
 func HitBound(workload string) float64 {
 	if workload == loadgen.Workloads[0].Name {
-		return 0.5
+		return hitBoundDefault
 	}
-	return 2
+	return hitBoundOther
 }
+
+// The bounds of HitBound, in points.
+const hitBoundDefault, hitBoundOther = 0.5, 2.0
 
 // A HitGap is a row where the policy's hit rate is further under the
 // oracle's than HitBound allows; the rates are means over the seeds, in
@@ -222,7 +225,7 @@ func writeShortfalls(b *strings.Builder, r *Result) {
 		fmt.Fprintf(b, "round-robin: %s is as good or better on both in %d of %d rows.\n", policy, rows-len(worse), rows)
 	}
 	fmt.Fprintf(b, "KV hit rate: %s is within %.1f points of the oracle's on %s and %.0f on every other workload in %d of %d rows.\n",
-		policy, HitBound(loadgen.Workloads[0].Name), loadgen.Workloads[0].Name, HitBound(""), rows-len(hits), rows)
+		policy, hitBoundDefault, loadgen.Workloads[0].Name, hitBoundOther, rows-len(hits), rows)
 	b.WriteString("\n")
 	if len(fs) > 0 {
 		b.WriteString("The gap is how much worse than the best other policy, in % of its mean; the interval is the 95% confidence interval of the gap from the runs paired by seed (Student's t). Where the interval reaches 2% or below, the seeds cannot tell the shortfall from their own noise. The best is picked after the fact from several policies, which flatters it: the intervals lean towards calling a shortfall real.\n\n")
