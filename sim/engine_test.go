@@ -671,6 +671,8 @@ func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
 	gpu.EagerStepMs = 0
 	padded := p
 	padded.GraphPadding = true
+	growing := p
+	growing.EagerStepMs, growing.EagerPerSeqMs = 22, 0.4
 	tests := []struct {
 		name  string
 		p     Profile
@@ -688,6 +690,12 @@ func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
 			p, Batch{Decodes: 13, Context: 91000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 41},
 		{"a 1k-token prefill outlasts the floor and takes its GPU time",
 			p, Batch{Chunks: []Chunk{{New: 1000}}}, ms(gpu.StepTime(Batch{Chunks: []Chunk{{New: 1000}}}))},
+		{"a floor growing with the batch: 40 decodes run eagerly at 22 + 0.4·40 ms",
+			growing, Batch{Decodes: 40, Context: 240000}, 38},
+		{"a floor growing with the batch counts prefill chunks as sequences: 22 + 0.4·(30 + 1) ms",
+			growing, Batch{Decodes: 30, Context: 60000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 34.4},
+		{"a floor growing with the batch spares a graphed step",
+			growing, Batch{Decodes: 32, Context: 180000}, ms(gpu.StepTime(Batch{Decodes: 32, Context: 180000}))},
 		{"with padding, a decode batch of 40 replays the 64 graph and computes 64 rows",
 			padded, Batch{Decodes: 40, Context: 240000}, ms(gpu.StepTime(Batch{Decodes: 64, Context: 240000}))},
 	}

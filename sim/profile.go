@@ -61,6 +61,12 @@ type Profile struct {
 	// lasts the longer of this and its GPU time. 0 leaves every step to the
 	// GPU-time formula.
 	EagerStepMs float64 `json:"eager_step_ms,omitempty"`
+	// EagerPerSeqMs adds to the eager floor for each sequence in the step
+	// (decodes and prefill chunks alike), in ms: host work per request,
+	// such as building its inputs and sampling its token, which a CUDA
+	// graph would not skip but which grows with the batch. 0 keeps the
+	// floor flat.
+	EagerPerSeqMs float64 `json:"eager_per_seq_ms,omitempty"`
 	// IntakeSteps is the length, in decode steps, of the serving path
 	// between the router and the engine's queue. A request that arrives at
 	// a busy engine joins no batch formed before its delay has passed: a
@@ -368,6 +374,7 @@ func (p Profile) Validate() error {
 		{"step_overhead_ms", p.StepOverheadMs}, {"comm_ms", p.CommMs}, {"comm_per_token_ms", p.CommPerTokenMs},
 		{"weights_ms", p.WeightsMs}, {"per_token_ms", p.PerTokenMs}, {"prefill_pad_tokens", p.PrefillPadTokens},
 		{"kv_read_ms", p.KVReadMs}, {"attention_ms", p.AttentionMs}, {"eager_step_ms", p.EagerStepMs},
+		{"eager_per_seq_ms", p.EagerPerSeqMs},
 		{"output_min", float64(p.OutputMin)}, {"output_max", float64(p.OutputMax)},
 		{"intake_steps", float64(p.IntakeSteps)}, {"beside_steps", float64(p.BesideSteps)},
 		{"path_jitter_ms", p.PathJitterMs},
@@ -421,7 +428,8 @@ type Chunk struct {
 //
 // The square root is a soft roofline between reading the weights and
 // computing the tokens (perf-model.md). A step run eagerly (see
-// GraphBatchSizes) lasts at least EagerStepMs.
+// GraphBatchSizes) lasts at least EagerStepMs plus EagerPerSeqMs for each
+// sequence in it.
 func (p Profile) StepTime(b Batch) time.Duration {
 	n, prefix, att := 0, 0, 0.0
 	for _, c := range b.Chunks {
@@ -446,7 +454,7 @@ func (p Profile) StepTime(b Batch) time.Duration {
 		p.KVReadMs*float64(b.Context+prefix) + p.AttentionMs*att +
 		p.CommPerTokenMs*float64(b.Decodes+n)
 	if !graphed {
-		ms = max(ms, p.EagerStepMs)
+		ms = max(ms, p.EagerStepMs+p.EagerPerSeqMs*float64(b.Decodes+len(b.Chunks)))
 	}
 	return time.Duration(ms * float64(time.Millisecond))
 }

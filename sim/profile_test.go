@@ -53,6 +53,7 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"negative constants are refused", write("neg.json", `{"per_token_ms":-1}`), "per_token_ms"},
 		{"inverted output bounds are refused", write("out.json", `{"output_min":9,"output_max":3}`), "output_max"},
 		{"a negative eager floor is refused", write("eager.json", `{"eager_step_ms":-44}`), "eager_step_ms"},
+		{"a negative eager cost per sequence is refused", write("eager-seq.json", `{"eager_per_seq_ms":-0.4}`), "eager_per_seq_ms"},
 		{"a CUDA graph for no sequences is refused", write("graphs.json", `{"graph_batch_sizes":[1,0,64]}`), "graph_batch_sizes"},
 		{"a negative number of intake stages is refused", write("intake.json", `{"intake_steps":-6}`), "intake_steps"},
 		{"an intake path a million steps long is refused", write("intake-long.json", `{"intake_steps":1000000}`), "at most 1000"},
