@@ -64,7 +64,7 @@ func Offline(cfg OfflineConfig) (OfflineResult, error) {
 	// (cuda_graph_padding_enabled, graphs up to 8192 sequences), and their
 	// prefill steps outlast any host floor. The step constants were fitted
 	// to those runs, padding included, so no step here is priced as eager.
-	p.EagerStepMs = 0
+	p.EagerStepMs, p.EagerPerSeqMs = 0, 0
 	// trtllm-bench feeds the executor directly, with no serving path.
 	p.IntakeSteps, p.BesideSteps, p.PathJitterMs = 0, 0, 0
 	p.MaxModelLen = max(p.MaxModelLen, cfg.ISL+cfg.OSL)

@@ -105,6 +105,40 @@ func TestOfflineThroughputIsNearNVIDIAsFigures(t *testing.T) {
 	}
 }
 
+// TestOfflineRunsPriceNoStepAsEager: NVIDIA's figures were measured with
+// every decode batch padded onto a CUDA graph and no serving path, so an
+// offline run ignores a profile's host floor and path, flat or growing.
+func TestOfflineRunsPriceNoStepAsEager(t *testing.T) {
+	plain := MustProfile(DefaultProfile)
+	plain.EagerStepMs, plain.EagerPerSeqMs, plain.IntakeSteps, plain.BesideSteps, plain.PathJitterMs = 0, 0, 0, 0, 0
+	tests := []struct {
+		name   string
+		change func(*Profile)
+	}{
+		{"a flat floor far above the GPU time", func(p *Profile) { p.EagerStepMs = 80 }},
+		{"a floor growing with the batch", func(p *Profile) { p.EagerStepMs, p.EagerPerSeqMs = 22, 0.4 }},
+		{"a serving path in steps and in milliseconds", func(p *Profile) { p.IntakeSteps, p.BesideSteps, p.PathJitterMs = 2, 5, 38 }},
+	}
+	cfg := OfflineConfig{Profile: plain, ISL: 1000, OSL: 1000, Requests: 300, Concurrency: 100}
+	want, err := Offline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfg
+			tt.change(&c.Profile)
+			got, err := Offline(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Elapsed != want.Elapsed || got.Steps != want.Steps {
+				t.Fatalf("took %v in %d steps, want %v in %d as with neither", got.Elapsed, got.Steps, want.Elapsed, want.Steps)
+			}
+		})
+	}
+}
+
 // TestTheBeforeProfilesAreTheDefaultAsItWas guards the profiles
 // docs/simulator.md reproduces its earlier calibration tables with (each
 // with --turns 3-5): the default H200 profile before 2026-11-25's 41 ms
