@@ -256,6 +256,53 @@ func TestJSONReadsBackIntoTheSameReports(t *testing.T) {
 	}
 }
 
+// TestAProfileFilesReportReadsBackWithoutTheFile: a grid run with
+// --sim-profile FILE is drawn again from its JSON alone, and a report
+// written before the engine was recorded still reads by the profile's name.
+func TestAProfileFilesReportReadsBackWithoutTheFile(t *testing.T) {
+	res := fixedResult(t)
+	res.Grid.Profile.Name, res.Grid.Profile.EagerStepMs = "my-h200", 30
+	var js bytes.Buffer
+	if err := WriteJSON(&js, res); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(bytes.NewReader(js.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Grid.Profile.Name != "my-h200" || back.Grid.Profile.EagerStepMs != 30 {
+		t.Fatalf("read back profile %q with an eager floor of %v ms, want my-h200 with 30", back.Grid.Profile.Name, back.Grid.Profile.EagerStepMs)
+	}
+
+	js.Reset()
+	WriteJSON(&js, fixedResult(t))
+	old, err := ReadJSON(strings.NewReader(noEngine(t, js.String())))
+	if err != nil {
+		t.Fatalf("a report without its engine: %v", err)
+	}
+	if want := sim.MustProfile(sim.DefaultProfile); old.Grid.Profile.KVBlocks != want.KVBlocks || old.Grid.Profile.Name != want.Name {
+		t.Fatalf("a report without its engine read back %+v, want the built-in default", old.Grid.Profile)
+	}
+}
+
+// noEngine takes the engine out of a report's JSON, as reports written
+// before it was recorded are.
+func noEngine(t *testing.T, js string) string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["engine"]; !ok {
+		t.Fatal("the report has no engine to take out")
+	}
+	delete(m, "engine")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 	var js bytes.Buffer
 	WriteJSON(&js, fixedResult(t))
@@ -264,7 +311,9 @@ func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 		name, edit, want string
 	}{
 		{"an unknown workload", strings.Replace(good, `"open-loop"`, `"rush-hour"`, 1), `unknown workload "rush-hour"`},
-		{"an unknown profile", strings.Replace(good, "h200-llama3.1-70b-fp8-tp1", "tpu-v9", 1), `no profile "tpu-v9"`},
+		{"an unknown profile and no engine, as in older reports", strings.Replace(noEngine(t, good), "h200-llama3.1-70b-fp8-tp1", "tpu-v9", 1), `no profile "tpu-v9"`},
+		{"an engine the report does not name", strings.Replace(good, `"profile": "h200-llama3.1-70b-fp8-tp1"`, `"profile": "tpu-v9"`, 1), `the engine is profile "h200-llama3.1-70b-fp8-tp1", the report names "tpu-v9"`},
+		{"an engine that is no engine", strings.Replace(good, `"kv_blocks": 12300`, `"kv_blocks": 0`, 1), "kv_blocks must be at least 1"},
 		{"a run out of order", strings.Replace(good, `"seed": 1`, `"seed": 7`, 1), "run 1 is round_robin on chat at 40, seed 7"},
 		{"an unknown field", strings.Replace(good, `"workers"`, `"gpus"`, 1), `unknown field "gpus"`},
 		{"not JSON", "<html>", "invalid character"},

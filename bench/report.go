@@ -139,8 +139,12 @@ func bold(s string, on bool) string {
 
 // report is the JSON form of a result.
 type report struct {
-	Workers   int                `json:"workers"`
-	Profile   string             `json:"profile"`
+	Workers int    `json:"workers"`
+	Profile string `json:"profile"`
+	// Engine is the profile's every setting, so that a grid run with a
+	// profile file (--sim-profile FILE) reads back without the file.
+	// Reports written before it was added name a built-in profile.
+	Engine    *sim.Profile       `json:"engine,omitempty"`
 	Policies  []string           `json:"policies"`
 	Workloads []string           `json:"workloads"`
 	Levels    []int              `json:"levels"`
@@ -156,7 +160,7 @@ type report struct {
 func WriteJSON(w io.Writer, r *Result) error {
 	g := &r.Grid
 	rep := report{
-		Workers: g.Workers, Profile: g.Profile.Name, Policies: g.Policies, Levels: g.Levels, Seeds: g.Seeds,
+		Workers: g.Workers, Profile: g.Profile.Name, Engine: &g.Profile, Policies: g.Policies, Levels: g.Levels, Seeds: g.Seeds,
 		WarmupSec: map[string]float64{}, Measure: g.Measure.Seconds(),
 		SLOTTFT: float64(g.SLO.TTFT.Milliseconds()), SLOTPOT: float64(g.SLO.TPOT.Milliseconds()), Runs: r.Runs,
 	}
@@ -174,7 +178,8 @@ func WriteJSON(w io.Writer, r *Result) error {
 
 // ReadJSON reads back what WriteJSON wrote, so that the reports can be
 // drawn again without running the grid: the grid's settings (its workloads
-// from the suite, its profile by name) and every run, checked against them.
+// from the suite, its profile as written or, in older reports, by name) and
+// every run, checked against them.
 func ReadJSON(r io.Reader) (*Result, error) {
 	var rep report
 	dec := json.NewDecoder(io.LimitReader(r, 256<<20))
@@ -190,8 +195,15 @@ func ReadJSON(r io.Reader) (*Result, error) {
 		return nil, errors.New(`bench: read JSON: no "profile": not a report of kvlens bench routing`)
 	}
 	var err error
-	if g.Profile, err = sim.LookupProfile(rep.Profile); err != nil {
-		return nil, fmt.Errorf("bench: read JSON: %w", err)
+	switch {
+	case rep.Engine == nil:
+		if g.Profile, err = sim.LookupProfile(rep.Profile); err != nil {
+			return nil, fmt.Errorf("bench: read JSON: %w", err)
+		}
+	case rep.Engine.Name != rep.Profile:
+		return nil, fmt.Errorf("bench: read JSON: the engine is profile %q, the report names %q", rep.Engine.Name, rep.Profile)
+	default:
+		g.Profile = *rep.Engine
 	}
 	// One warmup for every workload, or each workload's own.
 	own, same := true, true
