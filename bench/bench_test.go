@@ -238,8 +238,9 @@ func FuzzParseList(f *testing.F) {
 	})
 }
 
-func TestJSONReadsBackIntoTheSameReports(t *testing.T) {
-	res := fixedResult(t)
+// roundTrip writes res as JSON and reads it back.
+func roundTrip(t *testing.T, res *Result) *Result {
+	t.Helper()
 	var js bytes.Buffer
 	if err := WriteJSON(&js, res); err != nil {
 		t.Fatal(err)
@@ -248,6 +249,12 @@ func TestJSONReadsBackIntoTheSameReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return back
+}
+
+func TestJSONReadsBackIntoTheSameReports(t *testing.T) {
+	res := fixedResult(t)
+	back := roundTrip(t, res)
 	var a, b bytes.Buffer
 	WriteMarkdown(&a, res)
 	WriteMarkdown(&b, back)
@@ -262,19 +269,11 @@ func TestJSONReadsBackIntoTheSameReports(t *testing.T) {
 func TestAProfileFilesReportReadsBackWithoutTheFile(t *testing.T) {
 	res := fixedResult(t)
 	res.Grid.Profile.Name, res.Grid.Profile.EagerStepMs = "my-h200", 30
-	var js bytes.Buffer
-	if err := WriteJSON(&js, res); err != nil {
-		t.Fatal(err)
-	}
-	back, err := ReadJSON(bytes.NewReader(js.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.Grid.Profile.Name != "my-h200" || back.Grid.Profile.EagerStepMs != 30 {
+	if back := roundTrip(t, res); back.Grid.Profile.Name != "my-h200" || back.Grid.Profile.EagerStepMs != 30 {
 		t.Fatalf("read back profile %q with an eager floor of %v ms, want my-h200 with 30", back.Grid.Profile.Name, back.Grid.Profile.EagerStepMs)
 	}
 
-	js.Reset()
+	var js bytes.Buffer
 	WriteJSON(&js, fixedResult(t))
 	old, err := ReadJSON(strings.NewReader(noEngine(t, js.String())))
 	if err != nil {
