@@ -666,13 +666,13 @@ func TestStepTimeMatchesThePerfModel(t *testing.T) {
 }
 
 func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
-	p := MustProfile(DefaultProfile) // graphs for 1..32, 64, 128; floor 41 ms
+	p := MustProfile(DefaultProfile) // graphs for 1..32, 64, 128; floor 22 + 0.4 ms a sequence
 	gpu := p
-	gpu.EagerStepMs = 0
+	gpu.EagerStepMs, gpu.EagerPerSeqMs = 0, 0
 	padded := p
 	padded.GraphPadding = true
-	growing := p
-	growing.EagerStepMs, growing.EagerPerSeqMs = 22, 0.4
+	flat := p // the default before 2026-11-27
+	flat.EagerStepMs, flat.EagerPerSeqMs = 41, 0
 	tests := []struct {
 		name  string
 		p     Profile
@@ -682,20 +682,18 @@ func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
 		// 2 + hypot(17.3, 0.1116·32) + a_kv·180k = 29.1
 		{"a decode batch of 32 replays a graph and takes the GPU time",
 			p, Batch{Decodes: 32, Context: 180000}, ms(gpu.StepTime(Batch{Decodes: 32, Context: 180000}))},
-		{"a decode batch of 40 has no graph and runs eagerly at the 41 ms floor",
-			p, Batch{Decodes: 40, Context: 240000}, 41},
+		{"a decode batch of 40 has no graph and runs eagerly at 22 + 0.4·40 ms",
+			p, Batch{Decodes: 40, Context: 240000}, 38},
 		{"a decode batch of 64 replays a graph again",
 			p, Batch{Decodes: 64, Context: 360000}, ms(gpu.StepTime(Batch{Decodes: 64, Context: 360000}))},
-		{"13 decodes with a 40-token prefill chunk run eagerly",
-			p, Batch{Decodes: 13, Context: 91000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 41},
+		{"the floor counts prefill chunks as sequences: 22 + 0.4·(30 + 1) ms",
+			p, Batch{Decodes: 30, Context: 60000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 34.4},
 		{"a 1k-token prefill outlasts the floor and takes its GPU time",
 			p, Batch{Chunks: []Chunk{{New: 1000}}}, ms(gpu.StepTime(Batch{Chunks: []Chunk{{New: 1000}}}))},
-		{"a floor growing with the batch: 40 decodes run eagerly at 22 + 0.4·40 ms",
-			growing, Batch{Decodes: 40, Context: 240000}, 38},
-		{"a floor growing with the batch counts prefill chunks as sequences: 22 + 0.4·(30 + 1) ms",
-			growing, Batch{Decodes: 30, Context: 60000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 34.4},
-		{"a floor growing with the batch spares a graphed step",
-			growing, Batch{Decodes: 32, Context: 180000}, ms(gpu.StepTime(Batch{Decodes: 32, Context: 180000}))},
+		{"a flat floor runs a decode batch of 40 at 41 ms",
+			flat, Batch{Decodes: 40, Context: 240000}, 41},
+		{"a flat floor runs 13 decodes with a 40-token prefill chunk at 41 ms",
+			flat, Batch{Decodes: 13, Context: 91000, Chunks: []Chunk{{Prefix: 7000, New: 40}}}, 41},
 		{"with padding, a decode batch of 40 replays the 64 graph and computes 64 rows",
 			padded, Batch{Decodes: 40, Context: 240000}, ms(gpu.StepTime(Batch{Decodes: 64, Context: 240000}))},
 	}
@@ -706,7 +704,7 @@ func TestEagerStepsLastAtLeastTheHostFloor(t *testing.T) {
 			}
 		})
 	}
-	if g := ms(gpu.StepTime(Batch{Decodes: 40, Context: 240000})); g >= 44 {
+	if g := ms(gpu.StepTime(Batch{Decodes: 40, Context: 240000})); g >= 38 {
 		t.Fatalf("the GPU time of 40 decodes is %.1f ms: the floor case above proves nothing", g)
 	}
 }

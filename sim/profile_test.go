@@ -140,20 +140,30 @@ func TestOfflineRunsPriceNoStepAsEager(t *testing.T) {
 }
 
 // TestTheBeforeProfilesAreTheDefaultAsItWas guards the profiles
-// docs/simulator.md reproduces its earlier calibration tables with (each
-// with --turns 3-5): the default H200 profile before 2026-11-25's 41 ms
-// eager floor, and before that with its whole serving path, six stages, in
-// front of the queue.
+// docs/simulator.md and docs/routing.md reproduce earlier figures with: the
+// default H200 profile before 2026-11-27's growing floor and millisecond
+// stage; before 2026-11-25's 41 ms eager floor (with --turns 3-5); before
+// that with its whole serving path, six stages, in front of the queue; and
+// the first without its serving path.
 func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
 	tests := []struct {
 		name string
 		file string
 		edit func(*Profile)
 	}{
-		{"the eager44 profile is today's default with the 44 ms floor", "../docs/h200-eager44.json",
+		{"the flat41 profile is the default before 2026-11-27: a flat 41 ms floor, 2 steps in front and 6 beside", "../docs/h200-flat41.json",
+			func(p *Profile) {
+				p.Name = "h200-flat41"
+				p.Description = "Llama 3.1 70B FP8 on one H200: the default until 2026-11-27, a flat 41 ms eager floor and a serving path of 2 steps in front and 6 beside"
+			}},
+		{"the eager44 profile is the flat41 one with the 44 ms floor", "../docs/h200-eager44.json",
 			func(p *Profile) { p.Name, p.EagerStepMs = "h200-eager44", 44 }},
 		{"the path-in-front profile has the 44 ms floor and the whole path in front of the queue", "../docs/h200-path-in-front.json",
-			func(p *Profile) { p.Name, p.EagerStepMs, p.IntakeSteps, p.BesideSteps = "h200-path-in-front", 44, 6, 0 }},
+			func(p *Profile) {
+				p.Name, p.EagerStepMs, p.IntakeSteps, p.BesideSteps = "h200-path-in-front", 44, 6, 0
+			}},
+		{"the no-path profile is the flat41 one without its serving path", "../docs/h200-no-path.json",
+			func(p *Profile) { p.Name, p.IntakeSteps, p.BesideSteps = "h200-no-path", 0, 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +172,7 @@ func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := MustProfile(DefaultProfile)
+			want.EagerStepMs, want.EagerPerSeqMs, want.PathJitterMs, want.BesideSteps = 41, 0, 0, 6
 			tt.edit(&want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
