@@ -49,6 +49,18 @@ const readTiles = `(() => {
 	});
 })()`
 
+// readWarm reads, in one evaluation and so from one frame, whether the
+// headline says the fleets are warming up, the TTFT p95 tile's figure and
+// the tiles' state: read one call at a time, a frame arriving between the
+// calls mixes the warm-up's last frame with the first figures. The
+// headline's warming sentence is looked for, not its data-warming, since
+// htmx sets a swapped node's attributes 20 ms after its content.
+const readWarm = `JSON.stringify({
+	warming: document.querySelector('#headline [data-testid=headline-warming]') !== null,
+	value: document.querySelector('[data-testid=ttft-p95]').textContent.trim(),
+	tiles: JSON.parse(` + readTiles + `),
+})`
+
 func readState(t *testing.T, ctx context.Context) tilesState {
 	t.Helper()
 	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](readTiles))
@@ -408,12 +420,22 @@ func TestBrowserWarmStart(t *testing.T) {
 	// second.
 	longest := time.Duration(float64(warm-warm/speed)/(minWarmSpeed-1)) + 15*time.Second
 	for deadline := time.Now().Add(longest); ; time.Sleep(500 * time.Millisecond) {
-		warming, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('headline').dataset.warming === 'true'`))
-		if !warming {
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](readWarm))
+		if err != nil {
+			t.Fatalf("read the page: %v", err)
+		}
+		var w struct {
+			Warming bool
+			Value   string
+			Tiles   tilesState
+		}
+		if err := json.Unmarshal([]byte(raw), &w); err != nil {
+			t.Fatalf("read the page: %v in %s", err, raw)
+		}
+		if !w.Warming {
 			break
 		}
-		st := readState(t, ctx)
-		value := text(t, ctx, `[data-testid=ttft-p95]`)
+		st, value := w.Tiles, w.Value
 		if st.Deltas > 0 || st.Coloured > 0 || !st.Settling || value != "—" {
 			screenshot(t, ctx, "figures-while-warming.png", false)
 			t.Fatalf("while warming: %+v, TTFT p95 tile %q; want settling, no figure, difference or colour", st, value)
