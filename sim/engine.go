@@ -64,9 +64,12 @@ type Engine struct {
 	calls uint64
 	// elapsed is the engine's time: the sum of its steps' durations.
 	elapsed time.Duration
-	res     StepResult // reused between steps
-	plan    []planned
-	batch   Batch
+	// reserved counts the blocks promised to running sequences and not
+	// yet allocated (Profile.ReserveMaxTokens).
+	reserved int
+	res      StepResult // reused between steps
+	plan     []planned
+	batch    Batch
 }
 
 // Options tune an Engine beyond its profile.
@@ -205,6 +208,9 @@ type sequence struct {
 	emitted int
 	// planned is the tokens this step computes for the sequence, or 0.
 	planned int
+	// reserve is the blocks promised to it and not yet allocated
+	// (Profile.ReserveMaxTokens).
+	reserve int
 	done    bool
 }
 
@@ -307,6 +313,7 @@ func (e *Engine) Cancel(id uint64) bool {
 		return true
 	}
 	e.cache.release(s.table)
+	e.unreserve(s)
 	e.running = slices.DeleteFunc(e.running, func(r *sequence) bool { return r == s })
 	return true
 }
@@ -434,6 +441,7 @@ func (e *Engine) Step() *StepResult {
 				Length:           s.generated >= s.req.MaxTokens,
 			})
 			e.cache.release(s.table)
+			e.unreserve(s)
 			s.table, s.done = nil, true
 			delete(e.byID, s.req.ID)
 			done = true
@@ -487,7 +495,10 @@ func (e *Engine) decodeStepTime() time.Duration {
 // true, or reports false if s itself had to be preempted.
 func (e *Engine) reserveOrPreempt(s *sequence, n int, budget *int) bool {
 	need := e.blocksFor(s.computed+n) - len(s.table)
-	for need > e.cache.available() {
+	promised := min(need, s.reserve)
+	s.reserve -= promised
+	e.reserved -= promised
+	for need > e.cache.available()-e.reserved {
 		victim := e.running[len(e.running)-1]
 		e.preempt(victim, budget)
 		if victim == s {
@@ -513,6 +524,7 @@ func (e *Engine) preempt(s *sequence, budget *int) {
 		s.planned = 0
 	}
 	e.cache.release(s.table)
+	e.unreserve(s)
 	s.table, s.settled, s.computed = nil, 0, 0
 	e.running = e.running[:len(e.running)-1]
 	e.waiting = slices.Insert(e.waiting, 0, s)
@@ -532,7 +544,11 @@ func (e *Engine) admit(s *sequence, budget int) bool {
 	start := len(hits) * bs
 	n := min(len(s.tokens)-start, budget)
 	need := e.blocksFor(start+n) - len(hits)
-	if need > e.cache.available()-e.cache.idleAmong(hits) {
+	whole := need
+	if e.prof.ReserveMaxTokens {
+		whole = e.blocksFor(len(s.tokens)+s.req.MaxTokens-s.generated) - len(hits)
+	}
+	if whole > e.cache.available()-e.cache.idleAmong(hits)-e.reserved {
 		return false
 	}
 	s.table = e.cache.acquire(s.table, hits)
@@ -541,6 +557,8 @@ func (e *Engine) admit(s *sequence, budget int) bool {
 		slot, _ := e.cache.allocate()
 		s.table = append(s.table, slot)
 	}
+	s.reserve = whole - need
+	e.reserved += s.reserve
 	s.computed = start
 	if !s.admitted {
 		s.admitted = true
@@ -574,6 +592,12 @@ func (e *Engine) settle(s *sequence) {
 		}
 		e.cache.register(s.table[i], i, s.hashes[i], parent, s.tokens[i*bs:(i+1)*bs])
 	}
+}
+
+// unreserve takes back the blocks promised to s and not allocated.
+func (e *Engine) unreserve(s *sequence) {
+	e.reserved -= s.reserve
+	s.reserve = 0
 }
 
 func (e *Engine) blocksFor(tokens int) int {

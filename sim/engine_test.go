@@ -11,13 +11,14 @@ import (
 )
 
 // tiny is a profile small enough to reason about by hand: blocks of 4
-// tokens, 16 of them, 2 sequences and 10 tokens a step, and no serving
-// path in front of the queue.
+// tokens, 16 of them, 2 sequences and 10 tokens a step, no serving path
+// in front of the queue, and vLLM's admission (a prompt that fits is
+// admitted; ReserveMaxTokens has its own test).
 func tiny() Profile {
 	p := MustProfile(DefaultProfile)
 	p.Name = "tiny"
 	p.BlockSize, p.KVBlocks, p.MaxBatchSize, p.MaxNumTokens, p.MaxModelLen = 4, 16, 2, 10, 64
-	p.OverlapScheduler = false
+	p.OverlapScheduler, p.ReserveMaxTokens = false, false
 	p.IntakeSteps, p.PathJitterMs = 0, 0
 	return p
 }
@@ -510,6 +511,49 @@ func TestPreemptionSendsTheNewestBackToRecompute(t *testing.T) {
 	}
 	if e.Stats().Preemptions == 0 {
 		t.Fatal("preemptions not counted")
+	}
+}
+
+func TestReservingMaxTokensAdmitsOnlyWhatNeverNeedsPreempting(t *testing.T) {
+	// Each request needs 11 blocks at full length; together 22 > 16. Each
+	// prompt alone fits beside the other's: 5 blocks.
+	cases := []struct {
+		name    string
+		reserve bool
+		// overlap says the second request ran while the first did.
+		overlap     bool
+		preemptions uint64
+	}{
+		{"vLLM admits the second prompt and preempts it when the cache runs out", false, true, 1},
+		{"GUARANTEED_NO_EVICT holds the second back until the first's blocks are free", true, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := tiny()
+			p.ReserveMaxTokens = c.reserve
+			e := newTestEngine(t, p)
+			submit(t, e, 1, seqTokens(1, 20), 24)
+			submit(t, e, 2, seqTokens(100, 20), 24)
+			overlap := false
+			var fin []Finished
+			for i := 0; !e.Idle() && i < 1000; i++ {
+				r := e.Step()
+				fin = append(fin, r.Finished...)
+				overlap = overlap || (len(fin) == 0 && e.Stats().Running == 2)
+			}
+			if overlap != c.overlap {
+				t.Errorf("both running at once: %v, want %v", overlap, c.overlap)
+			}
+			if got := e.Stats().Preemptions; min(got, 1) != c.preemptions {
+				t.Errorf("%d preemptions, want %d", got, c.preemptions)
+			}
+			if len(fin) != 2 || fin[0].ID != 1 || fin[1].CompletionTokens != 24 {
+				t.Fatalf("finished %+v, want 1 then 2, each with all 24 tokens", fin)
+			}
+			if e.reserved != 0 {
+				t.Fatalf("%d blocks still promised on an idle engine", e.reserved)
+			}
+		})
 	}
 }
 

@@ -45,6 +45,15 @@ type Profile struct {
 	// already formed and joins the one after it, one step later than
 	// without overlap.
 	OverlapScheduler bool `json:"overlap_scheduler"`
+	// ReserveMaxTokens admits a request only when the cache can hold its
+	// whole prompt and max_tokens of output besides what the running
+	// requests may still need, and then never preempts:
+	// TensorRT-LLM's default capacity scheduler policy,
+	// GUARANTEED_NO_EVICT. A cached prefix that a running request holds
+	// costs nothing; an idle cached one costs its blocks, as it leaves the
+	// evictable pool. Without it the engine admits a request whose prompt
+	// fits and preempts the newest request when the cache runs out (vLLM).
+	ReserveMaxTokens bool `json:"reserve_max_tokens,omitempty"`
 
 	// GraphBatchSizes are the batch sizes the engine captured CUDA graphs
 	// for. A step that only decodes, at one of these sizes, replays a graph;
@@ -212,6 +221,7 @@ var profiles = []Profile{
 		KVBlocks:            12300,
 		KeepGeneratedBlocks: true,
 		OverlapScheduler:    true,
+		ReserveMaxTokens:    true,
 		GraphBatchSizes:     trtllmGraphSizes,
 		EagerStepMs:         22,
 		EagerPerSeqMs:       0.4,
@@ -247,6 +257,7 @@ var profiles = []Profile{
 		KVBlocks:            15000,
 		KeepGeneratedBlocks: true,
 		OverlapScheduler:    true,
+		ReserveMaxTokens:    true,
 		IntakeSteps:         2, // the H200 profile's serving path, assumed the same
 		BesideSteps:         5,
 		PathJitterMs:        38,

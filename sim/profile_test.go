@@ -142,7 +142,7 @@ func TestOfflineRunsPriceNoStepAsEager(t *testing.T) {
 // TestTheBeforeProfilesAreTheDefaultAsItWas guards the profiles
 // docs/simulator.md and docs/routing.md reproduce earlier figures with: the
 // default H200 profile before 2026-11-27's growing floor and millisecond
-// stage; before 2026-11-25's 41 ms eager floor (with --turns 3-5); before
+// stage and TensorRT-LLM's admission; before 2026-11-25's 41 ms eager floor (with --turns 3-5); before
 // that with its whole serving path, six stages, in front of the queue; and
 // the first without its serving path.
 func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
@@ -173,6 +173,7 @@ func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
 			}
 			want := MustProfile(DefaultProfile)
 			want.EagerStepMs, want.EagerPerSeqMs, want.PathJitterMs, want.BesideSteps = 41, 0, 0, 6
+			want.ReserveMaxTokens = false
 			tt.edit(&want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
