@@ -204,7 +204,7 @@ func Compare(c Config, runs [][]baselines.RunLevel) (*Report, error) {
 				return nil, fmt.Errorf("calibrate: %s at %d: %d of %d seeds measured it", m, l, len(got), len(runs))
 			}
 			ref, _ := c.Reference.Level(Counterpart[m], l)
-			r.Rows = append(r.Rows, Row{Concurrency: l, Mode: m, Measured: Counterpart[m], Sim: mean(got), Seeds: ref.Metrics})
+			r.Rows = append(r.Rows, Row{Concurrency: l, Mode: m, Measured: Counterpart[m], Sim: mean(got), Seeds: ref.Metrics, PerSeed: got})
 		}
 	}
 	return r, nil

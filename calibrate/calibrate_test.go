@@ -40,7 +40,7 @@ func config() Config {
 }
 
 // runs are two seeds' sweeps, made up so that the means land on known
-// differences.
+// differences; dynamo's TTFT p95 at 120 is out on average and in on seed 1.
 func runs() [][]baselines.RunLevel {
 	rl := func(mode string, c int, p50, p95, tpot, tops, hit float64) baselines.RunLevel {
 		return baselines.RunLevel{Repeat: 1, Level: baselines.Level{Concurrency: c, Mode: mode, Metrics: baselines.Metrics{
@@ -51,13 +51,13 @@ func runs() [][]baselines.RunLevel {
 			rl("round_robin", 60, 290, 600, 28, 2100, 85),
 			rl("round_robin", 120, 440, 780, 49, 2450, 86),
 			rl("dynamo", 60, 240, 420, 26, 2300, 96),
-			rl("dynamo", 120, 370, 600, 44, 2600, 97),
+			rl("dynamo", 120, 370, 580, 44, 2600, 97),
 		},
 		{
 			rl("round_robin", 60, 300, 620, 28.4, 2120, 86),
 			rl("round_robin", 120, 460, 760, 49.4, 2470, 85),
 			rl("dynamo", 60, 250, 440, 26.2, 2320, 95),
-			rl("dynamo", 120, 380, 620, 44.4, 2640, 98),
+			rl("dynamo", 120, 380, 640, 44.4, 2640, 98),
 		},
 	}
 }

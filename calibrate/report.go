@@ -46,6 +46,8 @@ type Row struct {
 	Mode, Measured string
 	// Sim is the mean over the seeds; Seeds is the reference's level.
 	Sim, Seeds baselines.Metrics
+	// PerSeed is each seed's level, in the report's seed order.
+	PerSeed []baselines.Metrics
 }
 
 // Figure is one compared figure of a Row.
@@ -142,7 +144,40 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(b, " %.1f / %.1f |\n", row.Sim.KVHitRate, row.Seeds.KVHitRate)
 	}
+	r.writeMisses(b)
 	return b.Flush()
+}
+
+// writeMisses lists each cell outside Tolerance seed by seed, so that a
+// reader can tell a miss every seed makes (the model's) from one the
+// mean takes from one or two seeds (the draws').
+func (r *Report) writeMisses(b *bufio.Writer) {
+	first := true
+	for _, row := range r.Rows {
+		if len(row.PerSeed) != len(r.Seeds) {
+			continue
+		}
+		for _, f := range Figures {
+			want := f.Get(row.Seeds)
+			if Within(Diff(f.Get(row.Sim), want)) {
+				continue
+			}
+			if first {
+				fmt.Fprintf(b, "\nThe cells outside ±%.0f%%, seed by seed:\n\n", 100*Tolerance)
+				first = false
+			}
+			vals := make([]string, len(row.PerSeed))
+			in := 0
+			for i, m := range row.PerSeed {
+				vals[i] = f.Format(f.Get(m))
+				if Within(Diff(f.Get(m), want)) {
+					in++
+				}
+			}
+			fmt.Fprintf(b, "- %s, %s at %d: measured %s; seed by seed %s; %d of %d seeds within ±%.0f%%\n",
+				row.Mode, f.Name, row.Concurrency, f.Format(want), strings.Join(vals, ", "), in, len(vals), 100*Tolerance)
+		}
+	}
 }
 
 // percent prints a difference as a signed percentage, bold when outside
