@@ -107,9 +107,9 @@ func (c Config) sweep() baselines.SweepConfig {
 	}
 }
 
-// deployment is the simulated deployment of one seed, as
+// Deployment is the simulated deployment of one seed, as
 // `kvlens sweep --virtual` builds it.
-func (c Config) deployment(seed uint64) simulate.Config {
+func (c Config) Deployment(seed uint64) simulate.Config {
 	load := loadgen.DefaultConfig()
 	load.SLO = loadgen.SLO{TTFT: baselines.DefaultSLO.TTFT, TPOT: baselines.DefaultSLO.TPOT}
 	if len(c.Turns.Counts) > 0 {
@@ -159,7 +159,7 @@ func Run(ctx context.Context, c Config, onProgress func(Progress)) (*Report, err
 				errs[i] = ctx.Err()
 				return
 			}
-			runs[i], errs[i] = simulate.Sweep(ctx, sc, c.deployment(seed), func(p baselines.Progress) {
+			runs[i], errs[i] = simulate.Sweep(ctx, sc, c.Deployment(seed), func(p baselines.Progress) {
 				// A level is measured at its last snapshot.
 				if p.Phase != baselines.PhaseMeasure || p.Snapshot < sc.Snapshots {
 					return

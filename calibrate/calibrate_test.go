@@ -103,7 +103,7 @@ func TestTurnsReachTheLoadAndTheReport(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := config()
 			c.Turns, c.Staggered = tt.turns, tt.staggered
-			load := c.deployment(1).Load
+			load := c.Deployment(1).Load
 			if got := load.Turns.String(); got != tt.wantLoad {
 				t.Errorf("the load runs %s turns, want %s", got, tt.wantLoad)
 			}

@@ -7,8 +7,8 @@
 // seeds given.
 //
 // With -in-flight it counts a worker's requests in flight (running and
-// queued) instead, loads the fleet as `kvlens sim calibrate` does (the
-// seeds' 5 turns, in step), and also prints, per seed, the largest spread
+// queued) instead, loads the fleet as `kvlens sim calibrate` does (its
+// chat of 5 turns, in step; -workload is then not used), and also prints, per seed, the largest spread
 // and the busiest worker that a 15 s scrape would have seen: the figures
 // seed 003 gives for the hardware at 170 conversations.
 //
@@ -25,7 +25,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/calibrate"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
@@ -54,10 +54,11 @@ func main() {
 	load.MaxContext = prof.MaxModelLen
 	cfg := router.Config{Admission: router.AdmitQueue}
 	if *inFlight {
-		// As calibrate.Config.deployment loads the fleet.
-		load.InStep = true
-		load.SLO = loadgen.SLO{TTFT: baselines.DefaultSLO.TTFT, TPOT: baselines.DefaultSLO.TPOT}
-		cfg = router.Config{BlockSize: router.DefaultBlockSize, Admission: router.AdmitQueue, BusyThreshold: 1}
+		// The calibration's deployment: its chat in step, its router.
+		d := calibrate.Config{Profile: prof, Workers: *workers}.Deployment(1)
+		load, cfg = d.Load, d.Router
+		load.Concurrency = *level
+		load.MaxContext = prof.MaxModelLen
 	}
 	what := "batch"
 	if *inFlight {
