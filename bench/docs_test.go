@@ -8,11 +8,12 @@ import (
 )
 
 // TestTheREADMEsWinnersComeFromTheFullGrid holds the README's table of
-// winners to docs/routing-bench-full.json: each cell must name the policy
+// winners to docs/routing-bench-full-10m.json, the full grid measured over
+// 10-minute windows: each cell must name the policy
 // with the lowest mean TTFT p95 at that workload and level, so the table
 // cannot drift from the runs it claims to show.
 func TestTheREADMEsWinnersComeFromTheFullGrid(t *testing.T) {
-	f, err := os.Open("../docs/routing-bench-full.json")
+	f, err := os.Open("../docs/routing-bench-full-10m.json")
 	if err != nil {
 		t.Fatal(err)
 	}
