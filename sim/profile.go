@@ -411,6 +411,22 @@ func (p Profile) Validate() error {
 			return fmt.Errorf("sim: profile %s: graph_batch_sizes must be at least 1, got %d", p.Name, b)
 		}
 	}
+	most := []struct {
+		name   string
+		v, max int
+	}{
+		{"max_batch_size", p.MaxBatchSize, 1 << 16},
+		{"max_num_tokens", p.MaxNumTokens, 1 << 24},
+		{"max_model_len", p.MaxModelLen, 1 << 24},
+		{"block_size", p.BlockSize, 1 << 12},
+		{"kv_blocks", p.KVBlocks, maxKVBlocks},
+		{"output_max", p.OutputMax, 1 << 24}, // max_tokens caps an answer; this keeps the draw in range
+	}
+	for _, f := range most {
+		if f.v > f.max {
+			return fmt.Errorf("sim: profile %s: %s must be at most %d, got %d", p.Name, f.name, f.max, f.v)
+		}
+	}
 	if p.IntakeSteps > maxIntakeSteps || p.BesideSteps > maxIntakeSteps {
 		return fmt.Errorf("sim: profile %s: intake_steps and beside_steps must be at most %d, got %d and %d", p.Name, maxIntakeSteps, p.IntakeSteps, p.BesideSteps)
 	}
@@ -420,8 +436,27 @@ func (p Profile) Validate() error {
 	if p.KVBlocks*p.BlockSize < p.MaxModelLen {
 		return fmt.Errorf("sim: profile %s: %d blocks of %d tokens cannot hold one max_model_len (%d) sequence", p.Name, p.KVBlocks, p.BlockSize, p.MaxModelLen)
 	}
+	// Every term of the step time grows with the batch, so no step lasts
+	// longer than a full batch of full-length sequences beside a full chunk.
+	full := Batch{
+		Decodes: max(p.MaxBatchSize, slices.Max(append([]int{0}, p.GraphBatchSizes...))),
+		Context: p.MaxBatchSize * p.MaxModelLen,
+		Chunks:  []Chunk{{Prefix: p.MaxModelLen, New: p.MaxNumTokens}},
+	}
+	if ms := p.stepMs(full); ms > maxStepMs {
+		return fmt.Errorf("sim: profile %s: its longest step would last %.3g s, more than an hour: check the step-time constants", p.Name, ms/1000)
+	}
 	return nil
 }
+
+// maxKVBlocks bounds KVBlocks: the simulator allocates every block at
+// start, about 50 bytes each, and the H200 profile's cache is 12,300
+// blocks, so 4 million is a typo, not a GPU.
+const maxKVBlocks = 1 << 22
+
+// maxStepMs bounds a profile's longest step, in ms: an hour-long step is
+// a typo, and one past 292 years would not fit a time.Duration.
+const maxStepMs = 3_600_000
 
 // maxIntakeSteps bounds IntakeSteps: each request draws one exponential per
 // stage, and a path thousands of iterations long is a typo, not a profile.
@@ -453,6 +488,11 @@ type Chunk struct {
 // GraphBatchSizes) lasts at least EagerStepMs plus EagerPerSeqMs for each
 // sequence in it.
 func (p Profile) StepTime(b Batch) time.Duration {
+	return time.Duration(p.stepMs(b) * float64(time.Millisecond))
+}
+
+// stepMs is StepTime in milliseconds.
+func (p Profile) stepMs(b Batch) float64 {
 	n, prefix, att := 0, 0, 0.0
 	for _, c := range b.Chunks {
 		n += c.New
@@ -478,7 +518,7 @@ func (p Profile) StepTime(b Batch) time.Duration {
 	if !graphed {
 		ms = max(ms, p.EagerStepMs+p.EagerPerSeqMs*float64(b.Decodes+len(b.Chunks)))
 	}
-	return time.Duration(ms * float64(time.Millisecond))
+	return ms
 }
 
 // graphSize returns the batch size a decode-only step of b sequences

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,11 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"a path beside the engine a million steps long is refused", write("beside-long.json", `{"beside_steps":1000000}`), "at most 1000"},
 		{"a negative millisecond stage is refused", write("jitter.json", `{"path_jitter_ms":-30}`), "path_jitter_ms"},
 		{"a millisecond stage that is not a number is refused", write("jitter-nan.json", `{"path_jitter_ms":"slow"}`), "decode profile"},
+		{"a cache of a billion blocks is refused before it is allocated", write("huge-cache.json", `{"kv_blocks":1000000000}`), "kv_blocks must be at most"},
+		{"a batch of a million sequences is refused", write("huge-batch.json", `{"max_batch_size":1000000}`), "max_batch_size must be at most"},
+		{"an answer draw that would overflow is refused", write("huge-answer.json", `{"output_min":0,"output_max":9223372036854775807}`), "output_max must be at most"},
+		{"a step-time constant whose steps would overflow a duration is refused", write("huge-step.json", `{"per_token_ms":1e300}`), "more than an hour"},
+		{"an eager floor of a day is refused", write("day-floor.json", `{"eager_step_ms":86400000}`), "more than an hour"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,4 +186,54 @@ func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseProfile: a profile file is outside input. Whatever it holds,
+// either it is refused in one line or every step the engine can run lasts
+// a duration from zero to an hour, and an engine built from it serves a
+// request to its end.
+func FuzzParseProfile(f *testing.F) {
+	f.Add([]byte(`{"name":"small","kv_blocks":2000,"keep_generated_blocks":true}`))
+	f.Add([]byte(`{"max_batch_size":2,"max_num_tokens":10,"max_model_len":64,"block_size":4,"kv_blocks":64,"intake_steps":2,"beside_steps":3,"path_jitter_ms":5}`))
+	f.Add([]byte(`{"output_min":0,"output_max":9223372036854775807}`))
+	f.Add([]byte(`{"per_token_ms":1e300}`))
+	f.Add([]byte(`{"graph_batch_sizes":[1,2,4],"graph_padding":true,"eager_step_ms":40,"eager_per_seq_ms":0.5}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p, err := ParseProfile(raw)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+			return
+		}
+		full := Batch{
+			Decodes: max(p.MaxBatchSize, slices.Max(append([]int{0}, p.GraphBatchSizes...))),
+			Context: p.MaxBatchSize * p.MaxModelLen,
+			Chunks:  []Chunk{{Prefix: p.MaxModelLen, New: p.MaxNumTokens}},
+		}
+		for _, b := range []Batch{{Decodes: 1, Context: 1}, full} {
+			if d := p.StepTime(b); d < 0 || d > time.Hour {
+				t.Fatalf("accepted profile %+v: a step of %+v lasts %v", p, b, d)
+			}
+		}
+		if p.KVBlocks > 1<<16 || p.MaxModelLen < 2 {
+			return // a large cache takes long to allocate on every input; the bounds test covers it
+		}
+		e, err := NewEngine(p, Options{Seed: 1})
+		if err != nil {
+			t.Fatalf("accepted profile %+v: %v", p, err)
+		}
+		if err := e.Submit(Request{ID: 1, Prompt: []uint32{7}, MaxTokens: 1}); err != nil {
+			t.Fatalf("accepted profile %+v refuses a one-token request: %v", p, err)
+		}
+		for range 10_000 {
+			if e.Idle() {
+				return
+			}
+			if d := e.Step().Duration; d < 0 {
+				t.Fatalf("accepted profile %+v: a step lasted %v", p, d)
+			}
+		}
+		t.Fatalf("accepted profile %+v: a one-token request did not end in 10,000 steps", p)
+	})
 }
