@@ -103,8 +103,6 @@ func (g *Grid) Check() error {
 		return errors.New("bench: no levels")
 	case len(g.Seeds) == 0:
 		return errors.New("bench: no seeds")
-	case g.Workers < 1:
-		return fmt.Errorf("bench: %d workers: need at least 1", g.Workers)
 	case g.Measure <= 0 || g.Warmup < 0:
 		return fmt.Errorf("bench: measure %v must be positive and warmup %v not negative", g.Measure, g.Warmup)
 	case g.SLO.TTFT <= 0 || g.SLO.TPOT <= 0:
@@ -129,7 +127,10 @@ func (g *Grid) Check() error {
 			return fmt.Errorf("bench: %s %s is given twice", d[0], d[1])
 		}
 	}
-	return g.Profile.Validate()
+	if err := g.Profile.Validate(); err != nil {
+		return err
+	}
+	return sim.CheckFleet(g.Workers, g.Profile)
 }
 
 // twice names the first value given twice in xs, or "".

@@ -163,7 +163,8 @@ func TestGridCheck(t *testing.T) {
 	}{
 		{"an unknown policy", func(g *Grid) { g.Policies = []string{"kv", "fastest"} }, "fastest"},
 		{"no seeds", func(g *Grid) { g.Seeds = nil }, "no seeds"},
-		{"no workers", func(g *Grid) { g.Workers = 0 }, "0 workers"},
+		{"no workers", func(g *Grid) { g.Workers = 0 }, "at least 1 worker, got 0"},
+		{"more workers than a fleet may have", func(g *Grid) { g.Workers = 5000 }, "a fleet of 5000 workers: at most 1024"},
 		{"a level of 0", func(g *Grid) { g.Levels = []int{0} }, "level 0"},
 		{"no measurement", func(g *Grid) { g.Measure = 0 }, "measure 0s"},
 	}

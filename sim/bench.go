@@ -232,6 +232,9 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 	if cfg.Workers < 1 || cfg.Concurrency < 1 || len(cfg.Starters) == 0 || cfg.MinTurns < 1 || cfg.MaxTurns < cfg.MinTurns {
 		return MultiTurnResult{}, fmt.Errorf("sim: multi-turn run needs workers, concurrency, starters and 1 <= min turns <= max turns")
 	}
+	if err := CheckFleet(cfg.Workers, cfg.Profile); err != nil {
+		return MultiTurnResult{}, err
+	}
 	type worker struct {
 		eng  *Engine
 		res  *StepResult

@@ -96,8 +96,12 @@ type Fleet struct {
 
 // StartFleet starts the workers cfg describes.
 func StartFleet(cfg FleetConfig) (*Fleet, error) {
-	if cfg.Count < 1 {
-		return nil, fmt.Errorf("sim: a fleet needs at least 1 worker, got %d", cfg.Count)
+	prof := cfg.Profile
+	if prof.Name == "" {
+		prof = MustProfile(DefaultProfile)
+	}
+	if err := CheckFleet(cfg.Count, prof); err != nil {
+		return nil, err
 	}
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
 		return nil, fmt.Errorf("sim: %d ports given for %d workers", len(cfg.Ports), cfg.Count)
@@ -335,4 +339,27 @@ func (p PortPlan) String() string {
 		return strconv.Itoa(p.HTTP)
 	}
 	return fmt.Sprintf("%d,%d", p.HTTP, p.Events)
+}
+
+// MaxWorkers is the most workers one simulated fleet may have.
+const MaxWorkers = 1024
+
+// maxFleetBlocks bounds the KV blocks of a whole fleet, which it allocates
+// at start, about 50 bytes each: 16,777,216 blocks are about 800 MB, and
+// 1,024 H200 workers hold 12.6 million.
+const maxFleetBlocks = 1 << 24
+
+// CheckFleet reports, in one line, a fleet of workers of profile p that
+// this machine should not try to build: fewer than one worker, more than
+// MaxWorkers, or more KV blocks in all than memory should hold.
+func CheckFleet(workers int, p Profile) error {
+	switch {
+	case workers < 1:
+		return fmt.Errorf("sim: a fleet needs at least 1 worker, got %d", workers)
+	case workers > MaxWorkers:
+		return fmt.Errorf("sim: a fleet of %d workers: at most %d", workers, MaxWorkers)
+	case workers*p.KVBlocks > maxFleetBlocks:
+		return fmt.Errorf("sim: %d workers of %d KV blocks each hold %d blocks, more than the %d (about 800 MB) a fleet may allocate", workers, p.KVBlocks, workers*p.KVBlocks, maxFleetBlocks)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +159,40 @@ func TestFleetRunsEveryWorkerOnItsClock(t *testing.T) {
 		if ago := time.Since(st.Submitted); ago < 59*time.Minute || ago > 61*time.Minute {
 			t.Errorf("worker %d stamped a request %v before the wall clock, want the fleet's clock's hour", i, ago.Round(time.Second))
 		}
+	}
+}
+
+func TestAFleetTooLargeToBuildIsRefusedInOneLine(t *testing.T) {
+	h200 := MustProfile(DefaultProfile)
+	big := h200
+	big.KVBlocks = 1 << 22
+	tests := []struct {
+		name    string
+		workers int
+		p       Profile
+		wantErr string
+	}{
+		{"three H200 workers are built", 3, h200, ""},
+		{"1,024 H200 workers fit the block budget", MaxWorkers, h200, ""},
+		{"no workers is refused", 0, h200, "at least 1 worker"},
+		{"more than 1,024 workers is refused", MaxWorkers + 1, h200, "a fleet of 1025 workers: at most 1024"},
+		{"five workers of 4 million blocks would allocate over 800 MB", 5, big, "5 workers of 4194304 KV blocks each hold 20971520 blocks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckFleet(tt.workers, tt.p)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want one line containing %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := StartFleet(FleetConfig{Count: MaxWorkers + 1}); err == nil || !strings.Contains(err.Error(), "at most 1024") {
+		t.Fatalf("StartFleet of %d workers: err %v, want the bound", MaxWorkers+1, err)
 	}
 }

@@ -75,10 +75,10 @@ type Pipeline struct {
 
 // New builds a stopped pipeline whose time starts at des.Epoch.
 func New(cfg Config) (*Pipeline, error) {
-	if cfg.Workers < 1 {
-		return nil, fmt.Errorf("simulate: %d workers: need at least 1", cfg.Workers)
-	}
 	if err := cfg.Profile.Validate(); err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	if err := sim.CheckFleet(cfg.Workers, cfg.Profile); err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	loop := des.New(time.Time{})

@@ -82,8 +82,8 @@ Flags:
 			continue
 		}
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > 1024 {
-			return usage(fmt.Errorf("--workers: %q is not a worker count from 1 to 1024", f))
+		if err != nil || n < 1 || n > sim.MaxWorkers {
+			return usage(fmt.Errorf("--workers: %q is not a worker count from 1 to %d", f, sim.MaxWorkers))
 		}
 		pc.Workers = append(pc.Workers, n)
 	}
@@ -206,8 +206,8 @@ func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
 	var workers []int
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 1024 {
-			fmt.Fprintf(os.Stderr, "kvlens plan: --study: %q is not a worker count from 1 to 1024\n", f)
+		if err != nil || n < 1 || n > sim.MaxWorkers {
+			fmt.Fprintf(os.Stderr, "kvlens plan: --study: %q is not a worker count from 1 to %d\n", f, sim.MaxWorkers)
 			return 2
 		}
 		workers = append(workers, n)

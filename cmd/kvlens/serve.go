@@ -428,8 +428,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--max-model-len must be 0 (what the workers report) or more, got %d", cfg.Router.MaxModelLen)
 	case cfg.Router.BlockSize < 1:
 		return fmt.Errorf("--block-size must be at least 1, got %d", cfg.Router.BlockSize)
-	case cfg.SimWorkers < 1 && len(cfg.Workers) == 0 && cfg.Target == "":
-		return fmt.Errorf("--sim-workers must be at least 1, got %d", cfg.SimWorkers)
+	case (cfg.SimWorkers < 1 || cfg.SimWorkers > sim.MaxWorkers) && len(cfg.Workers) == 0 && cfg.Target == "":
+		return fmt.Errorf("--sim-workers must be from 1 to %d, got %d", sim.MaxWorkers, cfg.SimWorkers)
 	case cfg.SimPorts.HTTP > 0 && len(cfg.Workers) > 0:
 		return errors.New("--sim-ports sets the simulated fleet's ports, which --workers replaces: drop one of them")
 	case cfg.Dashboard.SliderStep < 1:

@@ -88,6 +88,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a seed given twice", []string{"bench", "routing", "--seeds", "1,1"}, "--seeds: 1 is given twice"},
 		{"no measurement", []string{"bench", "routing", "--measure", "0s"}, "measure 0s must be positive"},
 		{"no parallelism", []string{"bench", "routing", "--parallel", "0"}, "--parallel 0: need at least 1"},
+		{"a fleet of a hundred thousand workers", []string{"bench", "routing", "--workers", "100000"}, "sim: a fleet of 100000 workers: at most 1024"},
 		{"trace without gen", []string{"trace"}, "kvlens trace gen"},
 		{"a trace of no sessions", []string{"trace", "gen", "--sessions", "0"}, "trace gen: sessions 0: need 1..1000000"},
 		{"a trace with a zero rate", []string{"trace", "gen", "--rate", "0"}, "rate 0: need a positive number"},
