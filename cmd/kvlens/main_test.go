@@ -81,6 +81,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be from 1 to 1024, got 0"},
 		{"a fleet of a hundred thousand workers", []string{"--sim-workers", "100000"}, "--sim-workers must be from 1 to 1024, got 100000"},
 		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
+		{"a slider past the most conversations one process drives", []string{"--slider-max", "100000000"}, "--slider-max must be at most 10000 conversations, got 100000000"},
 		{"a tokenizer that is neither a name nor a path", []string{"--tokenizer", "sentencepiece"}, `invalid value "sentencepiece" for flag -tokenizer: tokenizer: sentencepiece: no such file or directory`},
 		{"a model directory without tokenizer.json", []string{"--tokenizer-dir", "."}, `invalid value "." for flag -tokenizer-dir: tokenizer: tokenizer.json: no such file or directory`},
 		{"a model directory that auto would not try", []string{"--tokenizer", "embedded", "--tokenizer-dir", "../../tokenizer/testdata/llama3"}, "--tokenizer-dir is tried by --tokenizer auto"},

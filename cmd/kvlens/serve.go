@@ -436,6 +436,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
 	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
 		return fmt.Errorf("--slider-min %d and --slider-max %d: need 0 <= min <= max", cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
+	case cfg.Dashboard.SliderMax > loadgen.MaxConcurrency:
+		return fmt.Errorf("--slider-max must be at most %d conversations, got %d", loadgen.MaxConcurrency, cfg.Dashboard.SliderMax)
 	case cfg.AutoFiles != nil && cfg.Tokenizer != "auto" && cfg.Tokenizer != "":
 		return fmt.Errorf("--tokenizer-dir is tried by --tokenizer auto; with --tokenizer %s, drop it", cfg.Tokenizer)
 	case cfg.Dashboard.SLOTTFT <= 0 || cfg.Dashboard.SLOTPOT <= 0:
