@@ -59,6 +59,14 @@ type SweepConfig struct {
 	Started string `json:"started"`
 }
 
+// maxSnapshots and maxSteps bound a sweep, whose plan lists every step
+// and whose every snapshot reads the window's quantiles: each step is
+// minutes of load, so 10,000 are weeks, and more is a typo.
+const (
+	maxSnapshots = 1000
+	maxSteps     = 10_000
+)
+
 // Validate checks that the sweep can run.
 func (c *SweepConfig) Validate() error {
 	switch {
@@ -66,10 +74,12 @@ func (c *SweepConfig) Validate() error {
 		return errors.New("no concurrency levels")
 	case len(c.Modes) == 0:
 		return errors.New("no routing modes")
-	case c.Snapshots < 1:
-		return fmt.Errorf("snapshots %d: need at least 1", c.Snapshots)
-	case c.Repeats < 1:
-		return fmt.Errorf("repeats %d: need at least 1", c.Repeats)
+	case c.Snapshots < 1 || c.Snapshots > maxSnapshots:
+		return fmt.Errorf("snapshots %d: need 1 to %d", c.Snapshots, maxSnapshots)
+	case c.Repeats < 1 || c.Repeats > maxSteps:
+		return fmt.Errorf("repeats %d: need 1 to %d", c.Repeats, maxSteps)
+	case len(c.Levels)*len(c.Modes)*c.Repeats > maxSteps:
+		return fmt.Errorf("%d levels × %d modes × %d repeats are %d steps: at most %d", len(c.Levels), len(c.Modes), c.Repeats, len(c.Levels)*len(c.Modes)*c.Repeats, maxSteps)
 	case c.Measure <= 0:
 		return fmt.Errorf("measure %v: must be positive", c.Measure)
 	case c.Warmup < 0 || c.Cooldown < 0:

@@ -225,6 +225,9 @@ func TestSweepConfigRefuses(t *testing.T) {
 		{"no snapshots", func(c *SweepConfig) { c.Snapshots = 0 }, "snapshots 0"},
 		{"no measurement", func(c *SweepConfig) { c.Measure = 0 }, "measure 0s"},
 		{"zero repeats", func(c *SweepConfig) { c.Repeats = 0 }, "repeats 0"},
+		{"a hundred million repeats, whose plan would not fit in memory", func(c *SweepConfig) { c.Repeats = 100_000_000 }, "repeats 100000000: need 1 to 10000"},
+		{"more steps in all than weeks of load", func(c *SweepConfig) { c.Repeats = 5001 }, "2 levels × 2 modes × 5001 repeats are 20004 steps: at most 10000"},
+		{"a billion snapshots a level", func(c *SweepConfig) { c.Snapshots = 1_000_000_000 }, "snapshots 1000000000: need 1 to 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

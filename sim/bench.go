@@ -227,6 +227,10 @@ func followUp(rng *rand.Rand, topic, answer string) string {
 	return fmt.Sprintf(followUps[rng.IntN(len(followUps))], topic, phrase)
 }
 
+// maxBenchConversations bounds MultiTurn's conversations, each of which
+// holds its whole history: loadgen.MaxConcurrency's 10,000.
+const maxBenchConversations = 10_000
+
 // MultiTurn runs a closed-loop multi-turn benchmark in virtual time.
 func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 	if cfg.Workers < 1 || cfg.Concurrency < 1 || len(cfg.Starters) == 0 || cfg.MinTurns < 1 || cfg.MaxTurns < cfg.MinTurns {
@@ -234,6 +238,9 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 	}
 	if err := CheckFleet(cfg.Workers, cfg.Profile); err != nil {
 		return MultiTurnResult{}, err
+	}
+	if cfg.Concurrency > maxBenchConversations {
+		return MultiTurnResult{}, fmt.Errorf("sim: %d conversations: at most %d, as the load generator drives", cfg.Concurrency, maxBenchConversations)
 	}
 	type worker struct {
 		eng  *Engine

@@ -112,3 +112,37 @@ func TestAFollowUpTurnReusesTheAnswersBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiTurnRefusesMoreConversationsThanTheLoadGeneratorDrives: each
+// conversation keeps its history, so a hundred million of them grew the
+// process by gigabytes a second before a step ran.
+func TestMultiTurnRefusesMoreConversationsThanTheLoadGeneratorDrives(t *testing.T) {
+	starters := []sim.Starter{{Topic: "t", Text: "Tell me about caches."}}
+	base := sim.MultiTurnConfig{
+		Profile: sim.MustProfile(sim.DefaultProfile), Workers: 3, MaxTokens: 64,
+		MinTurns: 1, MaxTurns: 1, StartRate: 10, Measure: time.Second, Starters: starters, Seed: 1,
+	}
+	for _, tt := range []struct {
+		name          string
+		conversations int
+		wantErr       string
+	}{
+		{"as many as the load generator drives run", loadgen.MaxConcurrency, ""},
+		{"a hundred million are refused in one line", 100_000_000, "sim: 100000000 conversations: at most 10000"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			c.Concurrency = tt.conversations
+			_, err := sim.MultiTurn(c)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want one line containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
