@@ -436,17 +436,21 @@ func (p Profile) Validate() error {
 	if p.KVBlocks*p.BlockSize < p.MaxModelLen {
 		return fmt.Errorf("sim: profile %s: %d blocks of %d tokens cannot hold one max_model_len (%d) sequence", p.Name, p.KVBlocks, p.BlockSize, p.MaxModelLen)
 	}
-	// Every term of the step time grows with the batch, so no step lasts
-	// longer than a full batch of full-length sequences beside a full chunk.
-	full := Batch{
+	if ms := p.stepMs(p.fullBatch()); ms > maxStepMs {
+		return fmt.Errorf("sim: profile %s: its longest step would last %.3g s, more than an hour: check the step-time constants", p.Name, ms/1000)
+	}
+	return nil
+}
+
+// fullBatch is a batch no step of p exceeds: every term of the step time
+// grows with the batch, so none lasts longer than a full (or padded) batch
+// of full-length sequences beside a full prefill chunk.
+func (p Profile) fullBatch() Batch {
+	return Batch{
 		Decodes: max(p.MaxBatchSize, slices.Max(append([]int{0}, p.GraphBatchSizes...))),
 		Context: p.MaxBatchSize * p.MaxModelLen,
 		Chunks:  []Chunk{{Prefix: p.MaxModelLen, New: p.MaxNumTokens}},
 	}
-	if ms := p.stepMs(full); ms > maxStepMs {
-		return fmt.Errorf("sim: profile %s: its longest step would last %.3g s, more than an hour: check the step-time constants", p.Name, ms/1000)
-	}
-	return nil
 }
 
 // maxKVBlocks bounds KVBlocks: the simulator allocates every block at

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,12 +205,7 @@ func FuzzParseProfile(f *testing.F) {
 			}
 			return
 		}
-		full := Batch{
-			Decodes: max(p.MaxBatchSize, slices.Max(append([]int{0}, p.GraphBatchSizes...))),
-			Context: p.MaxBatchSize * p.MaxModelLen,
-			Chunks:  []Chunk{{Prefix: p.MaxModelLen, New: p.MaxNumTokens}},
-		}
-		for _, b := range []Batch{{Decodes: 1, Context: 1}, full} {
+		for _, b := range []Batch{{Decodes: 1, Context: 1}, p.fullBatch()} {
 			if d := p.StepTime(b); d < 0 || d > time.Hour {
 				t.Fatalf("accepted profile %+v: a step of %+v lasts %v", p, b, d)
 			}
