@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,8 @@ func TestParseTurns(t *testing.T) {
 		{"junk is refused", "three", "not a count", true},
 		{"an empty string is refused", "", "not a count", true},
 		{"more than 100 turns is refused", "1-500", "range", true},
+		{"a weight of a million is the largest", "3:1000000,4:1", "3:1000000,4:1", false},
+		{"weights that would add up past an int are refused", "1:9223372036854775807,2:9223372036854775807", "weight 1..1000000", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +61,40 @@ func TestTurnDistSampleFollowsWeights(t *testing.T) {
 	if len(got) != 3 {
 		t.Errorf("drew counts %v, want only 3, 4, 5", got)
 	}
+}
+
+// FuzzParseTurns checks that a distribution ParseTurns accepts is one the
+// load generator can draw from (counts 1..100 ascending, weights that add up
+// without overflow), and that it reads back from its String as itself.
+func FuzzParseTurns(f *testing.F) {
+	for _, s := range []string{"5", "3-5", "3:1,4:2,5:1", "1:1000000,100:1000000", "1:9223372036854775807,2:1", " 4 - 7 ", "3:1,3:2", "-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		d, err := ParseTurns(in)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		if err := d.valid(); err != nil {
+			t.Fatalf("ParseTurns(%q) accepted an invalid distribution: %v", in, err)
+		}
+		for i := 1; i < len(d.Counts); i++ {
+			if d.Counts[i] <= d.Counts[i-1] {
+				t.Fatalf("ParseTurns(%q) counts %v are not ascending", in, d.Counts)
+			}
+		}
+		back, err := ParseTurns(d.String())
+		if err != nil || back.String() != d.String() || !slices.Equal(back.Counts, d.Counts) || !slices.Equal(back.Weights, d.Weights) {
+			t.Fatalf("ParseTurns(%q) = %v, which reads back as %v, %v", in, d, back, err)
+		}
+		n := d.sample(rand.New(rand.NewPCG(1, 2)))
+		if !slices.Contains(d.Counts, n) {
+			t.Fatalf("ParseTurns(%q) drew %d turns, not one of %v", in, n, d.Counts)
+		}
+	})
 }
 
 func TestParseStarterJSONL(t *testing.T) {

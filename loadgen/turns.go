@@ -45,8 +45,8 @@ func ParseTurns(s string) (TurnDist, error) {
 		if weighted {
 			w, errW = strconv.Atoi(strings.TrimSpace(ws))
 		}
-		if errN != nil || errW != nil || n < 1 || n > maxTurns || w < 1 {
-			return TurnDist{}, fmt.Errorf("turns %q: %q is not a count 1..%d or count:weight with a positive weight", s, part, maxTurns)
+		if errN != nil || errW != nil || n < 1 || n > maxTurns || w < 1 || w > maxTurnWeight {
+			return TurnDist{}, fmt.Errorf("turns %q: %q is not a count 1..%d or count:weight with a weight 1..%d", s, part, maxTurns, maxTurnWeight)
 		}
 		if _, dup := weights[n]; dup {
 			return TurnDist{}, fmt.Errorf("turns %q: count %d appears twice", s, n)
@@ -66,6 +66,11 @@ func ParseTurns(s string) (TurnDist, error) {
 // maxTurns bounds a conversation: the history is resent every turn, so a long
 // one would outgrow any context window.
 const maxTurns = 100
+
+// maxTurnWeight bounds a count's weight, so that the weights of all
+// maxTurns counts add up without overflow: a million to one is already
+// finer than any load a person would write.
+const maxTurnWeight = 1_000_000
 
 // String writes d in the form ParseTurns reads: a range when d is uniform
 // over consecutive counts, else count:weight pairs.
@@ -102,8 +107,8 @@ func (d TurnDist) valid() error {
 		return fmt.Errorf("turn distribution %v is empty", d)
 	}
 	for i, n := range d.Counts {
-		if n < 1 || n > maxTurns || d.Weights[i] < 1 {
-			return fmt.Errorf("turn distribution %v: counts must be 1..%d and weights positive", d, maxTurns)
+		if n < 1 || n > maxTurns || d.Weights[i] < 1 || d.Weights[i] > maxTurnWeight {
+			return fmt.Errorf("turn distribution %v: counts must be 1..%d and weights 1..%d", d, maxTurns, maxTurnWeight)
 		}
 	}
 	return nil
