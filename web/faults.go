@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func ParseFault(v string) (kind string, amount float64, err error) {
 	}
 	amount, err = strconv.ParseFloat(rest, 64)
 	switch {
-	case err != nil:
+	case err != nil || math.IsNaN(amount):
 		return "", 0, fmt.Errorf("fault %q: %q is not a number", v, rest)
 	case kind == "slow" && (amount < 1 || amount > 100):
 		return "", 0, fmt.Errorf("fault %q: a slow-down factor is from 1 to 100", v)

@@ -34,6 +34,8 @@ func TestParseFault(t *testing.T) {
 		{"a percentage over 100 is refused", "cut:150", "", 0, "from 0 to 100"},
 		{"a slow-down under 1 is refused", "slow:0.5", "", 0, "from 1 to 100"},
 		{"a missing amount is refused", "500", "", 0, "is not a number"},
+		{"NaN is refused, which no range check would catch", "503:NaN", "", 0, "is not a number"},
+		{"an infinite slow-down is refused", "slow:+Inf", "", 0, "from 1 to 100"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,6 +51,35 @@ func TestParseFault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseFault checks that a fault ParseFault accepts is one the simulated
+// workers take (a finite percentage 0..100, or a slow-down 1..100), that it
+// reads back from faultValue as itself, and that a refusal is one line.
+func FuzzParseFault(f *testing.F) {
+	for _, s := range []string{"none", "503:10", "slow:2", "cut:0", "429:NaN", "slow:Inf", "500:1e308", "cut:-0", " 503:5 ", "503:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		kind, amount, err := ParseFault(in)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		lo := 0.0
+		if kind == "slow" {
+			lo = 1
+		}
+		if kind != "none" && !(amount >= lo && amount <= 100) {
+			t.Fatalf("ParseFault(%q) accepted %s at %v", in, kind, amount)
+		}
+		k2, a2, err := ParseFault(faultValue(kind, amount))
+		if err != nil || k2 != kind || a2 != amount {
+			t.Fatalf("ParseFault(%q) = %s %v, which reads back as %s %v, %v", in, kind, amount, k2, a2, err)
+		}
+	})
 }
 
 func TestInjectedFaultsAreMarkedAndOperatorOnly(t *testing.T) {
