@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -450,6 +451,17 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--warm must be between 0 (none) and %s, got %s", maxWarm, cfg.Warm)
 	case !(cfg.WarmSpeed >= 1) || cfg.WarmSpeed > maxWarmSpeed:
 		return fmt.Errorf("--warm-speed must be between 1 and %d, got %g", maxWarmSpeed, cfg.WarmSpeed)
+	case cfg.Load.MaxTokens < 1:
+		return fmt.Errorf("--max-tokens must be at least 1, got %d", cfg.Load.MaxTokens)
+	case !(cfg.Load.StartRate >= 0) || math.IsInf(cfg.Load.StartRate, 0):
+		return fmt.Errorf("--target-rps must be 0 (start every conversation at once) or a positive rate, got %g", cfg.Load.StartRate)
+	case cfg.Load.ThinkTime < 0:
+		return fmt.Errorf("--think-time must not be negative, got %s", cfg.Load.ThinkTime)
+	case cfg.Load.RequestTimeout < 0:
+		return fmt.Errorf("--request-timeout must be 0 (never) or more, got %s", cfg.Load.RequestTimeout)
+	}
+	if _, err := cfg.Dashboard.ParseConcurrency(strconv.Itoa(cfg.Load.Concurrency)); err != nil {
+		return fmt.Errorf("--concurrency: %w", err)
 	}
 	if err := cfg.CheckTour(); err != nil {
 		return err
