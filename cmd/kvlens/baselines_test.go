@@ -102,6 +102,8 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 		{"--virtual against an external router", []string{"--virtual", "--target", "http://127.0.0.1:1/v1", "--modes", "rr"}, 2, "--virtual simulates kvlens's own router"},
 		{"an unknown admission", []string{"--admission", "maybe"}, 2, `--admission "maybe"`},
 		{"an unknown engine profile", []string{"--sim-profile", "tpu-v9"}, 2, "tpu-v9"},
+		{"a negative think time names its flag", []string{"--virtual", "--think-time", "-5s"}, 2, "--think-time must not be negative, got -5s"},
+		{"answers of no tokens name their flag", []string{"--virtual", "--max-tokens", "0"}, 2, "--max-tokens must be at least 1, got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

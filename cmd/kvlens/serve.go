@@ -416,6 +416,23 @@ const (
 	maxWarmSpeed = 16
 )
 
+// checkLoad catches load flags, shared by serve and sweep, that parse but
+// make no sense, naming the flag; the load generator's own check names its
+// fields.
+func checkLoad(l loadgen.Config) error {
+	switch {
+	case l.MaxTokens < 1:
+		return fmt.Errorf("--max-tokens must be at least 1, got %d", l.MaxTokens)
+	case !(l.StartRate >= 0) || math.IsInf(l.StartRate, 0):
+		return fmt.Errorf("--target-rps must be 0 (start every conversation at once) or a positive rate, got %g", l.StartRate)
+	case l.ThinkTime < 0:
+		return fmt.Errorf("--think-time must not be negative, got %s", l.ThinkTime)
+	case l.RequestTimeout < 0:
+		return fmt.Errorf("--request-timeout must be 0 (never) or more, got %s", l.RequestTimeout)
+	}
+	return nil
+}
+
 // checkServe catches flag values that parse but make no sense.
 func checkServe(cfg demo.Config) error {
 	switch {
@@ -451,14 +468,9 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--warm must be between 0 (none) and %s, got %s", maxWarm, cfg.Warm)
 	case !(cfg.WarmSpeed >= 1) || cfg.WarmSpeed > maxWarmSpeed:
 		return fmt.Errorf("--warm-speed must be between 1 and %d, got %g", maxWarmSpeed, cfg.WarmSpeed)
-	case cfg.Load.MaxTokens < 1:
-		return fmt.Errorf("--max-tokens must be at least 1, got %d", cfg.Load.MaxTokens)
-	case !(cfg.Load.StartRate >= 0) || math.IsInf(cfg.Load.StartRate, 0):
-		return fmt.Errorf("--target-rps must be 0 (start every conversation at once) or a positive rate, got %g", cfg.Load.StartRate)
-	case cfg.Load.ThinkTime < 0:
-		return fmt.Errorf("--think-time must not be negative, got %s", cfg.Load.ThinkTime)
-	case cfg.Load.RequestTimeout < 0:
-		return fmt.Errorf("--request-timeout must be 0 (never) or more, got %s", cfg.Load.RequestTimeout)
+	}
+	if err := checkLoad(cfg.Load); err != nil {
+		return err
 	}
 	if _, err := cfg.Dashboard.ParseConcurrency(strconv.Itoa(cfg.Load.Concurrency)); err != nil {
 		return fmt.Errorf("--concurrency: %w", err)

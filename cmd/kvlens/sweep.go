@@ -408,6 +408,9 @@ func (o *sweepOptions) configure() error {
 	if a := o.serve.Router.Admission; a != router.AdmitQueue && a != router.AdmitShed {
 		return fmt.Errorf("--admission %q: want %s or %s", a, router.AdmitQueue, router.AdmitShed)
 	}
+	if err := checkLoad(o.serve.Load); err != nil {
+		return err
+	}
 	if (o.serve.SimWorkers < 1 || o.serve.SimWorkers > sim.MaxWorkers) && len(o.serve.Workers) == 0 {
 		return fmt.Errorf("--sim-workers must be from 1 to %d, got %d", sim.MaxWorkers, o.serve.SimWorkers)
 	}
