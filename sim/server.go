@@ -258,6 +258,8 @@ type chatRequest struct {
 	// Temperature 0 decodes greedily; absent, the engine samples, as
 	// OpenAI's default of 1 says.
 	Temperature *float64 `json:"temperature"`
+	// N is how many choices to answer with; the worker answers one.
+	N *int `json:"n"`
 }
 
 // parseChatRequest decodes and checks a chat request body. Its errors are one
@@ -283,6 +285,9 @@ func parseChatRequest(body io.Reader) (*chatRequest, error) {
 	if err := checkMaxTokens(&req.MaxTokens); err != nil {
 		return nil, err
 	}
+	if err := checkOneChoice(req.N); err != nil {
+		return nil, err
+	}
 	return &req, nil
 }
 
@@ -295,6 +300,7 @@ type completionRequest struct {
 	StreamOptions *openai.StreamOptions `json:"stream_options"`
 	IgnoreEOS     bool                  `json:"ignore_eos"`
 	Temperature   *float64              `json:"temperature"`
+	N             *int                  `json:"n"`
 
 	text string
 }
@@ -312,6 +318,9 @@ func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 	}
 	req.text = text
 	if err := checkMaxTokens(&req.MaxTokens); err != nil {
+		return nil, err
+	}
+	if err := checkOneChoice(req.N); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -348,6 +357,16 @@ func checkMaxTokens(n *int) error {
 	}
 	if *n == 0 {
 		*n = 1024
+	}
+	return nil
+}
+
+// checkOneChoice refuses n other than 1: a simulated worker answers with one
+// choice, and answering one where a client asked for several would count
+// them wrong without a word.
+func checkOneChoice(n *int) error {
+	if n != nil && *n != 1 {
+		return fmt.Errorf("n %d: a simulated worker answers with one choice; send n 1 or leave it out", *n)
 	}
 	return nil
 }
