@@ -1,0 +1,199 @@
+package kvevents
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests put a peer kvlens did not write at the other end of the
+// sockets: libzmq through pyzmq, with Python's msgpack
+// (testdata/libzmq_peer.py). vLLM publishes through pyzmq, so go-zeromq
+// meeting libzmq, and kvlens's codec meeting another msgpack, is what a real
+// engine puts kvlens through. make deps installs Debian's python3-zmq and
+// python3-msgpack, and make test sets KVLENS_REQUIRE_LIBZMQ, so that CI
+// cannot skip them.
+
+// libzmqPeer starts testdata/libzmq_peer.py with args, or skips the test when
+// Debian's Python has no pyzmq or msgpack and KVLENS_REQUIRE_LIBZMQ is unset.
+func libzmqPeer(t *testing.T, args ...string) (stdin io.WriteCloser, lines *bufio.Scanner) {
+	t.Helper()
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import zmq, msgpack").Run(); err != nil {
+		if os.Getenv("KVLENS_REQUIRE_LIBZMQ") != "" {
+			t.Fatalf("%s cannot import zmq and msgpack (apt-get install python3-zmq python3-msgpack): %v", python, err)
+		}
+		t.Skipf("no pyzmq and msgpack in %s: %v", python, err)
+	}
+	cmd := exec.Command(python, append([]string{"testdata/libzmq_peer.py"}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	lines = bufio.NewScanner(out)
+	lines.Buffer(nil, 1<<20)
+	return stdin, lines
+}
+
+// expectLine reads the peer's next line and fails unless it is want.
+func expectLine(t *testing.T, lines *bufio.Scanner, want string) {
+	t.Helper()
+	if !lines.Scan() || lines.Text() != want {
+		t.Fatalf("the peer said %q (%v), want %q", lines.Text(), lines.Err(), want)
+	}
+}
+
+// peerBatch is the batch libzmq_peer.py publishes as seq s, as the decoder
+// must read it whatever its form: blocks 10s+1 and 10s+2 of 4 tokens each,
+// tokens 8s to 8s+7, parent 10s-8.
+func peerBatch(s uint64) Batch {
+	ev := &BlockStored{
+		BlockHashes: []uint64{10*s + 1, 10*s + 2},
+		TokenIDs:    []uint32{uint32(8 * s), uint32(8*s + 1), uint32(8*s + 2), uint32(8*s + 3), uint32(8*s + 4), uint32(8*s + 5), uint32(8*s + 6), uint32(8*s + 7)},
+		BlockSize:   4,
+		Medium:      "GPU",
+	}
+	if s > 0 {
+		ev.Parent, ev.HasParent = 10*s-8, true
+	}
+	rank := int64(0)
+	return Batch{TS: 1700000000 + float64(s), Events: []Event{ev}, DataParallelRank: &rank}
+}
+
+func TestSubscriberReadsALibzmqPublisherAsVLLMWritesIt(t *testing.T) {
+	const n, gap = 12, 7
+	pubAddr, replayAddr := freeAddr(t), freeAddr(t)
+	stdin, lines := libzmqPeer(t, "pub", pubAddr, replayAddr, "12", "7")
+	expectLine(t, lines, "bound")
+	opened := make(chan bool, 16)
+	s, u := newSub(t, Endpoint{Worker: "vllm-0", Addr: pubAddr, Replay: replayAddr, OnConn: func(open bool) { opened <- open }})
+	select {
+	case <-opened:
+	case <-time.After(wait):
+		t.Fatal("the subscriber never connected to libzmq's PUB socket")
+	}
+	// The subscription reaches the PUB socket a moment after the connection;
+	// what is published before it is lost, and the catch-up replays it.
+	io.WriteString(stdin, "go\n")
+	for seq := uint64(0); seq < n; seq++ {
+		got := u.next(t)
+		if got.Seq != seq || got.Worker != "vllm-0" || got.Missed != 0 || got.Reset {
+			t.Fatalf("update %d: seq %d from %q, missed %d, reset %v; want seq %d from vllm-0, nothing missed", seq, got.Seq, got.Worker, got.Missed, got.Reset, seq)
+		}
+		if want := peerBatch(seq); !reflect.DeepEqual(got.Batch, want) {
+			t.Fatalf("seq %d decoded as %s, want %s", seq, show(got.Batch), show(want))
+		}
+		if seq == gap && !got.Replayed {
+			t.Errorf("seq %d, never sent live, was not marked replayed", seq)
+		}
+		if seq == 0 && (!got.First || !got.Whole) {
+			t.Errorf("seq 0 is First %v, Whole %v; want both: the subscriber holds the publisher's whole history", got.First, got.Whole)
+		}
+	}
+	st := s.Stats()
+	if st.DecodeErrors != 0 || st.Gaps != 0 || st.Replayed == 0 {
+		t.Errorf("stats %+v: want no decode error, no unfilled gap, and the gap replayed", st)
+	}
+}
+
+// peerMessage is a line of libzmq_peer.py sub: a message as pyzmq received
+// it and Python's msgpack decoded it.
+type peerMessage struct {
+	How   string          `json:"how"`
+	Seq   uint64          `json:"seq"`
+	Batch json.RawMessage `json:"batch"`
+}
+
+func TestLibzmqSubscriberReadsThePublisher(t *testing.T) {
+	const n = 8
+	p := newPub(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0"}, nil)
+	_, lines := libzmqPeer(t, "sub", p.Endpoint(), p.ReplayEndpoint(), "8")
+	expectLine(t, lines, "ready")
+	time.Sleep(200 * time.Millisecond) // for the subscription to reach the PUB socket
+	lora := int64(3)
+	batch := func(s uint64) Batch {
+		return Batch{TS: 1700000000.5 + float64(s), Events: []Event{
+			&BlockStored{BlockHashes: []uint64{s<<40 | 1}, Parent: 9, HasParent: s > 0, TokenIDs: []uint32{1, 2, uint32(s)}, BlockSize: 3, LoraID: &lora},
+			&BlockRemoved{BlockHashes: []uint64{1<<63 + s}},
+		}}
+	}
+	for s := range uint64(n) {
+		if err := p.Publish(batch(s)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// What Python's msgpack reads is vLLM's positional form as the README
+	// gives it: BlockStored through extra_keys and BlockRemoved through
+	// medium, unset fields nil, later ones left out.
+	want := func(s uint64) string {
+		parent := "null"
+		if s > 0 {
+			parent = "9"
+		}
+		stored := `["BlockStored", [` + jsonText(s<<40|1) + `], ` + parent + `, [1, 2, ` + jsonText(s) + `], 3, 3, null, null, null]`
+		removed := `["BlockRemoved", [` + jsonText(1<<63+s) + `], null]`
+		return `[` + jsonText(1700000000.5+float64(s)) + `, [` + stored + `, ` + removed + `], null]`
+	}
+	live, replayed := map[uint64]bool{}, map[uint64]bool{}
+	for lines.Scan() && lines.Text() != "done" {
+		var m peerMessage
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			t.Fatalf("peer line %q: %v", lines.Text(), err)
+		}
+		if m.Seq >= n {
+			t.Fatalf("the peer got seq %d, past the %d published", m.Seq, n)
+		}
+		if got := compact(t, string(m.Batch)); got != compact(t, want(m.Seq)) {
+			t.Errorf("%s seq %d: Python's msgpack read %s, want %s", m.How, m.Seq, got, want(m.Seq))
+		}
+		map[string]map[uint64]bool{"live": live, "replay": replayed}[m.How][m.Seq] = true
+	}
+	if lines.Text() != "done" {
+		t.Fatalf("the peer stopped before its replay ended: %v", lines.Err())
+	}
+	if !live[n-1] || len(replayed) != n {
+		t.Fatalf("live seqs %v, replayed %v: want the last live and all %d replayed", live, replayed, n)
+	}
+}
+
+// jsonText is v as JSON text.
+func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// compact writes JSON text in one canonical spacing.
+func compact(t *testing.T, s string) string {
+	t.Helper()
+	var v any
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
