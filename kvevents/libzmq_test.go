@@ -121,6 +121,40 @@ func TestSubscriberReadsALibzmqPublisherAsVLLMWritesIt(t *testing.T) {
 	}
 }
 
+func TestBoundSubscriberReadsAConnectingLibzmqPublisher(t *testing.T) {
+	const n, topic = 12, "kv@10.0.0.5:8000@llama"
+	addr := freeAddr(t)
+	opened := make(chan bool, 16)
+	s, u := newSub(t, Endpoint{Addr: addr, Bind: true, OnConn: func(open bool) { opened <- open }})
+	stdin, lines := libzmqPeer(t, "pub-connect", addr, topic, "12")
+	expectLine(t, lines, "bound")
+	select {
+	case <-opened:
+	case <-time.After(wait):
+		t.Fatal("libzmq's PUB socket never connected to the bound subscriber")
+	}
+	io.WriteString(stdin, "go\n")
+	// With no replay socket, what is published before the subscription
+	// reaches the publisher is lost, and the stream is not whole; from its
+	// first message on it must be complete, in order, named by its topic.
+	first := u.next(t)
+	if first.Worker != topic || !first.First || first.Whole || first.Seq >= n/2 {
+		t.Fatalf("first update: worker %q, seq %d, First %v, Whole %v; want %q, an early seq, First and not Whole", first.Worker, first.Seq, first.First, first.Whole, topic)
+	}
+	for seq, got := first.Seq, first; ; {
+		if want := peerBatch(seq); got.Seq != seq || got.Missed != 0 || !reflect.DeepEqual(got.Batch, want) {
+			t.Fatalf("seq %d (missed %d) decoded as %s, want seq %d as %s", got.Seq, got.Missed, show(got.Batch), seq, show(want))
+		}
+		if seq++; seq == n {
+			break
+		}
+		got = u.next(t)
+	}
+	if st := s.Stats(); st.DecodeErrors != 0 || st.Gaps != 0 {
+		t.Errorf("stats %+v: want no decode error and no gap", st)
+	}
+}
+
 // peerMessage is a line of libzmq_peer.py sub: a message as pyzmq received
 // it and Python's msgpack decoded it.
 type peerMessage struct {

@@ -11,6 +11,11 @@ go-zeromq nor kvlens's codec.
       for each buffered seq from start_seq, then seq -1 and an empty
       payload. Exits when stdin closes.
 
+  libzmq_peer.py pub-connect SUB_ADDR TOPIC N
+      Publishes the same messages under TOPIC from a PUB socket that
+      connects to a bound subscriber, as llm-d's publishers do, with no
+      replay socket; exits when stdin closes.
+
   libzmq_peer.py sub PUB_ADDR REPLAY_ADDR N
       Connects a SUB socket to PUB_ADDR, says "ready" once connected, and
       prints each message it gets as a JSON line {"how": "live", "seq",
@@ -67,12 +72,16 @@ def serve_replay(router, buffered):
         router.send_multipart([ident, b"", struct.pack(">q", -1), b""])
 
 
-def publish(pub_addr, replay_addr, n, gap):
+def publish(pub_addr, replay_addr, n, gap, topic=b"", connect=False):
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
-    pub.bind(pub_addr)
-    router = ctx.socket(zmq.ROUTER)
-    router.bind(replay_addr)
+    router = None
+    if connect:
+        pub.connect(pub_addr)
+    else:
+        pub.bind(pub_addr)
+        router = ctx.socket(zmq.ROUTER)
+        router.bind(replay_addr)
     print("bound", flush=True)
     sys.stdin.readline()
     buffered = []
@@ -80,13 +89,15 @@ def publish(pub_addr, replay_addr, n, gap):
         data = payload(s)
         buffered.append((s, data))
         if s != gap:
-            pub.send_multipart([b"", struct.pack(">Q", s), data])
+            pub.send_multipart([topic, struct.pack(">Q", s), data])
         deadline = time.time() + 0.02
         while time.time() < deadline:
-            serve_replay(router, buffered)
+            if router is not None:
+                serve_replay(router, buffered)
             time.sleep(0.002)
     while True:
-        serve_replay(router, buffered)
+        if router is not None:
+            serve_replay(router, buffered)
         ready, _, _ = select.select([sys.stdin], [], [], 0.01)
         if ready and not sys.stdin.readline():
             return
@@ -135,5 +146,7 @@ def subscribe(pub_addr, replay_addr, n):
 if __name__ == "__main__":
     if sys.argv[1] == "pub":
         publish(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif sys.argv[1] == "pub-connect":
+        publish(sys.argv[2], None, int(sys.argv[4]), -1, sys.argv[3].encode(), connect=True)
     else:
         subscribe(sys.argv[2], sys.argv[3], int(sys.argv[4]))
