@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -241,6 +242,12 @@ func MultiTurn(cfg MultiTurnConfig) (MultiTurnResult, error) {
 	}
 	if cfg.Concurrency > maxBenchConversations {
 		return MultiTurnResult{}, fmt.Errorf("sim: %d conversations: at most %d, as the load generator drives", cfg.Concurrency, maxBenchConversations)
+	}
+	switch {
+	case !(cfg.StartRate >= 0) || math.IsInf(cfg.StartRate, 0):
+		return MultiTurnResult{}, fmt.Errorf("sim: start rate %v: need 0 (unpaced) or a finite rate", cfg.StartRate)
+	case cfg.Warmup < 0 || cfg.Measure <= 0:
+		return MultiTurnResult{}, fmt.Errorf("sim: warmup %v must not be negative and measure %v must be positive", cfg.Warmup, cfg.Measure)
 	}
 	type worker struct {
 		eng  *Engine

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -113,26 +114,31 @@ func TestAFollowUpTurnReusesTheAnswersBlocks(t *testing.T) {
 	}
 }
 
-// TestMultiTurnRefusesMoreConversationsThanTheLoadGeneratorDrives: each
-// conversation keeps its history, so a hundred million of them grew the
-// process by gigabytes a second before a step ran.
-func TestMultiTurnRefusesMoreConversationsThanTheLoadGeneratorDrives(t *testing.T) {
+// TestMultiTurnRefusesWhatItCannotMeasure: each conversation keeps its
+// history, so a hundred million of them grew the process by gigabytes a
+// second before a step ran; a NaN start rate ran unpaced without a word, and
+// a negative warmup or an empty measure printed a table of zeros and NaN.
+func TestMultiTurnRefusesWhatItCannotMeasure(t *testing.T) {
 	starters := []sim.Starter{{Topic: "t", Text: "Tell me about caches."}}
 	base := sim.MultiTurnConfig{
 		Profile: sim.MustProfile(sim.DefaultProfile), Workers: 3, MaxTokens: 64,
 		MinTurns: 1, MaxTurns: 1, StartRate: 10, Measure: time.Second, Starters: starters, Seed: 1,
 	}
 	for _, tt := range []struct {
-		name          string
-		conversations int
-		wantErr       string
+		name    string
+		change  func(*sim.MultiTurnConfig)
+		wantErr string
 	}{
-		{"as many as the load generator drives run", loadgen.MaxConcurrency, ""},
-		{"a hundred million are refused in one line", 100_000_000, "sim: 100000000 conversations: at most 10000"},
+		{"as many conversations as the load generator drives run", func(c *sim.MultiTurnConfig) { c.Concurrency = loadgen.MaxConcurrency }, ""},
+		{"a hundred million conversations are refused in one line", func(c *sim.MultiTurnConfig) { c.Concurrency = 100_000_000 }, "sim: 100000000 conversations: at most 10000"},
+		{"a start rate that is not a number is refused", func(c *sim.MultiTurnConfig) { c.StartRate = math.NaN() }, "sim: start rate NaN: need 0 (unpaced) or a finite rate"},
+		{"a negative warmup is refused", func(c *sim.MultiTurnConfig) { c.Warmup = -time.Minute }, "warmup -1m0s must not be negative"},
+		{"an empty measure is refused", func(c *sim.MultiTurnConfig) { c.Measure = 0 }, "measure 0s must be positive"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base
-			c.Concurrency = tt.conversations
+			c.Concurrency = 5
+			tt.change(&c)
 			_, err := sim.MultiTurn(c)
 			if tt.wantErr == "" {
 				if err != nil {

@@ -233,6 +233,7 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 		{"a worker count that is not a number", []string{"--workers", "2,many"}, `--workers: "many" is not a worker count`},
 		{"an unknown admission", []string{"--admission", "maybe"}, `--admission "maybe"`},
 		{"a stray argument", []string{"now"}, `unexpected argument "now"`},
+		{"a start rate that is not a number names its flag", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -106,6 +106,9 @@ Flags:
 			pc.Seeds = append(pc.Seeds, uint64(v))
 		}
 	}
+	if err := checkLoad(load); err != nil {
+		return usage(err)
+	}
 	if pc.Step < 1 || pc.Step > simulate.DefaultPlanStep {
 		return usage(fmt.Errorf("--step %d: want 1 to %d conversations", pc.Step, simulate.DefaultPlanStep))
 	}
