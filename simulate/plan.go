@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -167,8 +166,12 @@ func (pc *PlanConfig) probeSeeds(ctx context.Context, policy string, workers, co
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	// The seeds share their settings, so one bad setting fails each alike:
+	// the first error says it once.
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	if pc.OnProbe != nil {
 		for _, pr := range probes {
@@ -231,6 +234,8 @@ func Plan(ctx context.Context, pc PlanConfig) (PlanResult, error) {
 		return PlanResult{}, fmt.Errorf("simulate: plan: no worker counts and no target concurrency")
 	case pc.PerWorker < 1 || pc.Measure <= 0:
 		return PlanResult{}, fmt.Errorf("simulate: plan: need a positive per-worker bound and measurement")
+	case pc.Warmup < 0:
+		return PlanResult{}, fmt.Errorf("simulate: plan: warmup %v must not be negative", pc.Warmup)
 	}
 	if pc.MaxWorkers < 1 {
 		pc.MaxWorkers = 64

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,11 +298,16 @@ func TestPlanRefusesAnEmptyQuestion(t *testing.T) {
 		{"no measurement", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10}},
 		{"a grid coarser than 5 conversations", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Step: 10}},
 		{"fewer than 3 seeds", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Seeds: []uint64{1, 2}}},
+		{"a negative warmup", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Warmup: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := Plan(context.Background(), tt.pc); err == nil {
+			_, err := Plan(context.Background(), tt.pc)
+			if err == nil {
 				t.Fatal("accepted")
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
 			}
 		})
 	}

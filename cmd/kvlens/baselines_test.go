@@ -234,6 +234,7 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 		{"an unknown admission", []string{"--admission", "maybe"}, `--admission "maybe"`},
 		{"a stray argument", []string{"now"}, `unexpected argument "now"`},
 		{"a start rate that is not a number names its flag", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
+		{"a negative warmup names its flag", []string{"--warmup", "-1m"}, "--warmup -1m0s must not be negative and --measure 2m0s must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

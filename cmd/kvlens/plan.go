@@ -109,6 +109,9 @@ Flags:
 	if err := checkLoad(load); err != nil {
 		return usage(err)
 	}
+	if pc.Warmup < 0 || pc.Measure <= 0 {
+		return usage(fmt.Errorf("--warmup %v must not be negative and --measure %v must be positive", pc.Warmup, pc.Measure))
+	}
 	if pc.Step < 1 || pc.Step > simulate.DefaultPlanStep {
 		return usage(fmt.Errorf("--step %d: want 1 to %d conversations", pc.Step, simulate.DefaultPlanStep))
 	}
