@@ -4,7 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
+
+	"github.com/kvlens/kvlens/loadgen"
 )
 
 // checkOnly makes every command return right after its flags and
@@ -55,3 +58,20 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 type exitStatus int
 
 func (s exitStatus) Error() string { return "exit status " + strconv.Itoa(int(s)) }
+
+// checkLoad catches the load flags serve, sweep and plan share when they
+// parse but make no sense, naming the flag; the load generator's own check
+// names its fields instead.
+func checkLoad(l loadgen.Config) error {
+	switch {
+	case l.MaxTokens < 1:
+		return fmt.Errorf("--max-tokens must be at least 1, got %d", l.MaxTokens)
+	case !(l.StartRate >= 0) || math.IsInf(l.StartRate, 0):
+		return fmt.Errorf("--target-rps must be 0 (start every conversation at once) or a positive rate, got %g", l.StartRate)
+	case l.ThinkTime < 0:
+		return fmt.Errorf("--think-time must not be negative, got %s", l.ThinkTime)
+	case l.RequestTimeout < 0:
+		return fmt.Errorf("--request-timeout must be 0 (never) or more, got %s", l.RequestTimeout)
+	}
+	return nil
+}

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -415,23 +414,6 @@ const (
 	maxWarm      = 10 * time.Minute
 	maxWarmSpeed = 16
 )
-
-// checkLoad catches load flags, shared by serve and sweep, that parse but
-// make no sense, naming the flag; the load generator's own check names its
-// fields.
-func checkLoad(l loadgen.Config) error {
-	switch {
-	case l.MaxTokens < 1:
-		return fmt.Errorf("--max-tokens must be at least 1, got %d", l.MaxTokens)
-	case !(l.StartRate >= 0) || math.IsInf(l.StartRate, 0):
-		return fmt.Errorf("--target-rps must be 0 (start every conversation at once) or a positive rate, got %g", l.StartRate)
-	case l.ThinkTime < 0:
-		return fmt.Errorf("--think-time must not be negative, got %s", l.ThinkTime)
-	case l.RequestTimeout < 0:
-		return fmt.Errorf("--request-timeout must be 0 (never) or more, got %s", l.RequestTimeout)
-	}
-	return nil
-}
 
 // checkServe catches flag values that parse but make no sense.
 func checkServe(cfg demo.Config) error {
