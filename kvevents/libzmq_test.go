@@ -206,7 +206,14 @@ func TestLibzmqSubscriberReadsThePublisher(t *testing.T) {
 		if got := compact(t, string(m.Batch)); got != compact(t, want(m.Seq)) {
 			t.Errorf("%s seq %d: Python's msgpack read %s, want %s", m.How, m.Seq, got, want(m.Seq))
 		}
-		map[string]map[uint64]bool{"live": live, "replay": replayed}[m.How][m.Seq] = true
+		switch m.How {
+		case "live":
+			live[m.Seq] = true
+		case "replay":
+			replayed[m.Seq] = true
+		default:
+			t.Fatalf("peer line %q: neither live nor replay", lines.Text())
+		}
 	}
 	if lines.Text() != "done" {
 		t.Fatalf("the peer stopped before its replay ended: %v", lines.Err())
