@@ -91,6 +91,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a negative think time", []string{"--think-time", "-5s"}, "--think-time must not be negative, got -5s"},
 		{"a negative request timeout", []string{"--request-timeout", "-1s"}, "--request-timeout must be 0 (never) or more, got -1s"},
 		{"answers of no tokens", []string{"--max-tokens", "0"}, "--max-tokens must be at least 1, got 0"},
+		{"an infinite busy threshold, which the admin API refuses too", []string{"--busy-threshold", "Inf"}, "--busy-threshold must be a positive number, as the admin API's busy_threshold, got +Inf"},
 		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -420,8 +421,8 @@ func checkServe(cfg demo.Config) error {
 	switch {
 	case cfg.Router.Admission != router.AdmitQueue && cfg.Router.Admission != router.AdmitShed:
 		return fmt.Errorf("--admission must be queue or shed, got %q", cfg.Router.Admission)
-	case !(cfg.Router.BusyThreshold > 0):
-		return fmt.Errorf("--busy-threshold must be positive, got %g", cfg.Router.BusyThreshold)
+	case !(cfg.Router.BusyThreshold > 0) || math.IsInf(cfg.Router.BusyThreshold, 0):
+		return fmt.Errorf("--busy-threshold must be a positive number, as the admin API's busy_threshold, got %g", cfg.Router.BusyThreshold)
 	case cfg.MaxBatchSize < 0:
 		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or more, got %d", cfg.MaxBatchSize)
 	case cfg.Router.MaxModelLen < 0:
