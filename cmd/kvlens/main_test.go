@@ -92,6 +92,8 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a negative request timeout", []string{"--request-timeout", "-1s"}, "--request-timeout must be 0 (never) or more, got -1s"},
 		{"answers of no tokens", []string{"--max-tokens", "0"}, "--max-tokens must be at least 1, got 0"},
 		{"an infinite busy threshold, which the admin API refuses too", []string{"--busy-threshold", "Inf"}, "--busy-threshold must be a positive number, as the admin API's busy_threshold, got +Inf"},
+		{"a public URL that would run script in the header's link", []string{"--public-url", "javascript:alert(1)"}, `--public-url "javascript:alert(1)": want an http:// or https:// address`},
+		{"a public URL without a host", []string{"--public-url", "http://"}, `--public-url "http://": want an http:// or https:// address`},
 		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
 	}
 	for _, tt := range tests {

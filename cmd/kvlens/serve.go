@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -454,6 +455,12 @@ func checkServe(cfg demo.Config) error {
 	}
 	if err := checkLoad(cfg.Load); err != nil {
 		return err
+	}
+	if u := cfg.Dashboard.PublicURL; u != "" {
+		// The QR code and the header's link open it on visitors' phones.
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("--public-url %q: want an http:// or https:// address that phones can open, such as http://192.168.1.20:8080", u)
+		}
 	}
 	if _, err := cfg.Dashboard.ParseConcurrency(strconv.Itoa(cfg.Load.Concurrency)); err != nil {
 		return fmt.Errorf("--concurrency: %w", err)
