@@ -464,11 +464,12 @@ func (e *Engine) pathDelay(stages int) time.Duration {
 	if stages == 0 {
 		return 0
 	}
+	k := max(1, e.prof.PathStageShape)
 	steps := 0.0
-	for range stages {
+	for range stages * k {
 		steps += e.intake.ExpFloat64()
 	}
-	return time.Duration(steps * float64(e.decodeStepTime()))
+	return time.Duration(steps / float64(k) * float64(e.decodeStepTime()))
 }
 
 // pathJitter draws the serving path's stage timed in milliseconds rather

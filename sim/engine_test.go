@@ -335,30 +335,41 @@ func TestAPathBesideTheEngineHoldsTokensNotTheQueue(t *testing.T) {
 }
 
 func TestIntakeDelaysAverageIntakeStepsDecodeSteps(t *testing.T) {
-	for _, stages := range []int{1, 6} {
-		p := MustProfile(DefaultProfile)
-		p.IntakeSteps = stages
-		e := newTestEngine(t, p)
-		submit(t, e, 1, seqTokens(1, 64), 1000)
-		e.Step()
-		step := e.decodeStepTime()
-		const n = 20000
-		var sum, sumSq float64
-		for range n {
-			d := float64(e.pathDelay(p.IntakeSteps)) / float64(step)
-			sum += d
-			sumSq += d * d
-		}
-		mean := sum / n
-		cv := math.Sqrt(sumSq/n-mean*mean) / mean
-		// An Erlang sum of k unit exponentials has mean k and a coefficient
-		// of variation of 1/sqrt(k).
-		if math.Abs(mean-float64(stages)) > 0.03*float64(stages) {
-			t.Errorf("%d stages: mean delay %.3f decode steps, want %d", stages, mean, stages)
-		}
-		if want := 1 / math.Sqrt(float64(stages)); math.Abs(cv-want) > 0.05*want {
-			t.Errorf("%d stages: coefficient of variation %.3f, want %.3f", stages, cv, want)
-		}
+	tests := []struct {
+		name          string
+		stages, shape int
+	}{
+		{"one stage is one exponential wait", 1, 0},
+		{"six stages add up to an Erlang wait of six steps", 6, 1},
+		{"a stage of shape 2 keeps its mean and narrows its spread", 1, 2},
+		{"two stages of shape 2 are four half-step waits", 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := MustProfile(DefaultProfile)
+			p.IntakeSteps, p.PathStageShape = tt.stages, tt.shape
+			e := newTestEngine(t, p)
+			submit(t, e, 1, seqTokens(1, 64), 1000)
+			e.Step()
+			step := e.decodeStepTime()
+			const n = 20000
+			var sum, sumSq float64
+			for range n {
+				d := float64(e.pathDelay(p.IntakeSteps)) / float64(step)
+				sum += d
+				sumSq += d * d
+			}
+			mean := sum / n
+			cv := math.Sqrt(sumSq/n-mean*mean) / mean
+			// A sum of m exponentials of mean 1/k has mean m/k and a
+			// coefficient of variation of 1/sqrt(m); here m = stages·shape.
+			if math.Abs(mean-float64(tt.stages)) > 0.03*float64(tt.stages) {
+				t.Errorf("mean delay %.3f decode steps, want %d", mean, tt.stages)
+			}
+			if want := 1 / math.Sqrt(float64(tt.stages*max(1, tt.shape))); math.Abs(cv-want) > 0.05*want {
+				t.Errorf("coefficient of variation %.3f, want %.3f", cv, want)
+			}
+		})
 	}
 }
 

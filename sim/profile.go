@@ -98,6 +98,11 @@ type Profile struct {
 	// spread relative to its mean more where decode steps are short. 0
 	// leaves it out.
 	PathJitterMs float64 `json:"path_jitter_ms,omitempty"`
+	// PathStageShape draws each step stage of the path (IntakeSteps,
+	// BesideSteps) as that many exponential waits of 1/PathStageShape of a
+	// decode step each: the same mean, a narrower spread. 0 and 1 both
+	// draw one exponential wait a stage.
+	PathStageShape int `json:"path_stage_shape,omitempty"`
 
 	// StepOverheadMs is c0: scheduling, sampling and kernel launch per step.
 	StepOverheadMs float64 `json:"step_overhead_ms"`
@@ -399,7 +404,7 @@ func (p Profile) Validate() error {
 		{"eager_per_seq_ms", p.EagerPerSeqMs},
 		{"output_min", float64(p.OutputMin)}, {"output_max", float64(p.OutputMax)},
 		{"intake_steps", float64(p.IntakeSteps)}, {"beside_steps", float64(p.BesideSteps)},
-		{"path_jitter_ms", p.PathJitterMs},
+		{"path_jitter_ms", p.PathJitterMs}, {"path_stage_shape", float64(p.PathStageShape)},
 	}
 	for _, f := range nonneg {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -426,6 +431,9 @@ func (p Profile) Validate() error {
 		if f.v > f.max {
 			return fmt.Errorf("sim: profile %s: %s must be at most %d, got %d", p.Name, f.name, f.max, f.v)
 		}
+	}
+	if p.PathStageShape > maxIntakeSteps {
+		return fmt.Errorf("sim: profile %s: path_stage_shape must be at most %d, got %d", p.Name, maxIntakeSteps, p.PathStageShape)
 	}
 	if p.IntakeSteps > maxIntakeSteps || p.BesideSteps > maxIntakeSteps {
 		return fmt.Errorf("sim: profile %s: intake_steps and beside_steps must be at most %d, got %d and %d", p.Name, maxIntakeSteps, p.IntakeSteps, p.BesideSteps)
