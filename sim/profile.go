@@ -432,8 +432,8 @@ func (p Profile) Validate() error {
 			return fmt.Errorf("sim: profile %s: %s must be at most %d, got %d", p.Name, f.name, f.max, f.v)
 		}
 	}
-	if p.PathStageShape > maxIntakeSteps {
-		return fmt.Errorf("sim: profile %s: path_stage_shape must be at most %d, got %d", p.Name, maxIntakeSteps, p.PathStageShape)
+	if p.PathStageShape > maxPathStageShape {
+		return fmt.Errorf("sim: profile %s: path_stage_shape must be at most %d, got %d", p.Name, maxPathStageShape, p.PathStageShape)
 	}
 	if p.IntakeSteps > maxIntakeSteps || p.BesideSteps > maxIntakeSteps {
 		return fmt.Errorf("sim: profile %s: intake_steps and beside_steps must be at most %d, got %d and %d", p.Name, maxIntakeSteps, p.IntakeSteps, p.BesideSteps)
@@ -473,6 +473,10 @@ const maxStepMs = 3_600_000
 // maxIntakeSteps bounds IntakeSteps: each request draws one exponential per
 // stage, and a path thousands of iterations long is a typo, not a profile.
 const maxIntakeSteps = 1000
+
+// maxPathStageShape bounds path_stage_shape: a request draws stages ×
+// shape waits, and past a few the sum is as good as a fixed wait.
+const maxPathStageShape = 16
 
 // Batch is what one engine step computes, the input of the step-time model.
 type Batch struct {

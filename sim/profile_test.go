@@ -59,6 +59,8 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"an intake path a million steps long is refused", write("intake-long.json", `{"intake_steps":1000000}`), "at most 1000"},
 		{"a negative number of stages beside the engine is refused", write("beside.json", `{"beside_steps":-6}`), "beside_steps"},
 		{"a path beside the engine a million steps long is refused", write("beside-long.json", `{"beside_steps":1000000}`), "at most 1000"},
+		{"a negative path stage shape is refused", write("shape.json", `{"path_stage_shape":-2}`), "path_stage_shape"},
+		{"a path stage shape of a thousand waits a stage is refused", write("shape-big.json", `{"path_stage_shape":1000}`), "path_stage_shape must be at most 16"},
 		{"a negative millisecond stage is refused", write("jitter.json", `{"path_jitter_ms":-30}`), "path_jitter_ms"},
 		{"a millisecond stage that is not a number is refused", write("jitter-nan.json", `{"path_jitter_ms":"slow"}`), "decode profile"},
 		{"a cache of a billion blocks is refused before it is allocated", write("huge-cache.json", `{"kv_blocks":1000000000}`), "kv_blocks must be at most"},
@@ -193,7 +195,7 @@ func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
 // request to its end.
 func FuzzParseProfile(f *testing.F) {
 	f.Add([]byte(`{"name":"small","kv_blocks":2000,"keep_generated_blocks":true}`))
-	f.Add([]byte(`{"max_batch_size":2,"max_num_tokens":10,"max_model_len":64,"block_size":4,"kv_blocks":64,"intake_steps":2,"beside_steps":3,"path_jitter_ms":5}`))
+	f.Add([]byte(`{"max_batch_size":2,"max_num_tokens":10,"max_model_len":64,"block_size":4,"kv_blocks":64,"intake_steps":2,"beside_steps":3,"path_jitter_ms":5,"path_stage_shape":2}`))
 	f.Add([]byte(`{"output_min":0,"output_max":9223372036854775807}`))
 	f.Add([]byte(`{"per_token_ms":1e300}`))
 	f.Add([]byte(`{"graph_batch_sizes":[1,2,4],"graph_padding":true,"eager_step_ms":40,"eager_per_seq_ms":0.5}`))
