@@ -2,18 +2,22 @@ package bench
 
 import (
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvlens/kvlens/sim"
 )
 
 // TestTheREADMEsWinnersComeFromTheFullGrid holds the README's table of
-// winners to docs/routing-bench-full-10m.json, the full grid measured over
-// 10-minute windows: each cell must name the policy
-// with the lowest mean TTFT p95 at that workload and level, so the table
-// cannot drift from the runs it claims to show.
+// winners to docs/routing-bench-full.json, the full grid: each cell must
+// name the policy with the lowest mean TTFT p95 at that workload and
+// level, so the table cannot drift from the runs it claims to show, and
+// the grid must have run the default engine profile, so that a change to
+// the simulator cannot leave the table describing another one.
 func TestTheREADMEsWinnersComeFromTheFullGrid(t *testing.T) {
-	f, err := os.Open("../docs/routing-bench-full-10m.json")
+	f, err := os.Open("../docs/routing-bench-full.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,6 +25,9 @@ func TestTheREADMEsWinnersComeFromTheFullGrid(t *testing.T) {
 	res, err := ReadJSON(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := sim.MustProfile(sim.DefaultProfile); !reflect.DeepEqual(res.Grid.Profile, want) {
+		t.Fatalf("docs/routing-bench-full.json ran profile %+v, not the default %+v: run the full grid again", res.Grid.Profile, want)
 	}
 	winner := map[string]string{} // "workload level" -> policy
 	for _, rw := range res.rows() {

@@ -27,14 +27,14 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		level    int
 		rival    string
 	}{
-		{"chat at 100: kv 494 ms against SGLang's 535", "chat", 100, "sglang"},
-		{"think at 100: kv 381 ms against llm-d's 504", "think", 100, "llmd"},
-		{"long at 80: kv 436 ms against least-loaded's 518", "long", 80, "least_loaded"},
-		{"shared-prefix at 140: kv 596 ms against least-loaded's 620", "shared-prefix", 140, "least_loaded"},
-		{"open-loop at 180: kv 1.3 s against Dynamo's 3.4 s", "open-loop", 180, "dynamo"},
-		{"agentic at 160: kv 613 ms against llm-d's 646", "agentic", 160, "llmd"},
-		{"reading at 60: kv 249 ms against SGLang's 260", "reading", 60, "sglang"},
-		{"trace at 120: kv 490 ms against llm-d's 683", "trace", 120, "llmd"},
+		{"chat at 160: kv 577 ms against least-loaded's 591", "chat", 160, "least_loaded"},
+		{"think at 120: kv 440 ms against SGLang's 472", "think", 120, "sglang"},
+		{"long at 160: kv 572 ms against least-loaded's 603", "long", 160, "least_loaded"},
+		{"shared-prefix at 80: kv 438 ms against least-loaded's 472", "shared-prefix", 80, "least_loaded"},
+		{"open-loop at 160: kv 572 ms against llm-d's 638", "open-loop", 160, "llmd"},
+		{"agentic at 140: kv 601 ms against llm-d's 640", "agentic", 140, "llmd"},
+		{"reading at 60: kv 300 ms against llm-d's 334", "reading", 60, "llmd"},
+		{"trace at 120: kv 589 ms against llm-d's 788", "trace", 120, "llmd"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

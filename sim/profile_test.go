@@ -148,29 +148,42 @@ func TestOfflineRunsPriceNoStepAsEager(t *testing.T) {
 
 // TestTheBeforeProfilesAreTheDefaultAsItWas guards the profiles
 // docs/simulator.md and docs/routing.md reproduce earlier figures with: the
-// default H200 profile before 2026-11-27's growing floor and millisecond
-// stage and TensorRT-LLM's admission; before 2026-11-25's 41 ms eager floor (with --turns 3-5); before
-// that with its whole serving path, six stages, in front of the queue; and
-// the first without its serving path.
+// default H200 profile before the narrower serving path of 2026-11-27's
+// evening; before that day's growing floor, millisecond stage and
+// TensorRT-LLM's admission; before 2026-11-25's 41 ms eager floor (with
+// --turns 3-5); before that with its whole serving path, six stages, in
+// front of the queue; and the first without its serving path.
 func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
+	// flat41 is the default before 2026-11-27, as the later files edit it.
+	flat41 := func(p *Profile) {
+		p.EagerStepMs, p.EagerPerSeqMs, p.PathJitterMs, p.BesideSteps, p.PathStageShape = 41, 0, 0, 6, 1
+		p.ReserveMaxTokens = false
+	}
 	tests := []struct {
 		name string
 		file string
 		edit func(*Profile)
 	}{
+		{"the exp-path profile is the default with exponential path stages, 2 in front, 5 beside and 38 ms", "../docs/h200-exp-path.json",
+			func(p *Profile) {
+				p.Name, p.BesideSteps, p.PathJitterMs, p.PathStageShape = "h200-exp-path", 5, 38, 1
+				p.Description = "Llama 3.1 70B FP8 on one H200: the default until 2026-11-27 (evening), a serving path of exponential stages, 2 steps in front and 5 beside, and a 38 ms stage"
+			}},
 		{"the flat41 profile is the default before 2026-11-27: a flat 41 ms floor, 2 steps in front and 6 beside", "../docs/h200-flat41.json",
 			func(p *Profile) {
+				flat41(p)
 				p.Name = "h200-flat41"
 				p.Description = "Llama 3.1 70B FP8 on one H200: the default until 2026-11-27, a flat 41 ms eager floor and a serving path of 2 steps in front and 6 beside"
 			}},
 		{"the eager44 profile is the flat41 one with the 44 ms floor", "../docs/h200-eager44.json",
-			func(p *Profile) { p.Name, p.EagerStepMs = "h200-eager44", 44 }},
+			func(p *Profile) { flat41(p); p.Name, p.EagerStepMs = "h200-eager44", 44 }},
 		{"the path-in-front profile has the 44 ms floor and the whole path in front of the queue", "../docs/h200-path-in-front.json",
 			func(p *Profile) {
+				flat41(p)
 				p.Name, p.EagerStepMs, p.IntakeSteps, p.BesideSteps = "h200-path-in-front", 44, 6, 0
 			}},
 		{"the no-path profile is the flat41 one without its serving path", "../docs/h200-no-path.json",
-			func(p *Profile) { p.Name, p.IntakeSteps, p.BesideSteps = "h200-no-path", 0, 0 }},
+			func(p *Profile) { flat41(p); p.Name, p.IntakeSteps, p.BesideSteps = "h200-no-path", 0, 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,8 +192,6 @@ func TestTheBeforeProfilesAreTheDefaultAsItWas(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := MustProfile(DefaultProfile)
-			want.EagerStepMs, want.EagerPerSeqMs, want.PathJitterMs, want.BesideSteps = 41, 0, 0, 6
-			want.ReserveMaxTokens = false
 			tt.edit(&want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
