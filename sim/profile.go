@@ -435,14 +435,12 @@ func (p Profile) Validate() error {
 		{"block_size", p.BlockSize, 1 << 12},
 		{"kv_blocks", p.KVBlocks, maxKVBlocks},
 		{"output_max", p.OutputMax, 1 << 24}, // max_tokens caps an answer; this keeps the draw in range
+		{"path_stage_shape", p.PathStageShape, maxPathStageShape},
 	}
 	for _, f := range most {
 		if f.v > f.max {
 			return fmt.Errorf("sim: profile %s: %s must be at most %d, got %d", p.Name, f.name, f.max, f.v)
 		}
-	}
-	if p.PathStageShape > maxPathStageShape {
-		return fmt.Errorf("sim: profile %s: path_stage_shape must be at most %d, got %d", p.Name, maxPathStageShape, p.PathStageShape)
 	}
 	if p.IntakeSteps > maxIntakeSteps || p.BesideSteps > maxIntakeSteps {
 		return fmt.Errorf("sim: profile %s: intake_steps and beside_steps must be at most %d, got %d and %d", p.Name, maxIntakeSteps, p.IntakeSteps, p.BesideSteps)
