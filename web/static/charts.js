@@ -123,8 +123,10 @@
             ctx.fillStyle = ctx.strokeStyle;
             ctx.fillText(m.label, lx, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
           }
-          // For the browser tests: each label's row and span, in CSS px.
+          // For the browser tests: each label's row and span, in CSS px,
+          // and the seconds the time axis spans.
           u.root.dataset.labels = JSON.stringify(drawn);
+          u.root.dataset.xSpan = String(Math.round(x1 - x0));
           ctx.restore();
         },
       },
@@ -182,10 +184,14 @@
         };
         // The x axis spans at least a minute, so the first seconds are not
         // spread across the chart with sub-second ticks; with no data yet it
-        // is the last minute, not 1970's first.
-        const xRange = (u, min, max) => {
-          if (max == null) { const now = Date.now() / 1000; return [now - 60, now]; }
-          return [Math.min(min, max - 60), max];
+        // is the last minute, not 1970's first. It is read from the points,
+        // not from min and max: for a single point uPlot widens the range
+        // to 1,000 days, whose ticks at midnight all read 00:00:00.
+        const xRange = (u) => {
+          const xs = u.data[0] || [];
+          if (!xs.length) { const now = Date.now() / 1000; return [now - 60, now]; }
+          const last = xs[xs.length - 1];
+          return [Math.min(xs[0], last - 60), last];
         };
         const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.unit), series }, series.map(() => []), el);
         lastMinute(plot);
