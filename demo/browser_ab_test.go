@@ -414,6 +414,10 @@ func TestBrowserWarmStart(t *testing.T) {
 		t.Fatalf("the first frame's headline says %q; want it warming up", h)
 	}
 	screenshot(t, ctx, "warm-first-frame-1920x1080.png", false)
+	// Each tile's note is read whole, not cut short with an ellipsis.
+	if cut, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.tile .status')].filter((e) => e.scrollWidth > e.clientWidth).map((e) => e.closest('.tile').dataset.tile + ': ' + e.textContent.trim()).join('; ')`)); cut != "" {
+		t.Fatalf("tile notes cut short at 1920x1080 while warming: %s", cut)
+	}
 	// Until the warm-up ends: no figure, no difference, no colour.
 	// A host that cannot keep the pace slows the warm-up, to 2x at most:
 	// then it closes the 100 s it starts behind the wall clock at 1 s a

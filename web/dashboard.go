@@ -154,7 +154,7 @@ func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
 			shed: l.Router.Counts().Shed, settling: settling(w), answering: answering(w)}
 		if s.warming() {
 			// The warm-up's figures are the cold start: none is shown.
-			out[i].settling, out[i].none = fmt.Sprintf("warming up (%d s left)", s.warmLeft()), true
+			out[i].settling, out[i].none = fmt.Sprintf("warm-up: %d s left", s.warmLeft()), true
 			out[i].answering = out[i].settling
 		}
 	}

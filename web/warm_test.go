@@ -115,7 +115,7 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 		t.Errorf("the tiles' line says %q, want %q", tiles.Compare, sentence)
 	}
 	for _, x := range tiles.Tiles {
-		if x.Value != "—" || x.Baseline != "—" || x.Delta != "" || x.Level != "none" || x.Settling != "warming up (18 s left)" {
+		if x.Value != "—" || x.Baseline != "—" || x.Delta != "" || x.Level != "none" || x.Settling != "warm-up: 18 s left" {
 			t.Errorf("tile %s: %+v; want dashes, no delta, no colour, warming up", x.ID, x)
 		}
 	}
@@ -144,7 +144,7 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 		t.Errorf("/api/state warmup %+v, want %+v", st.Warmup, want)
 	}
 	for _, l := range st.Lanes {
-		if l.Window != nil || l.Settling != "warming up (18 s left)" {
+		if l.Window != nil || l.Settling != "warm-up: 18 s left" {
 			t.Errorf("/api/state lane %s: settling %q, window %v; want no window while warming", l.Lane, l.Settling, l.Window)
 		}
 	}
