@@ -79,6 +79,10 @@ type Frame struct {
 	// Pair are the policies the A/B view compares, A then B, so that every
 	// page keeps its selects in step with another operator's choice.
 	Pair []string `json:"pair,omitempty"`
+	// Warming says the fleets are playing their warm-up: the page holds the
+	// time charts' points back until it ends, as it holds the tiles'
+	// figures, since they are the cold start the warm-up hides.
+	Warming bool `json:"warming,omitempty"`
 }
 
 // Panels are what the page showed beside the charts at one tick: the
@@ -236,8 +240,8 @@ func (s *Server) snapshots() []loadgen.Snapshot {
 
 // frame builds a chart frame of the given type from each lane's points.
 func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) []Point, marks []Mark) Frame {
-	f := Frame{Type: typ, Marks: marks}
 	warming := s.warming()
+	f := Frame{Type: typ, Marks: marks, Warming: warming}
 	for i, l := range s.lanes {
 		mode := l.Router.PolicyName()
 		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i)}

@@ -54,6 +54,7 @@
     charts.setLanes(1 + more.length);
     if (f.type === "history") charts.setMarks(f.marks);
     else charts.addMarks(f.marks);
+    charts.hold(f.warming);
     charts.addPoints(rowsOf(f), f.type === "history");
     if (f.live) baseline.setLive(window.kvlens.liveOf(f));
   });

@@ -53,6 +53,7 @@
     let rows = []; // what the charts show, oldest first
     let lanes = 0; // lanes the charts are built for
     let charts = [];
+    let held = false; // the rows are kept but not drawn (hold)
 
     // markColour is a mark's colour: a lane's mark is drawn in the lane's
     // colour, so that "A: KV-aware" never reads as lane B's, and a reset in
@@ -209,15 +210,17 @@
     }
 
     function draw() {
+      const shown = held ? [] : rows;
       for (const { sp, el, plot } of charts) {
-        const data = [rows.map((r) => r.t)];
-        for (const [, , field, , lane] of sp.series) data.push(rows.map((r) => { const p = lanesOf(r)[lane || 0]; return p ? p[field] : null; }));
-        if (sp.slo) data.push(rows.map(() => sp.slo));
+        const data = [shown.map((r) => r.t)];
+        for (const [, , field, , lane] of sp.series) data.push(shown.map((r) => { const p = lanesOf(r)[lane || 0]; return p ? p[field] : null; }));
+        if (sp.slo) data.push(shown.map(() => sp.slo));
         plot.setData(data);
-        if (!rows.length) lastMinute(plot);
+        if (!shown.length) lastMinute(plot);
+        el.classList.toggle("held", held);
         // Tests and people read what is drawn: the points and the last time.
-        el.dataset.points = String(rows.length);
-        el.dataset.lastT = rows.length ? String(rows[rows.length - 1].t) : "";
+        el.dataset.points = String(shown.length);
+        el.dataset.lastT = shown.length ? String(shown[shown.length - 1].t) : "";
         el.dataset.yTop = String(Math.round(plot.scales.y.max || 0));
         el.dataset.peak = String(Math.round(Math.max(0, ...data.slice(1, 1 + sp.series.length).flat().filter((v) => v != null))));
       }
@@ -247,6 +250,12 @@
         }
         if (rows.length > windowSecs) rows = rows.slice(rows.length - windowSecs);
         draw();
+      },
+      // hold keeps the rows from being drawn while on (a warm-up playing:
+      // its points are the cold start it hides), and draws them all when
+      // it goes off.
+      hold(on) {
+        if (!!on !== held) { held = !!on; draw(); }
       },
       // setMarks replaces the marks; addMarks appends to them.
       setMarks(ms) { marks = ms || []; },
