@@ -418,6 +418,12 @@ func TestBrowserWarmStart(t *testing.T) {
 	if cut, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.tile .status')].filter((e) => e.scrollWidth > e.clientWidth).map((e) => e.closest('.tile').dataset.tile + ': ' + e.textContent.trim()).join('; ')`)); cut != "" {
 		t.Fatalf("tile notes cut short at 1920x1080 while warming: %s", cut)
 	}
+	// The baseline chart draws each lane's stored simulated curve from
+	// the start, and no live point until the warm-up ends.
+	waitSimCurves(t, ctx, "round-robin · simulated|kvlens kv · simulated")
+	if x, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#headline [data-testid=headline-warming]') ? document.getElementById('baseline-chart').dataset.liveX : 'over'`)); x != "" && x != "over" {
+		t.Fatalf("while warming the baseline chart places a live point at %s conversations", x)
+	}
 	// Until the warm-up ends: no figure, no difference, no colour.
 	// A host that cannot keep the pace slows the warm-up, to 2x at most:
 	// then it closes the 100 s it starts behind the wall clock at 1 s a

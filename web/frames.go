@@ -245,10 +245,12 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 	for i, l := range s.lanes {
 		mode := l.Router.PolicyName()
 		lf := LaneFrame{Mode: mode, ModeText: s.opts.Describe(mode), Name: s.laneName(mode), Points: points(i)}
-		if !warming {
+		lf.Live = livePoint(snaps[i], mode)
+		if warming {
 			// A warm-up's figures are the cold start: the baseline chart
-			// places no live point, and names no figure, until it ends.
-			lf.Live = livePoint(snaps[i], mode)
+			// places no live point until it ends, but draws each lane's
+			// stored simulated curve from the first frame.
+			lf.Live.Values = map[string]float64{}
 		}
 		if i == 0 {
 			f.Mode, f.ModeText, f.Name, f.Points, f.Live = lf.Mode, lf.ModeText, lf.Name, lf.Points, lf.Live

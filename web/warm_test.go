@@ -127,8 +127,8 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 	if err := json.Unmarshal(s.frames()[0], &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.Live != nil || len(f.Lanes) != 1 || f.Lanes[0].Live != nil {
-		t.Errorf("the frame places a live point on the baseline chart while warming: %+v", f)
+	if f.Live == nil || len(f.Lanes) != 1 || f.Lanes[0].Live == nil || len(f.Live.Values) != 0 || len(f.Lanes[0].Live.Values) != 0 {
+		t.Errorf("the frame places a live point on the baseline chart while warming, or names no lane's curve: %+v", f)
 	}
 
 	w := httptest.NewRecorder()
