@@ -112,14 +112,16 @@ func clickRedrawn(t *testing.T, ctx context.Context, sel string) {
 	t.Fatalf("clicking %s: %v", sel, err)
 }
 
-// pressMode clicks the mode button sel names and waits until the router's
+// pressMode clicks the mode button with data-testid button, within the
+// element scope names ("" for the page), and waits until the router's
 // policy is want. The page logs each click and each request htmx sends,
 // so a press that does not take says why. A click that reached some other
 // element (the header moved between finding the button and clicking it)
 // is tried once more; a click that reached the button and sent nothing,
 // or a request that did not switch the router, fails.
-func pressMode(t *testing.T, ctx context.Context, sel, want string, policy func() string) {
+func pressMode(t *testing.T, ctx context.Context, scope, button, want string, policy func() string) {
 	t.Helper()
+	sel := strings.TrimSpace(scope + " [data-testid=" + button + "]")
 	const logPresses = `(() => { if (window.pressLog) { window.pressLog.length = 0; return true; }
 		window.pressLog = [];
 		document.addEventListener('click', (e) => window.pressLog.push('click on ' + (e.target.dataset.testid || e.target.tagName)), true);
@@ -141,8 +143,6 @@ func pressMode(t *testing.T, ctx context.Context, sel, want string, policy func(
 			return
 		}
 		log, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.pressLog.join('; ')`))
-		button := strings.TrimPrefix(sel[strings.LastIndex(sel, "[data-testid=")+1:], "data-testid=")
-		button = strings.TrimSuffix(button, "]")
 		if try == 1 && !strings.Contains(log, "click on "+button) {
 			t.Logf("pressing %s reached no button (%s); pressing again", sel, log)
 			continue
@@ -306,7 +306,7 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// 5. Switching the mode changes the router's policy and the header.
 	waitJS(t, ctx, switchIdle, 5*time.Second, "the mode switch never settled")
-	pressMode(t, ctx, `[data-testid=mode-kv]`, "kv", d.Proxy.PolicyName)
+	pressMode(t, ctx, "", "mode-kv", "kv", d.Proxy.PolicyName)
 	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware")
 	// The switch re-renders after each change; use the new one.
 	waitJS(t, ctx, `!!document.querySelector('#mode-switch[data-active=kv] [data-testid=mode-more]') `+" && "+switchIdle, 5*time.Second, "the mode switch did not re-render after KV-aware")
@@ -324,7 +324,7 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	// The switch re-renders after each change; press KV-aware on the new one.
 	waitJS(t, ctx, `!!document.querySelector('#mode-switch[data-active=least_loaded] [data-testid=mode-kv]') `+" && "+switchIdle, 5*time.Second, "the mode switch did not re-render")
-	pressMode(t, ctx, `#mode-switch[data-active=least_loaded] [data-testid=mode-kv]`, "kv", d.Proxy.PolicyName)
+	pressMode(t, ctx, "#mode-switch[data-active=least_loaded]", "mode-kv", "kv", d.Proxy.PolicyName)
 	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware again")
 
 	// 6. The baseline chart has both stored curves and the live point.
