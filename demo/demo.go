@@ -300,6 +300,9 @@ func Start(cfg Config) (*Demo, error) {
 	if len(load.Starters) == 0 {
 		load.Starters = loadgen.BuiltinStarters()
 	}
+	// A warm-up's turns go in process when the router tokenizes with the
+	// embedded tokenizer, which the simulated workers share.
+	inProcess := cfg.Target == "" && (cfg.Tokenizer == "" || cfg.Tokenizer == "auto" || cfg.Tokenizer == "embedded")
 	for i, l := range d.lanes {
 		// Lane A's load reaches its router at /v1, lane B's at /lanes/b/v1;
 		// both generators play the same script (one configuration, one seed).
@@ -307,7 +310,7 @@ func Start(cfg Config) (*Demo, error) {
 		if target == "" {
 			target = "http://" + loopbackAddr(ln.Addr()) + lanePrefix(l.id) + "/v1"
 		}
-		if err := l.startLoad(cfg, load, target, laneRegisterer(reg, l.id, ab)); err != nil {
+		if err := l.startLoad(cfg, load, target, laneRegisterer(reg, l.id, ab), inProcess); err != nil {
 			return fail(err)
 		}
 		if i == 0 {

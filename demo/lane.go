@@ -14,6 +14,7 @@ import (
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/simulate"
 	"github.com/kvlens/kvlens/web"
 )
 
@@ -105,18 +106,34 @@ func (l *lane) startRouter(cfg Config, policy router.Policy, reg prometheus.Regi
 }
 
 // startLoad builds the lane's load generator, sending to target (an OpenAI
-// base URL), its metrics registered with reg. It does not start it.
-func (l *lane) startLoad(cfg Config, load loadgen.Config, target string, reg prometheus.Registerer) error {
+// base URL), its metrics registered with reg. It does not start it. With
+// inProcess, the turns a warm-up sends skip HTTP (warmTransport); the
+// caller says so only when the router and the simulated workers tokenize
+// alike, as the in-process path assumes.
+func (l *lane) startLoad(cfg Config, load loadgen.Config, target string, reg prometheus.Registerer, inProcess bool) error {
 	var err error
 	l.client = loadgen.NewOpenAIClient(target, cfg.Model, "")
+	var t loadgen.AsyncTransport = loadgen.Async(l.client)
 	if l.clk != nil {
 		// Pacing, think time, windows and every request's timing follow
 		// the workers' time.
 		load.Clock = l.clk
 		l.client.SetClock(l.clk)
 	}
-	l.gen, err = loadgen.New(l.client, load, loadgen.NewMetrics(reg))
+	if warp, ok := l.clk.(*clock.Warp); ok && inProcess && l.fleet != nil {
+		t = &warmTransport{warp: warp, inProcess: simulate.NewTransport(warp, l.proxy.Router(), l.runners()), http: t}
+	}
+	l.gen, err = loadgen.NewAsync(t, load, loadgen.NewMetrics(reg))
 	return err
+}
+
+// runners are the lane's simulated workers' runners, by worker name.
+func (l *lane) runners() map[string]*sim.Runner {
+	out := make(map[string]*sim.Runner, len(l.fleet.Workers))
+	for i, w := range l.fleet.Workers {
+		out[l.workerName(i)] = w.Runner()
+	}
+	return out
 }
 
 // stop stops the lane's load, cancelling its streams in flight, and closes

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tour"
 	"github.com/kvlens/kvlens/web"
@@ -340,5 +342,33 @@ func TestLastWindowBeginsAWindowBeforeTheMeetingPoint(t *testing.T) {
 				t.Fatalf("lastWindow = %v (%v left at %gx), want %v", got, warp.Left(), warp.Speed(), tt.want)
 			}
 		})
+	}
+}
+
+// namedTransport records that it was asked to start a turn.
+type namedTransport struct {
+	name string
+	got  *[]string
+}
+
+func (n namedTransport) Start(loadgen.TurnRequest, func(string, time.Duration), func(loadgen.Result)) func(error) {
+	*n.got = append(*n.got, n.name)
+	return func(error) {}
+}
+
+// TestWarmTransportSkipsHTTPOnlyWhileTheWarpPlays: a turn the warm-up
+// starts goes in process, and one started after the warp met the wall
+// clock goes over HTTP, as every turn does without a warm-up.
+func TestWarmTransportSkipsHTTPOnlyWhileTheWarpPlays(t *testing.T) {
+	var got []string
+	warp := clock.NewWarp(clock.Real, 400*time.Millisecond, 4) // meets the wall clock after 100 ms
+	wt := &warmTransport{warp: warp, inProcess: namedTransport{"in process", &got}, http: namedTransport{"http", &got}}
+	wt.Start(loadgen.TurnRequest{}, nil, nil)
+	for warp.Left() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	wt.Start(loadgen.TurnRequest{}, nil, nil)
+	if want := []string{"in process", "http"}; !slices.Equal(got, want) {
+		t.Errorf("turns went %q, want %q", got, want)
 	}
 }

@@ -8,8 +8,37 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 )
+
+// warmTransport is a lane's load transport during a warm-up: each turn
+// started while the warp plays goes in process (simulate.Transport: the
+// lane's own router decides and books it, and its own simulated worker's
+// runner steps it, as in virtual time), and each turn started after the
+// warp has met the wall clock goes over HTTP through the router proxy, as
+// every turn does without a warm-up. A turn started just before the meeting
+// point ends in process.
+//
+// Why: over HTTP every token crosses two loopback hops, a write and a read
+// on each, and that, not the engines, is what a warm-up at several times
+// real time costs (43% of the demo's CPU time is system calls; a 4x
+// warm-up asked for about 1.7 cores and slowed to 2x on this project's
+// 2-core machine, docs/dashboard.md). In process the same router, engines
+// and generator play the same traffic, only without the sockets, whose
+// microseconds the figures cannot show.
+type warmTransport struct {
+	warp            *clock.Warp
+	inProcess, http loadgen.AsyncTransport
+}
+
+// Start implements loadgen.AsyncTransport.
+func (t *warmTransport) Start(req loadgen.TurnRequest, onFirst func(string, time.Duration), done func(loadgen.Result)) func(error) {
+	if t.warp.Left() > 0 {
+		return t.inProcess.Start(req, onFirst, done)
+	}
+	return t.http.Start(req, onFirst, done)
+}
 
 // warmLateShare is the share of a simulated worker's steps that may be
 // delivered late (sim.LateStep) in the last window of a warm-up, the one

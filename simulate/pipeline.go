@@ -29,8 +29,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/loadgen"
@@ -82,7 +85,18 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	loop := des.New(time.Time{})
-	p := &Pipeline{Loop: loop, runners: map[string]*sim.Runner{}, seed: cfg.Seed}
+	p, err := build(cfg, loop)
+	if err != nil {
+		return nil, err
+	}
+	p.Loop = loop
+	return p, nil
+}
+
+// build assembles a pipeline on clk: New's event loop, or in a test the
+// wall clock, on which the demo's warm-up runs the same Transport.
+func build(cfg Config, loop clock.Clock) (*Pipeline, error) {
+	p := &Pipeline{runners: map[string]*sim.Runner{}, seed: cfg.Seed}
 	var workers []*router.Worker
 	var engines []*sim.Engine
 	for i := range cfg.Workers {
@@ -115,7 +129,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if len(load.Starters) == 0 {
 		load.Starters = loadgen.BuiltinStarters()
 	}
-	p.Gen, err = loadgen.NewAsync(&Transport{loop: loop, router: p.Router, runners: p.runners}, load, nil)
+	p.Gen, err = loadgen.NewAsync(NewTransport(loop, p.Router, p.runners), load, nil)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -168,40 +182,57 @@ func (p *Pipeline) Close() {
 	}
 }
 
-// Transport is loadgen's transport in virtual time: it does what the
-// router proxy and a worker's HTTP server do for one chat turn, in process.
-// It tokenizes the messages as the proxy does, asks Router.Decide, submits
-// to the chosen engine's runner, marks the booking's first token and
-// releases it at the end, and reports TTFT, chunk gaps, text and usage
-// (prompt, cached and completion tokens) as the HTTP client would read them
-// from the worker's SSE stream, one chunk per engine step.
+// Transport is loadgen's transport without HTTP: it does what the router
+// proxy and a worker's HTTP server do for one chat turn, in process. It
+// tokenizes the messages as the proxy does with the embedded tokenizer
+// (which the simulated workers share), asks Router.Decide, submits to the
+// chosen engine's runner, marks the booking's first token and releases it
+// at the end, and reports TTFT, chunk gaps, text and usage (prompt, cached
+// and completion tokens) as the HTTP client would read them from the
+// worker's SSE stream, one chunk per engine step.
+//
+// On a des.Loop it is the virtual-time pipeline's transport. On a real (or
+// warped) clock it is safe for concurrent use: the demo's warm-up sends its
+// turns through it, to play its minutes ahead without two HTTP hops per
+// token (demo.lane.startLoad).
 type Transport struct {
-	loop    *des.Loop
+	clk     clock.Clock
 	router  *router.Router
 	runners map[string]*sim.Runner
+}
+
+// NewTransport returns a transport to the runners, by worker name, through
+// rt, on clk: the clock the runners and the router run on.
+func NewTransport(clk clock.Clock, rt *router.Router, runners map[string]*sim.Runner) *Transport {
+	return &Transport{clk: clk, router: rt, runners: runners}
 }
 
 // Start implements loadgen.AsyncTransport. The request reaches the router
 // in an event of its own, so nothing is called back before Start returns.
 func (t *Transport) Start(req loadgen.TurnRequest, onFirst func(string, time.Duration), done func(loadgen.Result)) func(error) {
 	c := &call{t: t, req: req, onFirst: onFirst, done: done}
-	c.res.Start = t.loop.Now()
-	t.loop.AfterFunc(0, c.begin)
+	c.res.Start = t.clk.Now()
+	t.clk.AfterFunc(0, c.begin)
 	return c.cancel
 }
 
-// call is one turn in flight.
+// call is one turn in flight. Its callbacks (begin, deliver, cancel) may
+// run on different goroutines on a real clock: mu orders them. notify,
+// which the runner calls under its own lock, takes no lock of the call's,
+// so that deliver may read the stream (the runner's lock) under mu.
 type call struct {
 	t       *Transport
 	req     loadgen.TurnRequest
 	onFirst func(string, time.Duration)
 	done    func(loadgen.Result)
 
-	booking *router.Booking
-	runner  *sim.Runner
-	stream  *sim.Stream
 	// queued says a delivery event is scheduled.
-	queued   bool
+	queued atomic.Bool
+
+	mu       sync.Mutex
+	booking  *router.Booking
+	runner   *sim.Runner
+	stream   *sim.Stream
 	finished bool
 	res      loadgen.Result
 	text     strings.Builder
@@ -210,14 +241,16 @@ type call struct {
 }
 
 func (c *call) begin() {
+	c.mu.Lock()
 	if c.finished {
+		c.mu.Unlock()
 		return
 	}
 	tokens := router.ChatTokens(c.req.Messages)
 	b, err := c.t.router.Decide(&router.Request{Path: "/v1/chat/completions", TokenIDs: tokens}, nil)
 	if err != nil {
 		// The proxy answers 503 when it sheds or has no worker left.
-		c.fail(fmt.Errorf("HTTP 503: router: %w", err), loadgen.ErrHTTP503)
+		c.failLocked(fmt.Errorf("HTTP 503: router: %w", err), loadgen.ErrHTTP503)
 		return
 	}
 	c.booking = b
@@ -226,30 +259,32 @@ func (c *call) begin() {
 	st, err := c.runner.SubmitNotify(sim.Request{Prompt: tokens, MaxTokens: c.req.MaxTokens}, c.notify)
 	if err != nil {
 		b.Release()
-		c.fail(fmt.Errorf("HTTP 400: %s", strings.TrimPrefix(err.Error(), "sim: ")), loadgen.ErrHTTP4xx)
+		c.failLocked(fmt.Errorf("HTTP 400: %s", strings.TrimPrefix(err.Error(), "sim: ")), loadgen.ErrHTTP4xx)
 		return
 	}
 	c.stream = st
+	c.mu.Unlock()
 }
 
 // notify is called by the runner, under its lock, when tokens arrive: the
-// delivery runs as the next event at the same virtual time.
+// delivery runs as the next event at the same time.
 func (c *call) notify() {
-	if c.queued {
-		return
+	if c.queued.CompareAndSwap(false, true) {
+		c.t.clk.AfterFunc(0, c.deliver)
 	}
-	c.queued = true
-	c.t.loop.AfterFunc(0, c.deliver)
 }
 
 // deliver reads what the step delivered, as the client reads one SSE chunk.
 func (c *call) deliver() {
-	c.queued = false
+	c.queued.Store(false)
+	c.mu.Lock()
 	if c.finished {
+		c.mu.Unlock()
 		return
 	}
-	now := c.t.loop.Now()
+	now := c.t.clk.Now()
 	var fin *sim.Finished
+	var first func()
 	c.toks, fin = c.stream.Take(c.toks[:0])
 	if len(c.toks) > 0 {
 		start := c.text.Len()
@@ -261,7 +296,8 @@ func (c *call) deliver() {
 			c.res.FirstChunkTokens = tokenizer.Count(c.text.String())
 			c.booking.FirstToken()
 			if c.onFirst != nil {
-				c.onFirst(c.res.Worker, c.res.TTFT)
+				worker, ttft := c.res.Worker, c.res.TTFT
+				first = func() { c.onFirst(worker, ttft) }
 			}
 		}
 		if !c.last.IsZero() {
@@ -270,6 +306,10 @@ func (c *call) deliver() {
 		c.last = now
 	}
 	if fin == nil {
+		c.mu.Unlock()
+		if first != nil {
+			first()
+		}
 		return
 	}
 	c.finished = true
@@ -278,19 +318,30 @@ func (c *call) deliver() {
 	c.res.E2E = c.last.Sub(c.res.Start)
 	c.res.ISL, c.res.CachedTokens, c.res.OSL = fin.PromptTokens, fin.CachedTokens, fin.CompletionTokens
 	c.res.OracleTokens, c.res.HasOracle = c.booking.OracleTokens(), true
-	c.done(c.res)
+	res := c.res
+	c.mu.Unlock()
+	if first != nil {
+		first()
+	}
+	c.done(res)
 }
 
-func (c *call) fail(err error, class loadgen.ErrorClass) {
+// failLocked ends the turn with err and unlocks c.mu before it reports,
+// so that the generator may cancel or start turns from done.
+func (c *call) failLocked(err error, class loadgen.ErrorClass) {
 	c.finished = true
 	c.res.Err, c.res.Class = err, class
-	c.done(c.res)
+	res := c.res
+	c.mu.Unlock()
+	c.done(res)
 }
 
 // cancel abandons the turn, as a client that hangs up: the engine drops the
 // request and the booking is freed.
 func (c *call) cancel(cause error) {
+	c.mu.Lock()
 	if c.finished {
+		c.mu.Unlock()
 		return
 	}
 	if c.stream != nil {
@@ -300,5 +351,5 @@ func (c *call) cancel(cause error) {
 	if cause == nil {
 		cause = errors.New("cancelled")
 	}
-	c.fail(cause, loadgen.ErrCancelled)
+	c.failLocked(cause, loadgen.ErrCancelled)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
@@ -330,4 +331,45 @@ func BenchmarkSweepLevel(b *testing.B) {
 	}
 	virtual := float64(b.N) * (c.Warmup + c.Measure).Seconds()
 	b.ReportMetric(virtual/time.Since(start).Seconds(), "x_real_time")
+}
+
+// TestTransportOnTheWallClockServesConcurrentTurns runs the pipeline's
+// in-process transport on the wall clock, as the demo's warm-up does: its
+// turns' callbacks then run on many goroutines at once (the race detector
+// watches them), and each turn still gets its first token, its answer and
+// its cached prefix, and leaves no booking behind when the load stops.
+func TestTransportOnTheWallClockServesConcurrentTurns(t *testing.T) {
+	cfg := smallConfig(5)
+	cfg.Policy = "kv"
+	cfg.Load.Concurrency = 12
+	cfg.Load.MaxTokens = 6 // a turn is a prefill and a few decode steps: tenths of a second
+	cfg.Load.SLO = loadgen.SLO{TTFT: time.Second, TPOT: time.Second}
+	p, err := build(cfg, clock.Real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Gen.Start()
+	time.Sleep(3 * time.Second)
+	p.Gen.Stop()
+	w := p.Gen.Snapshot().Window
+	for _, r := range p.runners {
+		r.Close()
+	}
+	inFlight := p.Router.Counts().InFlight
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"turns complete without errors", w.Completed >= 12 && w.Errors == 0},
+		{"each has a first token after a prefill's time", w.TTFT.P50 > 1 && w.TTFT.P50 < 2000},
+		{"answers stop at max_tokens", w.OSL.P50 > 0 && w.OSL.P50 <= 6},
+		{"follow-up turns find their prefix cached", w.KVHitRate > 0.3},
+		{"the router learnt the workers' blocks", p.Router.Index().Blocks("sim-0")+p.Router.Index().Blocks("sim-1") > 0},
+		{"stopping the load freed every booking", inFlight == 0},
+	}
+	for _, tt := range tests {
+		if !tt.ok {
+			t.Errorf("%s: window %+v, %d booked", tt.name, w, inFlight)
+		}
+	}
 }
