@@ -118,11 +118,11 @@ type Config struct {
 
 // DefaultWarm and DefaultWarmSpeed are serve's --warm and --warm-speed.
 // After 2 min of simulated traffic the windows at 60 conversations hold
-// steady figures (docs/dashboard.md, "Warm start"); at 4x the default A/B
-// demo takes about one core, for 30 s.
+// steady figures (docs/dashboard.md, "Warm start"); at 6x, its turns in
+// process, the default A/B demo takes about a third of a core for 20 s.
 const (
 	DefaultWarm      = 2 * time.Minute
-	DefaultWarmSpeed = 4
+	DefaultWarmSpeed = 6
 )
 
 // DefaultConfig is what `kvlens` with no flags runs: round-robin against

@@ -120,14 +120,20 @@ func (c *stepClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return time.AfterFunc(time.Hour, func() {}) // a Timer to stop; f runs regardless
 }
 
-// lateClock is the wall clock whose timers fire a fixed time late, as on a
-// host that cannot keep a warm-up's pace.
-type lateClock time.Duration
+// lateClock is the wall clock whose timers, until a time, fire a fixed
+// time late, as on a host that cannot keep a warm-up's pace.
+type lateClock struct {
+	late  time.Duration
+	until time.Time
+}
 
 func (lateClock) Now() time.Time { return time.Now() }
 
 func (l lateClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return time.AfterFunc(d+time.Duration(l), f)
+	if time.Now().Before(l.until) {
+		d += l.late
+	}
+	return time.AfterFunc(d, f)
 }
 
 func TestBehindNamesAWorkerThatFellBehind(t *testing.T) {
@@ -138,8 +144,8 @@ func TestBehindNamesAWorkerThatFellBehind(t *testing.T) {
 		want         string
 	}{
 		{"a worker that kept its schedule", &stepClock{now: time.Unix(0, 0)}, false, ""},
-		{"a worker whose every step came 25 ms late", lateClock(25 * time.Millisecond), false, "sim-0 delivered 10 of its 10 steps in the last 1m0s more than 20ms late"},
-		{"late steps before the last window do not count", lateClock(25 * time.Millisecond), true, "sim-0 delivered 5 of its 5 steps in the last 1m0s more than 20ms late"},
+		{"a worker whose every step came 25 ms late", lateClock{late: 25 * time.Millisecond, until: time.Now().Add(time.Hour)}, false, "sim-0 delivered 10 of its 10 steps in the last 1m0s more than 20ms late"},
+		{"late steps before the last window do not count", lateClock{late: 25 * time.Millisecond, until: time.Now().Add(time.Hour)}, true, "sim-0 delivered 5 of its 5 steps in the last 1m0s more than 20ms late"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,10 +229,10 @@ func TestLateSinceNamesAWorkerLateSinceTheLastLook(t *testing.T) {
 }
 
 // TestPaceWarmUpSlowsAWarpItsWorkersCannotKeep runs a simulated worker on
-// a warm-up at 4x over a base clock whose every timer fires 15 ms late (60
-// ms of the warp's time, so every step is late). In its last window the
-// warm-up slows to 3x within paceInterval and says why; far from it, the
-// late steps are let be.
+// a warm-up at 4x over a base clock whose timers fire 15 ms late (60 ms of
+// the warp's time, so every step is late). In its last window the warm-up
+// slows to 3x at its second late look and says why; far from it, the late
+// steps are let be.
 func TestPaceWarmUpSlowsAWarpItsWorkersCannotKeep(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -239,7 +245,7 @@ func TestPaceWarmUpSlowsAWarpItsWorkersCannotKeep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			warp := clock.NewWarp(lateClock(15*time.Millisecond), tt.span, 4)
+			warp := clock.NewWarp(lateClock{late: 15 * time.Millisecond, until: time.Now().Add(time.Hour)}, tt.span, 4)
 			f, err := sim.StartFleet(sim.FleetConfig{Count: 1, Clock: warp})
 			if err != nil {
 				t.Fatal(err)
@@ -262,8 +268,8 @@ func TestPaceWarmUpSlowsAWarpItsWorkersCannotKeep(t *testing.T) {
 					said = append(said, fmt.Sprintf(format, a...))
 				})
 			}()
-			// The first look, or the slowing it makes.
-			for deadline := time.Now().Add(paceInterval + 1500*time.Millisecond); warp.Speed() == 4 && time.Now().Before(deadline); {
+			// The first two looks, or the slowing they make.
+			for deadline := time.Now().Add(2*paceInterval + 1500*time.Millisecond); warp.Speed() == 4 && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
 			}
 			cancel()
@@ -370,5 +376,35 @@ func TestWarmTransportSkipsHTTPOnlyWhileTheWarpPlays(t *testing.T) {
 	wt.Start(loadgen.TurnRequest{}, nil, nil)
 	if want := []string{"in process", "http"}; !slices.Equal(got, want) {
 		t.Errorf("turns went %q, want %q", got, want)
+	}
+}
+
+// TestLateLooksSlowAtTheSecondLateLookInARow: one late look (a host's
+// stall) is let be; two in a row slow the warm-up, and the slower speed is
+// judged by two more.
+func TestLateLooksSlowAtTheSecondLateLookInARow(t *testing.T) {
+	const late = "sim-0 delivered 5 of its last 399 steps more than 20ms late"
+	tests := []struct {
+		name  string
+		looks []string
+		want  []bool
+	}{
+		{"a look on time", []string{""}, []bool{false}},
+		{"one late look is a stall", []string{late, ""}, []bool{false, false}},
+		{"two late looks in a row slow", []string{late, late}, []bool{false, true}},
+		{"late looks apart do not", []string{late, "", late, ""}, []bool{false, false, false, false}},
+		{"after slowing, two more late looks", []string{late, late, late, late}, []bool{false, true, false, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l lateLooks
+			var got []bool
+			for _, why := range tt.looks {
+				got = append(got, l.slow(why))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("slowed at %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -101,7 +101,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	})
 	fs.Float64Var(&cfg.Dashboard.TourSpeed, "tour-speed", 1, "play the tour this many times faster than written, to rehearse it (10 plays a 50 s step in 5 s)")
 	fs.DurationVar(&cfg.Warm, "warm", demo.DefaultWarm, "simulated traffic the fleets play ahead of the wall clock before the dashboard shows figures, so that the first ones are steady rather than the cold start; 0 plays none (simulated fleet only)")
-	fs.Float64Var(&cfg.WarmSpeed, "warm-speed", demo.DefaultWarmSpeed, "how many times faster than real time the warm-up plays (1 to 16): --warm 2m at 4 takes 30 s, and the default A/B demo, a quarter of a core at 1x, asks for about a core; a host that cannot keep the pace slows it, to 2 at least, and says so")
+	fs.Float64Var(&cfg.WarmSpeed, "warm-speed", demo.DefaultWarmSpeed, "how many times faster than real time the warm-up plays (1 to 16): --warm 2m at 6 takes 20 s and about a third of a core; a host that cannot keep the pace slows it, to 2 at least, and says so")
 	fs.DurationVar(&cfg.ABTurn, "ab-turn", cfg.ABTurn, "with --ab and real workers, how long each policy runs before the other takes over (default 1m30s)")
 	fs.StringVar(&cfg.Router.Admission, "admission", cfg.Router.Admission, "admission policy: queue (never shed), or shed. "+router.ShedRule)
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
