@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
+	"github.com/kvlens/kvlens/tokenizer"
 	"github.com/kvlens/kvlens/tour"
 	"github.com/kvlens/kvlens/web"
 )
@@ -406,5 +409,52 @@ func TestLateLooksSlowAtTheSecondLateLookInARow(t *testing.T) {
 				t.Errorf("slowed at %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestWarmUpTurnsGiveTheWorkersTheirOwnTokens holds the warm-up's
+// in-process turns against the workers: those turns hand each engine the
+// router's tokens (router.ChatTokens), which is right only while the
+// simulated workers tokenize a chat exactly so. Each worker's own
+// /tokenize, as a router in "worker" mode would ask it, must agree; a fleet
+// given a tokenizer of its own would fail here before it made the warm-up
+// share the router's assumption.
+func TestWarmUpTurnsGiveTheWorkersTheirOwnTokens(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DB, cfg.Record = "", false
+	cfg.Dashboard.Access = web.Access{} // this machine is the operator
+	cfg.Warm, cfg.WarmSpeed = 8*time.Second, 4
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	msgs := []tokenizer.Message{
+		{Role: "system", Content: "You are a helpful assistant."},
+		{Role: "user", Content: loadgen.BuiltinStarters()[0].Text},
+		{Role: "assistant", Content: "Prefix caching keeps the blocks of a prompt seen before."},
+		{Role: "user", Content: "And when the cache is full?"},
+	}
+	want := router.ChatTokens(msgs)
+	body, _ := json.Marshal(map[string]any{"messages": msgs})
+	for _, l := range d.lanes {
+		for i, u := range l.fleet.URLs {
+			resp, err := http.Post(u+"/tokenize", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Tokens []uint32 `json:"tokens"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&got)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Tokens, want) {
+				t.Errorf("%s tokenizes the chat into %d tokens, the router into %d: the warm-up's in-process turns would give it the router's", l.workerName(i), len(got.Tokens), len(want))
+			}
+		}
 	}
 }

@@ -95,7 +95,7 @@ func New(cfg Config) (*Pipeline, error) {
 
 // build assembles a pipeline on clk: New's event loop, or in a test the
 // wall clock, on which the demo's warm-up runs the same Transport.
-func build(cfg Config, loop clock.Clock) (*Pipeline, error) {
+func build(cfg Config, clk clock.Clock) (*Pipeline, error) {
 	p := &Pipeline{runners: map[string]*sim.Runner{}, seed: cfg.Seed}
 	var workers []*router.Worker
 	var engines []*sim.Engine
@@ -117,19 +117,19 @@ func build(cfg Config, loop clock.Clock) (*Pipeline, error) {
 		return nil, err
 	}
 	rcfg := cfg.Router
-	rcfg.Clock, rcfg.Registerer = loop, nil
+	rcfg.Clock, rcfg.Registerer = clk, nil
 	p.Router = router.NewRouter(router.NewPool(workers), policy, rcfg)
 	// Each runner publishes its steps' KV events straight into the index,
 	// the path the ZMQ feed takes in real time.
 	for i, name := range p.names {
-		p.runners[name] = sim.NewRunner(engines[i], loop, p.sink(name))
+		p.runners[name] = sim.NewRunner(engines[i], clk, p.sink(name))
 	}
 	load := cfg.Load
-	load.Clock, load.Seed = loop, cfg.Seed
+	load.Clock, load.Seed = clk, cfg.Seed
 	if len(load.Starters) == 0 {
 		load.Starters = loadgen.BuiltinStarters()
 	}
-	p.Gen, err = loadgen.NewAsync(NewTransport(loop, p.Router, p.runners), load, nil)
+	p.Gen, err = loadgen.NewAsync(NewTransport(clk, p.Router, p.runners), load, nil)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
