@@ -108,11 +108,12 @@ func (w *warmWatch) stats() []sim.Stats {
 // from the look before the last window begins, it reads each worker's
 // steps since the last look, and when a worker delivered more than
 // paceLateShare of them late at two looks in a row (lateLooks), lowers the
-// speed by a quarter (slower). Late steps distort the warm figures, and past warmLateShare in the last
-// window its windows are dropped (behind): a slower warm-up that keeps its
-// windows shows steady figures sooner than one that is dropped and
-// settles again. The steps behind judges begin at the same look. It
-// returns when the warp meets the wall clock or ctx ends.
+// speed by a quarter (slower). Late steps distort the warm figures, and
+// past warmLateShare in the last window its windows are dropped (behind):
+// a slower warm-up that keeps its windows shows steady figures sooner than
+// one that is dropped and settles again. The steps behind judges begin at
+// the same look. It returns when the warp meets the wall clock or ctx
+// ends.
 func (w *warmWatch) pace(ctx context.Context, warp *clock.Warp, logf func(string, ...any)) {
 	// A warm-up no longer than the window is judged from its start.
 	last, watching := w.stats(), lastWindow(warp, w.window)
