@@ -23,17 +23,24 @@ import (
 	"github.com/kvlens/kvlens/web"
 )
 
+// warmConfig is the default A/B demo on free ports, unrecorded, this
+// machine its operator, with a warm-up of 8 s at 4x (2 s of wall time).
+func warmConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DB, cfg.Record = "", false
+	cfg.Dashboard.Access = web.Access{} // this machine is the operator
+	cfg.Warm, cfg.WarmSpeed = 8*time.Second, 4
+	return cfg
+}
+
 // TestAWarmUpRunsTheSimulatedLanesAheadThenJoinsTheWallClock starts the
 // default A/B demo with a warm-up of 8 s at 4x and a tour: for its 2 s the
 // lanes' time runs behind the wall clock, the controls are refused and the
 // tour waits; then the lanes' time is the wall clock's, the tour's first
 // step plays and the controls work.
 func TestAWarmUpRunsTheSimulatedLanesAheadThenJoinsTheWallClock(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.DB, cfg.Record = "", false
-	cfg.Dashboard.Access = web.Access{} // this machine is the operator
-	cfg.Warm, cfg.WarmSpeed = 8*time.Second, 4
+	cfg := warmConfig()
 	script, err := tour.Parse("warm.tour", strings.NewReader("1h concurrency 100 \"first\"\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -420,11 +427,7 @@ func TestLateLooksSlowAtTheSecondLateLookInARow(t *testing.T) {
 // given a tokenizer of its own would fail here before it made the warm-up
 // share the router's assumption.
 func TestWarmUpTurnsGiveTheWorkersTheirOwnTokens(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.DB, cfg.Record = "", false
-	cfg.Dashboard.Access = web.Access{} // this machine is the operator
-	cfg.Warm, cfg.WarmSpeed = 8*time.Second, 4
+	cfg := warmConfig()
 	d, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
