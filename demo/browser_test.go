@@ -254,6 +254,7 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatalf("mode = %q, want the live policy in plain words", mode)
 	}
 	checkSelectsFit(t, ctx) // the mode switch's "more…" and the faults
+	checkCompressed(t, ctx)
 
 	// 2. A viewer without the token sees every control disabled, and the
 	// server refuses a change with 403 even when the page is bypassed.
@@ -759,4 +760,41 @@ func TestBrowserTimeAxisOfOnePoint(t *testing.T) {
 	if want := "ttft-chart 1 fed 60, tpot-chart 1 fed 60, tops-chart 1 fed 60, errors-chart 1 fed 60"; got != want {
 		t.Fatalf("charts after one point (id, points, whether the fed point is the last, seconds spanned): %s; want %s", got, want)
 	}
+}
+
+// checkCompressed checks what the page costs a phone on booth Wi-Fi: its
+// scripts came compressed, and a websocket to kvlens negotiates
+// permessage-deflate, as Chromium asks for it.
+func checkCompressed(t *testing.T, ctx context.Context) {
+	t.Helper()
+	js := `(async () => {
+		const scripts = performance.getEntriesByType('resource').filter(e => e.name.includes('/static/') && e.name.endsWith('.js'));
+		const sizes = scripts.map(e => e.name.replace(/.*\/static\//, '') + ' ' + e.encodedBodySize + '/' + e.decodedBodySize);
+		const compressed = scripts.length > 0 && scripts.every(e => e.encodedBodySize > 0 && e.encodedBodySize < 0.6 * e.decodedBodySize);
+		const ext = await new Promise(ok => {
+			const ws = new WebSocket(location.origin.replace(/^http/, 'ws') + '/ws');
+			ws.onopen = () => { ok(ws.extensions); ws.close(); };
+			ws.onerror = () => ok('no connection');
+		});
+		return JSON.stringify({ compressed, sizes, ext });
+	})()`
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Compressed bool
+		Sizes      []string
+		Ext        string
+	}
+	if err := json.Unmarshal([]byte(got), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Compressed {
+		t.Errorf("the page's scripts came uncompressed (bytes on the wire / decoded): %v", r.Sizes)
+	}
+	if !strings.HasPrefix(r.Ext, "permessage-deflate") {
+		t.Errorf("the websocket negotiated %q, want permessage-deflate", r.Ext)
+	}
+	t.Logf("scripts on the wire / decoded: %v; websocket: %s", r.Sizes, r.Ext)
 }

@@ -37,9 +37,10 @@ const (
 
 // DefaultMaxViewers is how many browsers may watch at once unless told
 // otherwise: a conference hall of phones. Each costs two goroutines, about
-// 5 KB/s of frames with 3 workers (BenchmarkHub100Browsers) and about 50 KB
-// of RSS at kvlens's GOGC=400 (BenchmarkNonReadingViewers), so 500 is
-// 20 Mbit/s, more than booth Wi-Fi carries, and 25 MB.
+// 3.5 KB/s on the wire with the A/B demo's two fleets (14 KB/s of frames,
+// compressed; BenchmarkHub100Browsers has the ratio) and about 50 KB of RSS
+// at kvlens's GOGC=400 (BenchmarkNonReadingViewers), so 500 is 14 Mbit/s,
+// more than booth Wi-Fi carries, and 25 MB.
 const DefaultMaxViewers = 500
 
 // Reasons a viewer is dropped or refused, as the
@@ -126,10 +127,10 @@ type Hub struct {
 	upgrader websocket.Upgrader
 	mu       sync.Mutex
 	clients  map[*client]struct{}
-	pending  int      // upgrades under way, counted against MaxViewers
-	greeting [][]byte // hello's frames since the last tick; nil: not built
-	left     int      // viewers gone since memory was last handed back
-	leftNow  bool     // a viewer went during this tick
+	pending  int     // upgrades under way, counted against MaxViewers
+	greeting []frame // hello's frames since the last tick; nil: not built
+	left     int     // viewers gone since memory was last handed back
+	leftNow  bool    // a viewer went during this tick
 	released time.Time
 	closed   bool
 }
@@ -153,8 +154,29 @@ type client struct {
 
 // queued is a frame and when the hub queued it, to measure backlog in time.
 type queued struct {
-	at   time.Time
-	data []byte
+	at time.Time
+	frame
+}
+
+// frame is one message for every browser, encoded once whoever receives it:
+// compressed for those that negotiated it, plain for the others.
+type frame struct {
+	msg  *websocket.PreparedMessage
+	size int // bytes before compression, counted against MaxQueueBytes
+}
+
+// prepare makes frames of messages built once per tick.
+func prepare(msgs [][]byte) []frame {
+	frames := make([]frame, 0, len(msgs))
+	for _, m := range msgs {
+		pm, err := websocket.NewPreparedMessage(websocket.TextMessage, m)
+		if err != nil {
+			slog.Error("websocket frame dropped", "err", err)
+			continue
+		}
+		frames = append(frames, frame{msg: pm, size: len(m)})
+	}
+	return frames
 }
 
 // NewHub returns a hub that sends tick's frames every second, and hello's to
@@ -163,7 +185,12 @@ func NewHub(tick, hello func() [][]byte, lim HubLimits, reg prometheus.Registere
 	h := &Hub{tick: tick, hello: hello, clients: map[*client]struct{}{}}
 	h.lim = lim.withDefaults()
 	h.metrics = newHubMetrics(reg)
-	h.upgrader = websocket.Upgrader{CheckOrigin: sameOrigin}
+	// Frames are mostly HTML and JSON, 14 KB a second with the A/B view's
+	// six workers, and compress fourfold, to 3.5 KB a second
+	// (permessage-deflate without context takeover, which is what
+	// gorilla/websocket offers): what each phone in a hall on booth Wi-Fi
+	// receives. A frame is compressed once per tick, not once per viewer.
+	h.upgrader = websocket.Upgrader{CheckOrigin: sameOrigin, EnableCompression: true}
 	// A write buffer is borrowed only while a frame is written, so a viewer
 	// that waits costs none; reads reuse the HTTP server's 4 KB buffer.
 	h.upgrader.WriteBufferPool = &sync.Pool{}
@@ -209,7 +236,8 @@ func (h *Hub) Run(ctx context.Context) {
 
 // broadcast queues frames for every browser, and drops those too far
 // behind rather than stall everyone else or hold their backlog.
-func (h *Hub) broadcast(frames [][]byte) {
+func (h *Hub) broadcast(msgs [][]byte) {
+	frames := prepare(msgs)
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -290,7 +318,7 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 	// one rendering; under h.mu, so no tick falls between the hello and
 	// the registration. Queued whatever its size (the chart's history).
 	if h.greeting == nil {
-		h.greeting = h.hello()
+		h.greeting = prepare(h.hello())
 	}
 	c.push(time.Now(), h.greeting, HubLimits{MaxBacklog: time.Hour, MaxQueueBytes: math.MaxInt})
 	h.clients[c] = struct{}{}
@@ -303,15 +331,15 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 // push queues frames queued at now; false means the client is too far
 // behind: its oldest unsent frame is older than lim.MaxBacklog, or its
 // queue would hold more than lim.MaxQueueBytes.
-func (c *client) push(now time.Time, frames [][]byte, lim HubLimits) bool {
+func (c *client) push(now time.Time, frames []frame, lim HubLimits) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) > 0 && now.Sub(c.queue[0].at) > lim.MaxBacklog {
 		return false
 	}
 	for _, f := range frames {
-		c.queue = append(c.queue, queued{at: now, data: f})
-		c.bytes += len(f)
+		c.queue = append(c.queue, queued{at: now, frame: f})
+		c.bytes += f.size
 	}
 	if c.bytes > lim.MaxQueueBytes {
 		return false
@@ -325,20 +353,20 @@ func (c *client) push(now time.Time, frames [][]byte, lim HubLimits) bool {
 
 // next returns the oldest unsent frame, which stays queued (and counts
 // toward the backlog) until done is called.
-func (c *client) next() ([]byte, bool) {
+func (c *client) next() (*websocket.PreparedMessage, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) == 0 || c.stopped {
 		return nil, false
 	}
-	return c.queue[0].data, true
+	return c.queue[0].msg, true
 }
 
 func (c *client) done() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.queue) > 0 {
-		c.bytes -= len(c.queue[0].data)
+		c.bytes -= c.queue[0].size
 		c.queue[0] = queued{}
 		c.queue = c.queue[1:]
 	}
@@ -416,7 +444,7 @@ func (h *Hub) write(c *client) {
 					break
 				}
 				c.conn.SetWriteDeadline(time.Now().Add(h.lim.WriteTimeout))
-				if err := c.conn.WriteMessage(websocket.TextMessage, f); err != nil {
+				if err := c.conn.WritePreparedMessage(f); err != nil {
 					h.remove(c, dropWrite)
 					break
 				}

@@ -294,3 +294,53 @@ func TestHubHandsMemoryBackOncePerCrowd(t *testing.T) {
 		})
 	}
 }
+
+// TestHubCompressesFramesForBrowsersThatAskOnly sends one tick to a browser
+// that negotiated permessage-deflate, as Chromium and Firefox do, and to a
+// client that did not: both read the same frame, and the first receives
+// fewer bytes on the wire.
+func TestHubCompressesFramesForBrowsersThatAskOnly(t *testing.T) {
+	h, ts := hubServer(t, HubLimits{})
+	tick := bytes.Repeat([]byte(`<div class="tile" data-tile="ttft-p95"><span>412 ms</span></div>`), 128)
+	type result struct {
+		ext  string
+		msg  []byte
+		wire int64
+	}
+	read := func(deflate bool) result {
+		var wire atomic.Int64
+		d := websocket.Dialer{EnableCompression: deflate, NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{c, &wire}, nil
+		}}
+		c, resp, err := d.Dial(hubURL(ts), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, hello, err := c.ReadMessage(); err != nil || string(hello) != "hello" {
+			t.Fatalf("hello: %q, %v", hello, err)
+		}
+		before := wire.Load()
+		h.broadcast([][]byte{tick})
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, msg, err := c.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return result{resp.Header.Get("Sec-Websocket-Extensions"), msg, wire.Load() - before}
+	}
+	plain, deflated := read(false), read(true)
+	if !strings.HasPrefix(deflated.ext, "permessage-deflate") || plain.ext != "" {
+		t.Errorf("negotiated %q when asked and %q when not; want permessage-deflate only when asked", deflated.ext, plain.ext)
+	}
+	if !bytes.Equal(plain.msg, tick) || !bytes.Equal(deflated.msg, tick) {
+		t.Fatalf("read %d and %d bytes, want the %d-byte frame both times", len(plain.msg), len(deflated.msg), len(tick))
+	}
+	if deflated.wire*4 > plain.wire {
+		t.Errorf("the frame took %d bytes on the wire compressed and %d plain; want a quarter or less", deflated.wire, plain.wire)
+	}
+}

@@ -1,8 +1,11 @@
 package web
 
 import (
+	"context"
+	"net"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,11 +23,36 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkHub100Browsers measures what 100 connected browsers cost at the
-// 1 Hz push rate, as CPU time per second of wall time (cpu-%). The clients
-// run in this process too, so the figure over-counts the server's share.
+// 1 Hz push rate, as CPU time per second of wall time (cpu-%), and what each
+// receives, as the frames' bytes (bytes/browser/tick) and the bytes on the
+// wire (wire-bytes/browser/tick): plain, and with the permessage-deflate
+// that browsers ask for. The clients run in this process too, so the CPU
+// figure over-counts the server's share.
 //
 //	go test -run '^$' -bench Hub100Browsers -benchtime 10x ./web
 func BenchmarkHub100Browsers(b *testing.B) {
+	for _, deflate := range []bool{false, true} {
+		name := "plain"
+		if deflate {
+			name = "deflate"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkHub(b, 100, deflate) })
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func benchmarkHub(b *testing.B, browsers int, deflate bool) {
 	load := &fakeLoad{target: 120, running: true}
 	load.snap.Window = loadgen.Stats{
 		TTFT:       loadgen.Quantiles{Count: 900, P50: 250, P95: 580, P99: 700, Mean: 300},
@@ -48,11 +76,21 @@ func BenchmarkHub100Browsers(b *testing.B) {
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 
-	const browsers = 100
+	var wire atomic.Int64
+	dialer := websocket.Dialer{
+		EnableCompression: deflate,
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{c, &wire}, nil
+		},
+	}
 	var wg sync.WaitGroup
 	conns := make([]*websocket.Conn, browsers)
 	for i := range conns {
-		c, _, err := websocket.DefaultDialer.Dial(wsURL(ts), nil)
+		c, _, err := dialer.Dial(wsURL(ts), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +108,9 @@ func BenchmarkHub100Browsers(b *testing.B) {
 	for s.Hub().Clients() < browsers {
 		time.Sleep(time.Millisecond)
 	}
+	time.Sleep(100 * time.Millisecond) // the hello frames
 	b.ResetTimer()
+	wire0 := wire.Load()
 	start, cpu0 := time.Now(), cpuTime()
 	sent := 0
 	for range b.N { // one b.N is one tick, as the hub's Run does each second
@@ -86,6 +126,7 @@ func BenchmarkHub100Browsers(b *testing.B) {
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/tick")
 	b.ReportMetric(float64(sent)/float64(b.N), "bytes/browser/tick")
+	b.ReportMetric(float64(wire.Load()-wire0)/float64(b.N)/float64(browsers), "wire-bytes/browser/tick")
 	for _, c := range conns {
 		c.Close()
 	}

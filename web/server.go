@@ -4,11 +4,9 @@ package web
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"net/http"
 	"slices"
@@ -32,9 +30,6 @@ import (
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/tour"
 )
-
-//go:embed static
-var staticFiles embed.FS
 
 // Loadgen is what the dashboard drives and reads.
 type Loadgen interface {
@@ -248,50 +243,56 @@ func (s *Server) Handler() http.Handler {
 	}
 	r.Group(func(r chi.Router) {
 		r.Use(s.opts.Hosts.Guard, access.CrossOrigin)
-		r.Get("/", s.page)
 		r.Get("/ws", s.hub.ServeWS)
-		r.Post("/api/login", s.login)
-		r.Group(func(r chi.Router) {
-			r.Use(s.rule.Require)
-			r.Group(func(r chi.Router) {
-				// The live demo's controls wait for the warm-up; a
-				// simulated curve would take its CPU.
-				r.Use(s.afterWarmUp)
-				r.Post("/api/start", s.start)
-				r.Post("/api/stop", s.stop)
-				r.Post("/api/concurrency", s.concurrency)
-				r.Post("/api/simulate", s.simulate)
-				r.Post("/api/fault", s.fault)
-				r.Post("/api/mode", s.mode)
-				r.Post("/api/reset", s.reset)
-				r.Post("/api/tour/pause", s.pauseTour)
-				r.Post("/api/tour/resume", s.resumeTour)
-			})
-			r.Post("/api/simulate/use", s.useSimulated)
-			r.Post("/recordings/{id}/delete", s.deleteRecording)
-		})
-		r.Get("/recordings", s.recordingsPage)
-		r.Get("/recordings/{id}", s.replayPage)
-		r.Get("/recordings/{id}/frames", s.recordingFrames)
-		r.Get("/recordings/{id}/frames/{seq}/panels", s.recordedPanels)
-		r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
-		r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
-		r.Get("/how", s.how)
-		r.Get("/conversations", s.conversationList)
-		r.Get("/conversations/{id}", s.conversationLog)
-		r.Get("/qr.png", s.qr)
-		r.Get("/api/state", s.state)
-		static, _ := fs.Sub(staticFiles, "static")
-		r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
-		// Pages link /static/favicon.svg, but some clients ask for
-		// /favicon.ico whatever a page links.
-		r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "image/svg+xml")
-			w.Header().Set("Cache-Control", "max-age=86400")
-			http.ServeFileFS(w, r, static, "favicon.svg")
-		})
+		r.Group(s.pages)
 	})
 	return r
+}
+
+// pages are the dashboard's pages, files and controls, compressed for the
+// browsers that accept it.
+func (s *Server) pages(r chi.Router) {
+	r.Use(compressed)
+	r.Get("/", s.page)
+	r.Post("/api/login", s.login)
+	r.Group(func(r chi.Router) {
+		r.Use(s.rule.Require)
+		r.Group(func(r chi.Router) {
+			// The live demo's controls wait for the warm-up; a
+			// simulated curve would take its CPU.
+			r.Use(s.afterWarmUp)
+			r.Post("/api/start", s.start)
+			r.Post("/api/stop", s.stop)
+			r.Post("/api/concurrency", s.concurrency)
+			r.Post("/api/simulate", s.simulate)
+			r.Post("/api/fault", s.fault)
+			r.Post("/api/mode", s.mode)
+			r.Post("/api/reset", s.reset)
+			r.Post("/api/tour/pause", s.pauseTour)
+			r.Post("/api/tour/resume", s.resumeTour)
+		})
+		r.Post("/api/simulate/use", s.useSimulated)
+		r.Post("/recordings/{id}/delete", s.deleteRecording)
+	})
+	r.Get("/recordings", s.recordingsPage)
+	r.Get("/recordings/{id}", s.replayPage)
+	r.Get("/recordings/{id}/frames", s.recordingFrames)
+	r.Get("/recordings/{id}/frames/{seq}/panels", s.recordedPanels)
+	r.Get("/recordings/{id}/export.csv", s.exportRecording("csv"))
+	r.Get("/recordings/{id}/export.json", s.exportRecording("json"))
+	r.Get("/how", s.how)
+	r.Get("/conversations", s.conversationList)
+	r.Get("/conversations/{id}", s.conversationLog)
+	r.Get("/qr.png", s.qr)
+	r.Get("/api/state", s.state)
+	r.Handle("/static/*", http.StripPrefix("/static/", staticHandler()))
+	// Pages link /static/favicon.svg, but some clients ask for
+	// /favicon.ico whatever a page links.
+	r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Cache-Control", "max-age=86400")
+		http.ServeFileFS(w, r, staticFS, "favicon.svg")
+	})
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {

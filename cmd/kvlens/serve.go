@@ -125,7 +125,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite store holding the baseline sets; if it cannot be opened the built-in sets are used"+noDBText(cfg.DB))
 	fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "name of the baseline set the dashboard compares with (default: the seeds' 6-sweep average)")
 	fs.BoolVar(&acc.loopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
-	fs.IntVar(&cfg.Dashboard.Viewers.MaxViewers, "max-viewers", cfg.Dashboard.Viewers.MaxViewers, "most dashboard browsers at once; past it a new one gets 503 and retries, and those watching are unaffected. Each costs about 5 KB/s and 50 KB, so 500 is more than booth Wi-Fi carries; a browser that stops reading is dropped within 30 s either way")
+	fs.IntVar(&cfg.Dashboard.Viewers.MaxViewers, "max-viewers", cfg.Dashboard.Viewers.MaxViewers, "most dashboard browsers at once; past it a new one gets 503 and retries, and those watching are unaffected. Each costs about 3.5 KB/s on the wire and 50 KB, so 500 is more than booth Wi-Fi carries; a browser that stops reading is dropped within 30 s either way")
 	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address); the dashboard answers to its host")
 	fs.Func("starters", "directory of .md/.txt conversation starters, or a JSONL file with id, topic, text (default: the 10 built-in ones)", func(p string) error {
 		ss, err := loadgen.LoadStarters(p)
