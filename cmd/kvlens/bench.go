@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,7 +102,7 @@ func benchCmd(args []string) int {
 		return usage(fmt.Errorf("--levels: %w", err))
 	}
 	g.Levels = ls
-	ss, err := bench.ParseList(seeds, 0, 1<<31)
+	ss, err := bench.ParseList(seeds, 0, math.MaxInt32)
 	if err != nil {
 		return usage(fmt.Errorf("--seeds: %w", err))
 	}

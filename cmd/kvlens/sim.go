@@ -79,6 +79,10 @@ func simCmd(args []string) int {
 		}
 	}
 	cfg.Profile = p
+	if err := sim.CheckFleet(cfg.Count, p); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim: --count: %s\n", strings.TrimPrefix(err.Error(), "sim: "))
+		return 2
+	}
 	if cfg.Tokenizer, err = tokenizer.Open(*encoding, *template); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: %v\n", err)
 		return 2
