@@ -100,6 +100,7 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 		{"--run without --resume", []string{"--run", "3"}, 2, "--run goes with --resume"},
 		{"--resume with nothing to resume", []string{"--resume"}, 1, "no unfinished sweep run"},
 		{"--virtual against an external router", []string{"--virtual", "--target", "http://127.0.0.1:1/v1", "--modes", "rr"}, 2, "--virtual simulates kvlens's own router"},
+		{"a target that is not a URL", []string{"--target", "frontend:8000/v1", "--modes", "rr"}, 2, `--target "frontend:8000/v1": want the OpenAI base URL`},
 		{"an unknown admission", []string{"--admission", "maybe"}, 2, `--admission "maybe"`},
 		{"an unknown engine profile", []string{"--sim-profile", "tpu-v9"}, 2, "tpu-v9"},
 		{"a negative think time names its flag", []string{"--virtual", "--think-time", "-5s"}, 2, "--think-time must not be negative, got -5s"},

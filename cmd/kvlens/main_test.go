@@ -91,6 +91,8 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"an infinite busy threshold, which the admin API refuses too", []string{"--busy-threshold", "Inf"}, "--busy-threshold must be a positive number, as the admin API's busy_threshold, got +Inf"},
 		{"a public URL that would run script in the header's link", []string{"--public-url", "javascript:alert(1)"}, `--public-url "javascript:alert(1)": want an http:// or https:// address`},
 		{"a public URL without a host", []string{"--public-url", "http://"}, `--public-url "http://": want an http:// or https:// address`},
+		{"a target that is not a URL", []string{"--target", ":::"}, `--target ":::": want the OpenAI base URL of a router or worker`},
+		{"a target without its scheme", []string{"--target", "frontend:8000/v1"}, `--target "frontend:8000/v1": want the OpenAI base URL`},
 		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
 	}
 	for _, tt := range tests {

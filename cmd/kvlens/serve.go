@@ -462,6 +462,9 @@ func checkServe(cfg demo.Config) error {
 			return fmt.Errorf("--public-url %q: want an http:// or https:// address that phones can open, such as http://192.168.1.20:8080", u)
 		}
 	}
+	if err := checkTarget(cfg.Target); err != nil {
+		return err
+	}
 	if _, err := cfg.Dashboard.ParseConcurrency(strconv.Itoa(cfg.Load.Concurrency)); err != nil {
 		return fmt.Errorf("--concurrency: %w", err)
 	}
@@ -470,6 +473,18 @@ func checkServe(cfg demo.Config) error {
 	}
 	if err := cfg.SimPorts.Check(cfg.SimWorkers); err != nil {
 		return fmt.Errorf("--sim-ports: %w", err)
+	}
+	return nil
+}
+
+// checkTarget refuses a --target that is not an http(s) URL, which the load
+// generator would otherwise fail on once per request.
+func checkTarget(u string) error {
+	if u == "" {
+		return nil
+	}
+	if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("--target %q: want the OpenAI base URL of a router or worker, such as http://frontend:8000/v1", u)
 	}
 	return nil
 }

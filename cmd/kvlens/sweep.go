@@ -387,6 +387,9 @@ func shellWords(args []string) string {
 
 // configure builds the sweep's settings from the flags.
 func (o *sweepOptions) configure() error {
+	if err := checkTarget(o.serve.Target); err != nil {
+		return err
+	}
 	external := o.serve.Target != ""
 	if o.switchCmd != "" && !external {
 		return errors.New("--mode-switch-cmd switches an external router: give its --target too")
