@@ -92,6 +92,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a public URL that would run script in the header's link", []string{"--public-url", "javascript:alert(1)"}, `--public-url "javascript:alert(1)": want an http:// or https:// address`},
 		{"a public URL without a host", []string{"--public-url", "http://"}, `--public-url "http://": want an http:// or https:// address`},
 		{"a target that is not a URL", []string{"--target", ":::"}, `--target ":::": want the OpenAI base URL of a router or worker`},
+		{"an empty worker list, as from an unset variable", []string{"--workers", " , "}, `invalid value " , " for flag -workers: no worker in it`},
 		{"a target without its scheme", []string{"--target", "frontend:8000/v1"}, `--target "frontend:8000/v1": want the OpenAI base URL`},
 		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
 	}

@@ -45,8 +45,9 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		return err
 	})
 	fs.Func("workers", "comma-separated real OpenAI-compatible workers, each a base URL, name=URL[,events=tcp://host:port|tcp://*:port][,bind=tcp://host:port][,replay=tcp://host:port][,parent0=auto|none|hash][,capacity=N], or dns://service:port[?events=PORT&replay=PORT]; events=tcp://*:P or bind= makes kvlens listen for a publisher that connects (default: run the simulated fleet)", func(s string) error {
-		cfg.Workers = router.SplitWorkerList(s)
-		return nil
+		var err error
+		cfg.Workers, err = workerList(s)
+		return err
 	})
 	fs.StringVar(&cfg.Target, "target", cfg.Target, "OpenAI base URL the load generator calls, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
 	fs.Func("tokenizer", "how the router tokenizes prompts to hash their blocks: auto (embedded for the simulated fleet; for real workers, the first of --tokenizer-dir's files and the embedded tokenizer that matches each worker's /tokenize on a sample chat, else worker), embedded (cl100k and kvlens's chat template, as the simulated workers), worker (each worker's /tokenize), or PATH: the model's own tokenizer and chat template, a directory holding tokenizer.json and tokenizer_config.json, or the path of tokenizer.json (default auto)", func(s string) error {
@@ -487,4 +488,15 @@ func checkTarget(u string) error {
 		return fmt.Errorf("--target %q: want the OpenAI base URL of a router or worker, such as http://frontend:8000/v1", u)
 	}
 	return nil
+}
+
+// workerList splits --workers, refusing an empty list: a script whose
+// variable came out empty would otherwise demo the simulated fleet where
+// real workers were meant.
+func workerList(s string) ([]string, error) {
+	list := router.SplitWorkerList(s)
+	if len(list) == 0 {
+		return nil, errors.New("no worker in it: give the workers' URLs, or leave --workers out to run the simulated fleet")
+	}
+	return list, nil
 }

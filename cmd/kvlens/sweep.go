@@ -130,8 +130,9 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.serve.Addr, "addr", "127.0.0.1:0", "listen address of the dashboard and router proxy during the sweep")
 	fs.IntVar(&o.serve.SimWorkers, "sim-workers", o.serve.SimWorkers, "number of simulated workers to run when --workers is not set")
 	fs.Func("workers", "comma-separated real OpenAI-compatible workers, as serve takes them: each a base URL, name=URL[,events=tcp://host:port][,capacity=N], or dns://service:port[?events=PORT] (default: run the simulated fleet)", func(s string) error {
-		o.serve.Workers = router.SplitWorkerList(s)
-		return nil
+		var err error
+		o.serve.Workers, err = workerList(s)
+		return err
 	})
 	fs.StringVar(&o.serve.Target, "target", "", "OpenAI base URL to load, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
 	fs.StringVar(&o.serve.Model, "model", o.serve.Model, "model name sent with every request")
