@@ -162,18 +162,12 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	return s, nil
 }
 
-// models answers as vLLM's GET /v1/models does, with max_model_len: the
-// longest prompt plus output, in tokens, which a router reads to refuse
-// over-long prompts itself.
+// models answers as vLLM's GET /v1/models does.
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	type model struct {
-		openai.Model
-		MaxModelLen int `json:"max_model_len"`
-	}
 	writeJSON(w, http.StatusOK, struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{"list", []model{{openai.Model{ID: s.model, Object: "model", OwnedBy: "kvlens-sim"}, s.prof.MaxModelLen}}})
+		Object string      `json:"object"`
+		Data   []modelCard `json:"data"`
+	}{"list", []modelCard{{ID: s.model, Object: "model", Created: s.clk.Now().Unix(), OwnedBy: "kvlens-sim", Root: s.model, MaxModelLen: s.prof.MaxModelLen}}})
 }
 
 // inferenceConfig answers as vLLM's GET /inference/v1/config does, with the
@@ -561,41 +555,38 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream,
 		if fin.Length {
 			finish = "length"
 		}
-		usage := openai.Usage{
+		u := usage{
 			PromptTokens:        fin.PromptTokens,
 			CompletionTokens:    fin.CompletionTokens,
 			TotalTokens:         fin.PromptTokens + fin.CompletionTokens,
-			PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: fin.CachedTokens},
+			PromptTokensDetails: &promptTokensDetails{CachedTokens: fin.CachedTokens},
 		}
 		if !g.stream {
-			s.writeWhole(w, id, created, chat, text.String(), finish, usage)
+			s.writeWhole(w, id, created, chat, text.String(), finish, u)
 			return
 		}
 		enc.finish(finish)
 		if g.usage {
-			enc.usage(usage)
+			enc.usage(u)
 		}
 		enc.done()
 		return
 	}
 }
 
-func (s *Server) writeWhole(w http.ResponseWriter, id string, created int64, chat bool, text, finish string, usage openai.Usage) {
+func (s *Server) writeWhole(w http.ResponseWriter, id string, created int64, chat bool, text, finish string, u usage) {
 	if chat {
-		writeJSON(w, http.StatusOK, openai.ChatCompletionResponse{
+		writeJSON(w, http.StatusOK, chatAnswer{
 			ID: id, Object: "chat.completion", Created: created, Model: s.model,
-			Choices: []openai.ChatCompletionChoice{{
-				Message:      openai.ChatCompletionMessage{Role: "assistant", Content: text},
-				FinishReason: openai.FinishReason(finish),
-			}},
-			Usage: usage,
+			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text, ToolCalls: []any{}}, FinishReason: finish}},
+			Usage:   u,
 		})
 		return
 	}
-	writeJSON(w, http.StatusOK, openai.CompletionResponse{
+	writeJSON(w, http.StatusOK, textAnswer{
 		ID: id, Object: "text_completion", Created: created, Model: s.model,
-		Choices: []openai.CompletionChoice{{Text: text, FinishReason: finish}},
-		Usage:   &usage,
+		Choices: []textChoice{{Text: text, FinishReason: finish}},
+		Usage:   u,
 	})
 }
 
@@ -653,7 +644,7 @@ func (c *chunkWriter) finish(reason string) {
 	c.buf = append(c.buf, "}]}\n\n"...)
 }
 
-func (c *chunkWriter) usage(u openai.Usage) {
+func (c *chunkWriter) usage(u usage) {
 	head, _, _ := strings.Cut(c.head, `"choices":`)
 	b, _ := json.Marshal(u)
 	c.buf = append(c.buf, head...)

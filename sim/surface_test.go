@@ -2,8 +2,10 @@ package sim
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 
@@ -93,5 +95,80 @@ func TestTextPartsCountAsTheirText(t *testing.T) {
 	p := promptTokens(`[{"type":"text","text":"What is a KV cache?"},{"type":"text","text":"And a block?"}]`)
 	if s != p {
 		t.Fatalf("the string prompt has %d tokens, its parts %d", s, p)
+	}
+}
+
+// TestWholeAnswersHaveVLLMsFieldsAndNoOthers reads the JSON of a whole
+// (unstreamed) answer and of /v1/models key by key: vLLM's fields, with
+// cached tokens where vLLM reports them, and none that vLLM never sends
+// (an OpenAI SDK's response types add Azure's content_filter_results).
+func TestWholeAnswersHaveVLLMsFieldsAndNoOthers(t *testing.T) {
+	_, srv, _ := newTestServer(t, fast())
+	keys := func(v any) string {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("not an object: %v", v)
+		}
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return strings.Join(ks, " ")
+	}
+	const usageKeys = "completion_tokens prompt_tokens prompt_tokens_details total_tokens"
+	tests := []struct {
+		name, method, path, body string
+		want                     map[string]string // a path into the answer, and its keys
+	}{
+		{"a chat answer", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":2}`, map[string]string{
+			"":                            "choices created id model object usage",
+			"choices.0":                   "finish_reason index logprobs message stop_reason",
+			"choices.0.message":           "content role tool_calls",
+			"usage":                       usageKeys,
+			"usage.prompt_tokens_details": "cached_tokens",
+		}},
+		{"a text completion", "POST", "/v1/completions", `{"prompt":"x","max_tokens":2}`, map[string]string{
+			"":          "choices created id model object usage",
+			"choices.0": "finish_reason index logprobs stop_reason text",
+			"usage":     usageKeys,
+		}},
+		{"the models list", "GET", "/v1/models", "", map[string]string{
+			"":       "data object",
+			"data.0": "created id max_model_len object owned_by parent root",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var answer any
+			if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+				t.Fatal(err)
+			}
+			for path, want := range tt.want {
+				v := answer
+				for _, step := range strings.Split(path, ".") {
+					switch node := v.(type) {
+					case map[string]any:
+						if step != "" {
+							v = node[step]
+						}
+					case []any:
+						if len(node) == 0 {
+							t.Fatalf("%s: %s is empty", tt.path, path)
+						}
+						v = node[0]
+					}
+				}
+				if got := keys(v); got != want {
+					t.Errorf("%q has the keys %q, want vLLM's %q", path, got, want)
+				}
+			}
+		})
 	}
 }
