@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,6 +96,11 @@ type streamChunk struct {
 	Choices []struct {
 		Delta struct {
 			Content string `json:"content"`
+			// A reasoning model's thinking, before its answer, under
+			// vLLM's current name and the one SGLang and older vLLM use
+			// (newer vLLM may send both, the same text).
+			Reasoning        string `json:"reasoning"`
+			ReasoningContent string `json:"reasoning_content"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
@@ -149,7 +155,12 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	}
 
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
-	var text strings.Builder
+	// text is the answer, which the conversation keeps; thought is a
+	// reasoning model's thinking before it, which counts as output (first
+	// token, gaps, OSL without usage) as AIPerf's TTFT counts it, and
+	// which chat templates leave out of the history.
+	var text, thought strings.Builder
+	started := false
 	var last time.Time
 	var chunk streamChunk
 	var long []byte // a line longer than br's buffer, gathered
@@ -206,16 +217,19 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
 				finished = true
 			}
-			if ch.Delta.Content == "" {
+			reasoning := cmp.Or(ch.Delta.Reasoning, ch.Delta.ReasoningContent)
+			if ch.Delta.Content == "" && reasoning == "" {
 				continue
 			}
-			if text.Len() == 0 {
+			if !started {
+				started = true
 				r.TTFT = now.Sub(start)
 				if onFirstToken != nil {
 					onFirstToken(r.Worker, r.TTFT)
 				}
-				r.FirstChunkTokens = tokenizer.Count(ch.Delta.Content)
+				r.FirstChunkTokens = tokenizer.Count(reasoning + ch.Delta.Content)
 			}
+			thought.WriteString(reasoning)
 			text.WriteString(ch.Delta.Content)
 			content = true
 		}
@@ -237,8 +251,8 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	if !last.IsZero() {
 		r.E2E = last.Sub(start)
 	}
-	if !usage || r.OSL == 0 && r.Text != "" {
-		r.OSL = tokenizer.Count(r.Text)
+	if !usage || r.OSL == 0 && started {
+		r.OSL = tokenizer.Count(thought.String()) + tokenizer.Count(r.Text)
 	}
 	return r
 }

@@ -137,6 +137,60 @@ func TestOpenAIClientClassifiesFailures(t *testing.T) {
 	}
 }
 
+// TestOpenAIClientTimesAReasoningModelFromItsFirstThought streams as a
+// reasoning model does, thinking for a while before its answer: the first
+// token is the first thought, under any of the field names engines use, and
+// the conversation keeps only the answer.
+func TestOpenAIClientTimesAReasoningModelFromItsFirstThought(t *testing.T) {
+	const think = 600 * time.Millisecond // between the first thought and the answer
+	for _, tc := range []struct {
+		name, thought string // thought: the delta's fields, before their text
+		usage         bool
+		wantOSL       int
+	}{
+		{"vLLM's delta.reasoning, with usage", `"reasoning":`, true, 7},
+		{"SGLang's and older vLLM's delta.reasoning_content, without usage", `"reasoning_content":`, false, 0},
+		{"newer vLLM's both names at once, counted once", `"reasoning":"Hmm, ","reasoning_content":`, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				send := func(delta string) {
+					io.WriteString(w, `data: {"choices":[{"delta":{`+delta+`},"finish_reason":null}]}`+"\n\n")
+					w.(http.Flusher).Flush()
+				}
+				send(`"role":"assistant","content":""`)
+				send(tc.thought + `"Hmm, "`)
+				time.Sleep(think)
+				send(`"content":"The answer."`)
+				io.WriteString(w, `data: {"choices":[{"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+				if tc.usage {
+					io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}`+"\n\n")
+				}
+				io.WriteString(w, "data: [DONE]\n\n")
+			}))
+			defer srv.Close()
+			r := NewOpenAIClient(srv.URL+"/v1", "m", "").Chat(context.Background(), oneTurn, nil)
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if r.TTFT <= 0 || r.TTFT >= think-100*time.Millisecond || r.E2E < think {
+				t.Errorf("TTFT %v, E2E %v: want the first thought's time, well before the answer %v later", r.TTFT, r.E2E, think)
+			}
+			if r.Text != "The answer." {
+				t.Errorf("the conversation keeps %q; want the answer alone", r.Text)
+			}
+			want := tc.wantOSL
+			if !tc.usage {
+				want = tokenizer.Count("Hmm, ") + tokenizer.Count("The answer.")
+			}
+			if r.OSL != want || r.FirstChunkTokens != tokenizer.Count("Hmm, ") || len(r.ChunkGaps) != 1 {
+				t.Errorf("OSL %d, first chunk %d tokens, %d gaps; want %d, %d and 1", r.OSL, r.FirstChunkTokens, len(r.ChunkGaps), want, tokenizer.Count("Hmm, "))
+			}
+		})
+	}
+}
+
 func TestOpenAIClientReadsLinesLongerThanItsBuffer(t *testing.T) {
 	long := strings.Repeat("token ", 20_000) // 120 KB in one chunk
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

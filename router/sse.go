@@ -65,6 +65,11 @@ type chunkFields struct {
 	Choices []struct {
 		Delta struct {
 			Content string `json:"content"`
+			// A reasoning model's thinking: its first token ends the
+			// prefill as an answer's does (vLLM's current name, then
+			// SGLang's and older vLLM's).
+			Reasoning        string `json:"reasoning"`
+			ReasoningContent string `json:"reasoning_content"`
 		} `json:"delta"`
 		Message struct {
 			Content string `json:"content"`
@@ -86,7 +91,7 @@ func (s *streamScanner) handle(line []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		return
 	}
-	wantContent := !s.content && (bytes.Contains(line, []byte(`"content"`)) || bytes.Contains(line, []byte(`"text"`)))
+	wantContent := !s.content && (bytes.Contains(line, []byte(`"content"`)) || bytes.Contains(line, []byte(`"text"`)) || bytes.Contains(line, []byte(`"reasoning`)))
 	wantUsage := bytes.Contains(line, []byte(`"cached_tokens"`))
 	if !wantContent && !wantUsage {
 		return
@@ -97,7 +102,7 @@ func (s *streamScanner) handle(line []byte) {
 	}
 	if wantContent {
 		for _, c := range f.Choices {
-			if c.Delta.Content != "" || c.Message.Content != "" || c.Text != "" {
+			if c.Delta.Content != "" || c.Delta.Reasoning != "" || c.Delta.ReasoningContent != "" || c.Message.Content != "" || c.Text != "" {
 				s.content = true
 				if s.onContent != nil {
 					s.onContent()

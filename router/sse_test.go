@@ -20,6 +20,12 @@ func TestStreamScanner(t *testing.T) {
 			"data: {\"choices\":[{\"text\":\"once\"}]}\n\n", true, 0},
 		{"a plain JSON body without a final newline is read at close",
 			`{"choices":[{"message":{"content":"hello"}}],"usage":{"prompt_tokens_details":{"cached_tokens":32}}}`, true, 32},
+		{"a reasoning model's first thought ends the prefill (vLLM's delta.reasoning)",
+			"data: {\"choices\":[{\"delta\":{\"reasoning\":\"Let me\"}}]}\n\n", true, 0},
+		{"so does SGLang's and older vLLM's delta.reasoning_content",
+			"data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"Let me\"}}]}\n\n", true, 0},
+		{"an empty reasoning field is not content",
+			"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"reasoning\":\"\",\"content\":null}}]}\n\n", false, 0},
 		{"CRLF line ends are accepted", "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r\n\r\n", true, 0},
 		// sad path
 		{"a broken JSON chunk is skipped, not fatal", "data: {\"choices\":[{\"delta\":{\"content\":\"a\"\n\ndata: [DONE]\n\n", false, 0},
