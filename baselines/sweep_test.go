@@ -96,6 +96,7 @@ func (t *fakeTarget) Snapshot() loadgen.Snapshot {
 		ErrorRate:          0.01 * k,
 		RequestsPerSec:     k,
 		OutputTokensPerSec: 100 * k,
+		GoodputPerSec:      0.5 * k,
 		KVHitRate:          0.5,
 	}}
 }
@@ -156,9 +157,9 @@ func TestSweepRun(t *testing.T) {
 			t.Fatalf("kv level = %+v, want TTFT p50 32", kv)
 		}
 	})
-	t.Run("goodput and shed stay absent until the load generator measures them", func(t *testing.T) {
-		if got[0].Goodput != nil || got[0].Shed != nil {
-			t.Fatalf("goodput %v, shed %v", got[0].Goodput, got[0].Shed)
+	t.Run("goodput is averaged like the other rates; shed, which the client cannot tell from a worker's 503, stays absent", func(t *testing.T) {
+		if got[0].Goodput == nil || *got[0].Goodput != 1 || got[0].Shed != nil {
+			t.Fatalf("goodput %v, shed %v; want 1 (snapshots of 0.5, 1, 1.5) and none", got[0].Goodput, got[0].Shed)
 		}
 	})
 	t.Run("progress counts levels and planned time", func(t *testing.T) {
