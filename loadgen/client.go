@@ -164,7 +164,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	var last time.Time
 	var chunk streamChunk
 	var long []byte // a line longer than br's buffer, gathered
-	finished, usage, done := false, false, false
+	finished, usage, done, cacheReport := false, false, false, false
 	for !done {
 		line, err := br.ReadSlice('\n')
 		for errors.Is(err, bufio.ErrBufferFull) && len(long)+len(line) <= maxLineBytes {
@@ -209,7 +209,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 			usage = true
 			r.OSL, r.ISL = u.CompletionTokens, u.PromptTokens
 			if u.PromptTokensDetails != nil {
-				r.CachedTokens = u.PromptTokensDetails.CachedTokens
+				r.CachedTokens, cacheReport = u.PromptTokensDetails.CachedTokens, true
 			}
 		}
 		content := false
@@ -247,7 +247,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 		r.Err = fmt.Errorf("stream ended after %d bytes of text without a finish reason, usage or [DONE]", text.Len())
 		return r
 	}
-	r.Text = text.String()
+	r.Text, r.NoCacheReport = text.String(), !cacheReport
 	if !last.IsZero() {
 		r.E2E = last.Sub(start)
 	}

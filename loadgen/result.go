@@ -50,6 +50,10 @@ type Result struct {
 	ISL int
 	// CachedTokens is usage.prompt_tokens_details.cached_tokens.
 	CachedTokens int
+	// NoCacheReport says the response's usage said nothing of cached
+	// tokens (vLLM without --enable-prompt-tokens-details): the request
+	// counts in no hit rate, rather than as a miss.
+	NoCacheReport bool
 	// OracleTokens is the prompt's best achievable cached prefix when it
 	// was routed, in tokens, as kvlens's router reports it; HasOracle says
 	// it was reported (a foreign frontend reports none).

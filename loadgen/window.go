@@ -143,8 +143,12 @@ type Stats struct {
 	// OutputTokensPerSec is the sum of completed requests' OSL divided by
 	// Covered, tokens per second.
 	OutputTokensPerSec float64 `json:"output_tokens_per_sec"`
-	// KVHitRate is Σ cached prompt tokens / Σ prompt tokens, from 0 to 1.
+	// KVHitRate is Σ cached prompt tokens / Σ prompt tokens, from 0 to 1,
+	// over the completed requests whose usage reported cached tokens.
 	KVHitRate float64 `json:"kv_hit_rate"`
+	// KVHitRequests counts those requests. With none, KVHitRate is not
+	// known (it reads 0): the workers report no cached tokens.
+	KVHitRequests int `json:"kv_hit_requests"`
 	// OracleHitRate is the best achievable KVHitRate over the same
 	// requests: Σ oracle tokens / Σ prompt tokens of those whose router
 	// reported an oracle, from 0 to 1; absent when none did. A request's
@@ -190,7 +194,7 @@ func (s Stats) withAnswers(a Stats, answered time.Duration) Stats {
 	s.TPOT, s.E2E, s.InterChunk, s.ISL, s.OSL = a.TPOT, a.E2E, a.InterChunk, a.ISL, a.OSL
 	s.AdjTPOT, s.AdjE2E = a.AdjTPOT, a.AdjE2E
 	s.ErrorRate, s.SLOAttainment = a.ErrorRate, a.SLOAttainment
-	s.KVHitRate, s.OracleHitRate = a.KVHitRate, a.OracleHitRate
+	s.KVHitRate, s.KVHitRequests, s.OracleHitRate = a.KVHitRate, a.KVHitRequests, a.OracleHitRate
 	s.Answered, s.Answers = answered, a.Answers
 	return s
 }
@@ -205,14 +209,15 @@ func (s Stats) withFirstTokens(a Stats, span time.Duration) Stats {
 
 // tally is one sub-window's figures for all workers or one.
 type tally struct {
-	ttft, tpot, e2e, gaps, isl, osl  *ddsketch.DDSketchWithExactSummaryStatistics
-	completed, errors, good          int
-	errorsBeforeFirst                int // failures that never had a first token
-	byClass                          map[ErrorClass]int
-	outputTokens                     int
-	promptTokens                     int
-	cachedPromptTokens               int
-	oraclePromptTokens, oracleTokens int // of results with an oracle
+	ttft, tpot, e2e, gaps, isl, osl *ddsketch.DDSketchWithExactSummaryStatistics
+	completed, errors, good         int
+	errorsBeforeFirst               int // failures that never had a first token
+	byClass                         map[ErrorClass]int
+	outputTokens                    int
+	// promptTokens and cachedPromptTokens are of hitRequests, the
+	// completed requests that reported cached tokens.
+	promptTokens, cachedPromptTokens, hitRequests int
+	oraclePromptTokens, oracleTokens              int // of results with an oracle
 	// carried counts requests sent before Window.Begin that completed in
 	// the window, with their good ones and output tokens: the window's
 	// rates count them, its per-request figures do not.
@@ -248,6 +253,7 @@ func (t *tally) merge(o *tally) {
 	t.outputTokens += o.outputTokens
 	t.promptTokens += o.promptTokens
 	t.cachedPromptTokens += o.cachedPromptTokens
+	t.hitRequests += o.hitRequests
 	t.oraclePromptTokens += o.oraclePromptTokens
 	t.oracleTokens += o.oracleTokens
 	t.carried += o.carried
@@ -285,8 +291,11 @@ func (t *tally) done(r Result, slo SLO) {
 		t.good++
 	}
 	t.outputTokens += r.OSL
-	t.promptTokens += r.ISL
-	t.cachedPromptTokens += r.CachedTokens
+	if !r.NoCacheReport {
+		t.promptTokens += r.ISL
+		t.cachedPromptTokens += r.CachedTokens
+		t.hitRequests++
+	}
 	if r.HasOracle {
 		t.oraclePromptTokens += r.ISL
 		// What a request got is achievable by definition; it can exceed
@@ -610,6 +619,7 @@ func (t *tally) stats(covered time.Duration) Stats {
 	if t.promptTokens > 0 {
 		s.KVHitRate = float64(t.cachedPromptTokens) / float64(t.promptTokens)
 	}
+	s.KVHitRequests = t.hitRequests
 	if t.oraclePromptTokens > 0 {
 		v := float64(t.oracleTokens) / float64(t.oraclePromptTokens)
 		s.OracleHitRate = &v

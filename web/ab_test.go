@@ -30,7 +30,7 @@ func abServer(t *testing.T, a, b loadgen.Stats) (*Server, *fakeLoad, *fakeLoad, 
 // window is a window with TTFT p95 and KV hit rate as given.
 func window(ttftP95, hit float64) loadgen.Stats {
 	return loadgen.Stats{TTFT: loadgen.Quantiles{Count: 100, P50: ttftP95 / 2, P95: ttftP95}, KVHitRate: hit,
-		ISL: loadgen.Quantiles{Count: 100}, Completed: 100, Answers: 100, Covered: 20 * time.Second}
+		ISL: loadgen.Quantiles{Count: 100}, KVHitRequests: 100, Completed: 100, Answers: 100, Covered: 20 * time.Second}
 }
 
 func TestABTilesCompareLaneBWithLaneA(t *testing.T) {
@@ -319,9 +319,9 @@ func TestWorkerRowsShowAHitRateOnlyFromAnswers(t *testing.T) {
 	rt := newFakeRouter("kv")
 	rt.workers = []router.WorkerState{{Name: "a", Healthy: true}, {Name: "b", Healthy: true}, {Name: "c", Healthy: true}, {Name: "d", Healthy: true}}
 	snap := loadgen.Snapshot{Workers: map[string]loadgen.Stats{
-		"a": {Completed: 30, Answers: 30, ISL: loadgen.Quantiles{Count: 30}, KVHitRate: 0.9},
-		"b": {Completed: 40, Answers: 10, ISL: loadgen.Quantiles{Count: 10}, KVHitRate: 0.5}, // 30 short ones sent later ended too
-		"c": {Completed: 10},                                                                 // ended since the change, none in the answered span yet
+		"a": {Completed: 30, Answers: 30, ISL: loadgen.Quantiles{Count: 30}, KVHitRequests: 30, KVHitRate: 0.9},
+		"b": {Completed: 40, Answers: 10, ISL: loadgen.Quantiles{Count: 10}, KVHitRequests: 10, KVHitRate: 0.5}, // 30 short ones sent later ended too
+		"c": {Completed: 10},                                                                                    // ended since the change, none in the answered span yet
 	}}
 	rows := workerRows(Lane{Router: rt}, snap)
 	tests := []struct {
@@ -384,4 +384,31 @@ func TestEveryTileHasANoiseBand(t *testing.T) {
 			t.Errorf("tile %s has no noise band", m.id)
 		}
 	}
+}
+
+// TestAHitRateTheWorkersDoNotReportIsNotZero runs windows whose answers
+// carried no cached-token counts (vLLM without
+// --enable-prompt-tokens-details): the cache-hit tile and the worker's row
+// show no rate, and the tile says why, rather than a 0% that reads as
+// every prompt missing the cache.
+func TestAHitRateTheWorkersDoNotReportIsNotZero(t *testing.T) {
+	unreported := loadgen.Stats{TTFT: loadgen.Quantiles{Count: 50, P50: 200, P95: 400}, ISL: loadgen.Quantiles{Count: 50},
+		Completed: 50, Answers: 50, Covered: 20 * time.Second}
+	rt := newFakeRouter("kv")
+	rt.workers = []router.WorkerState{{Name: "a", Healthy: true}}
+	if row := workerRows(Lane{Router: rt}, loadgen.Snapshot{Workers: map[string]loadgen.Stats{"a": unreported}})[0]; row.HitRate != -1 {
+		t.Errorf("the worker's row shows a hit rate of %v, want none (-1)", row.HitRate)
+	}
+	s := New(&fakeLoad{target: 60}, rt, testOptions())
+	d := s.tiles([]side{{policy: "kv", target: 60, window: unreported}})
+	for _, tile := range d.Tiles {
+		if tile.ID != "kv-hit" {
+			continue
+		}
+		if tile.Value != "—" || tile.Note != "the workers report no cached tokens" {
+			t.Errorf("the cache-hit tile reads %q, note %q; want a dash and the reason", tile.Value, tile.Note)
+		}
+		return
+	}
+	t.Fatal("no cache-hit tile")
 }

@@ -215,6 +215,8 @@ type metric struct {
 	// larger, as shown, is shown but not coloured (delta): one window
 	// cannot tell it from chance.
 	noise float64
+	// missing, when set, says why a window with answers has no figure.
+	missing func(w loadgen.Stats) string
 }
 
 func (s *Server) metrics() []metric {
@@ -263,8 +265,15 @@ func (s *Server) metrics() []metric {
 		{id: "tops", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true, noise: 6},
 		{id: "rps", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true, noise: 6},
 		{id: "goodput", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true, noise: 8},
-		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.ISL.Count > 0 },
-			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true, answers: true, noise: 3},
+		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.KVHitRequests > 0 },
+			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true, answers: true, noise: 3,
+			missing: func(w loadgen.Stats) string {
+				if w.ISL.Count > 0 && w.KVHitRequests == 0 {
+					// A miss would read 0%; no report is not a miss.
+					return "the workers report no cached tokens"
+				}
+				return ""
+			}},
 	}
 }
 
@@ -338,6 +347,8 @@ func (s *Server) tiles(sides []side) components.TilesData {
 			if m.slo > 0 && wait == "" {
 				t.Level = components.SLOLevel(v, m.slo, 1)
 			}
+		} else if m.missing != nil && !main.none {
+			t.Note = m.missing(main.window)
 		}
 		ref, refOK := stored(m.key)
 		if other != nil {
@@ -523,7 +534,7 @@ func workerRows(l Lane, snap loadgen.Snapshot) []components.WorkerRow {
 				LastEventAge: es.LastEventAgeSeconds, Dropped: es.DroppedBlocks, Endpoint: es.Endpoint}
 		}
 		if st, ok := snap.Workers[ws.Name]; ok {
-			if st.ISL.Count > 0 { // completed requests in its answered span
+			if st.KVHitRequests > 0 { // completed requests that reported cached tokens
 				r.HitRate = st.KVHitRate
 			}
 			if total > 0 {
