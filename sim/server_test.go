@@ -257,18 +257,31 @@ func TestBadRequestsGetOneLineErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != tt.want || !strings.Contains(string(raw), tt.wantMsg) || strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 {
-				t.Fatalf("got %d %s, want %d containing %q on one line", resp.StatusCode, raw, tt.want, tt.wantMsg)
+			status, raw := call(t, srv, tt.method, tt.path, tt.body)
+			if status != tt.want || !strings.Contains(string(raw), tt.wantMsg) || strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 {
+				t.Fatalf("got %d %s, want %d containing %q on one line", status, raw, tt.want, tt.wantMsg)
 			}
 		})
 	}
+}
+
+// call sends one request to srv and returns the status and body.
+func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, raw
 }
 
 func TestTokenizeUsesTheChatTemplate(t *testing.T) {

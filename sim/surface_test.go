@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -45,15 +44,9 @@ func TestTheOpenAISurfaceIsWhatClientsExpect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != tt.want || !strings.Contains(string(raw), tt.wantIn) {
-				t.Fatalf("got %d %s, want %d containing %s", resp.StatusCode, raw, tt.want, tt.wantIn)
+			status, raw := call(t, srv, tt.method, tt.path, tt.body)
+			if status != tt.want || !strings.Contains(string(raw), tt.wantIn) {
+				t.Fatalf("got %d %s, want %d containing %s", status, raw, tt.want, tt.wantIn)
 			}
 			if tt.wantType == "" {
 				return
@@ -140,14 +133,9 @@ func TestWholeAnswersHaveVLLMsFieldsAndNoOthers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, strings.NewReader(tt.body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			_, raw := call(t, srv, tt.method, tt.path, tt.body)
 			var answer any
-			if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+			if err := json.Unmarshal(raw, &answer); err != nil {
 				t.Fatal(err)
 			}
 			for path, want := range tt.want {
