@@ -55,6 +55,10 @@ type Level struct {
 	// Spread is the sample standard deviation of each figure across the
 	// repeats, in the figure's own unit; nil for fewer than two repeats.
 	Spread *Metrics `json:"spread,omitempty"`
+	// HitUnreported says the measured requests' answers reported no cached
+	// tokens, so KVHitRate reads 0 without having been measured. It is
+	// not stored: the sweep says so as it stores the level.
+	HitUnreported bool `json:"-"`
 }
 
 // Set is a named collection of levels measured on one deployment.

@@ -359,6 +359,7 @@ func LevelFromStats(mode string, concurrency int, snaps []loadgen.Stats) Level {
 	l.TPOTP50, l.TPOTP95 = quantile(tpot, p50), quantile(tpot, p95)
 	l.LatencyP50, l.LatencyP95 = quantile(e2e, p50), quantile(e2e, p95)
 	l.KVHitRate = mean(func(s loadgen.Stats) float64 { return 100 * s.KVHitRate }, 1)
+	l.HitUnreported = finishedAny(snaps) && !slices.ContainsFunc(snaps, func(s loadgen.Stats) bool { return s.KVHitRequests > 0 })
 	l.OracleHitRate = oracleMean(snaps)
 	l.TOPS = mean(func(s loadgen.Stats) float64 { return s.OutputTokensPerSec }, 6)
 	errPct := mean(func(s loadgen.Stats) float64 { return 100 * s.ErrorRate }, 1)

@@ -51,6 +51,9 @@ type fakeTarget struct {
 	conc      int
 	snaps     int
 	completed int // requests each snapshot says finished
+	// noCacheReport: the answers said nothing of cached tokens (vLLM
+	// without --enable-prompt-tokens-details).
+	noCacheReport bool
 }
 
 func (t *fakeTarget) record(s string) {
@@ -88,7 +91,12 @@ func (t *fakeTarget) Snapshot() loadgen.Snapshot {
 		base /= 2
 	}
 	k := float64(t.snaps)
+	reported := t.completed
+	if t.noCacheReport {
+		reported = 0
+	}
 	return loadgen.Snapshot{Window: loadgen.Stats{
+		KVHitRequests:      reported,
 		TTFT:               loadgen.Quantiles{Count: 10, P50: base + k, P95: 2*base + k},
 		TPOT:               loadgen.Quantiles{Count: 10, P50: 20, P95: 30},
 		E2E:                loadgen.Quantiles{Count: 10, P50: 1000 * k, P95: 2000 * k},
@@ -155,6 +163,11 @@ func TestSweepRun(t *testing.T) {
 		}
 		if kv := got[2]; kv.Mode != "kv" || kv.TTFTP50 != 32 {
 			t.Fatalf("kv level = %+v, want TTFT p50 32", kv)
+		}
+	})
+	t.Run("a level whose answers reported cached tokens is not marked unreported", func(t *testing.T) {
+		if got[0].HitUnreported {
+			t.Fatal("marked unreported")
 		}
 	})
 	t.Run("goodput is averaged like the other rates; shed, which the client cannot tell from a worker's 503, stays absent", func(t *testing.T) {
@@ -321,5 +334,23 @@ func TestSwitchCommand(t *testing.T) {
 	}
 	if err := SwitchCommand(context.Background(), "exit 3", "kv", &log); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("a failing command: %v", err)
+	}
+}
+
+// TestSweepMarksAHitRateTheWorkersDidNotReport sweeps workers whose answers
+// carry no cached-token counts: each level says so, for the sweep to warn
+// that its stored hit rate of 0 was not measured.
+func TestSweepMarksAHitRateTheWorkersDidNotReport(t *testing.T) {
+	tgt := &fakeTarget{completed: 10, noCacheReport: true}
+	s := Sweep{Config: config(), Target: tgt, Clock: &fakeClock{now: time.Unix(0, 0)},
+		Save: func(context.Context, RunLevel) error { return nil }}
+	got, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range got {
+		if !l.HitUnreported {
+			t.Errorf("%s at %d: not marked unreported", l.Mode, l.Concurrency)
+		}
 	}
 }
