@@ -191,6 +191,29 @@ func TestOpenAIClientTimesAReasoningModelFromItsFirstThought(t *testing.T) {
 	}
 }
 
+// TestOpenAIClientTellsAMissFromNoReport asks a simulated worker that
+// reports cached tokens, as vLLM with --enable-prompt-tokens-details, and one
+// that answers as vLLM's default, with prompt_tokens_details null: only the
+// second leaves the request out of the hit rate.
+func TestOpenAIClientTellsAMissFromNoReport(t *testing.T) {
+	for _, noCached := range []bool{false, true} {
+		worker, err := sim.NewServer(sim.ServerOptions{Name: "w", Model: "m", Profile: sim.MustProfile(sim.DefaultProfile), NoCachedTokens: noCached})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(worker)
+		r := NewOpenAIClient(srv.URL+"/v1", "m", "").Chat(context.Background(), TurnRequest{Messages: oneTurn.Messages, MaxTokens: 2}, nil)
+		srv.Close()
+		worker.Close()
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.NoCacheReport != noCached {
+			t.Errorf("a worker with NoCachedTokens %v: the result's NoCacheReport is %v", noCached, r.NoCacheReport)
+		}
+	}
+}
+
 func TestOpenAIClientReadsLinesLongerThanItsBuffer(t *testing.T) {
 	long := strings.Repeat("token ", 20_000) // 120 KB in one chunk
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

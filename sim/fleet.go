@@ -68,6 +68,9 @@ type FleetConfig struct {
 	// Tokenizer is every worker's tokenizer and chat template; nil means the
 	// embedded one (see ServerOptions.Tokenizer).
 	Tokenizer *tokenizer.Engine
+	// NoCachedTokens answers as vLLM's default does, with no cached-token
+	// counts (see ServerOptions.NoCachedTokens).
+	NoCachedTokens bool
 	// Clock is every worker's clock (ServerOptions.Clock); nil means the
 	// wall clock.
 	Clock clock.Clock
@@ -122,7 +125,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 		opts := ServerOptions{
 			Name: fmt.Sprintf("sim-%d", i), Profile: cfg.Profile, Model: cfg.Model,
 			Faults: cfg.Faults, Seed: cfg.Seed + uint64(i), Access: cfg.Access,
-			Tokenizer: cfg.Tokenizer, Clock: cfg.Clock,
+			Tokenizer: cfg.Tokenizer, Clock: cfg.Clock, NoCachedTokens: cfg.NoCachedTokens,
 		}
 		switch {
 		case cfg.Events != nil:

@@ -80,6 +80,10 @@ type ServerOptions struct {
 	// embedded one the router uses by default. Another one makes a foreign
 	// engine: its prompts, /tokenize answers and KV events carry its own ids.
 	Tokenizer *tokenizer.Engine
+	// NoCachedTokens leaves prompt_tokens_details out of usage, as vLLM
+	// does by default (without --enable-prompt-tokens-details): clients
+	// then cannot tell how much of a prompt was cached.
+	NoCachedTokens bool
 }
 
 // Server is one simulated worker's HTTP API over its own engine.
@@ -93,6 +97,8 @@ type Server struct {
 	mux    *http.ServeMux
 	clk    clock.Clock
 	tok    *tokenizer.Engine
+	// noCached: see ServerOptions.NoCachedTokens.
+	noCached bool
 
 	answerMu  sync.Mutex
 	answerRNG *rand.Rand // where sampled answers start (answer.go)
@@ -120,13 +126,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		name:   opts.Name,
-		model:  model,
-		prof:   p,
-		runner: NewRunner(eng, clk, opts.Events),
-		reg:    prometheus.NewRegistry(),
-		clk:    clk,
-		tok:    opts.Tokenizer,
+		name:     opts.Name,
+		model:    model,
+		prof:     p,
+		runner:   NewRunner(eng, clk, opts.Events),
+		reg:      prometheus.NewRegistry(),
+		clk:      clk,
+		tok:      opts.Tokenizer,
+		noCached: opts.NoCachedTokens,
 		// Answers draw their own stream, so faults draw theirs unchanged.
 		answerRNG: rand.New(rand.NewPCG(opts.Seed, 0x616e73)),
 	}
@@ -556,10 +563,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream,
 			finish = "length"
 		}
 		u := usage{
-			PromptTokens:        fin.PromptTokens,
-			CompletionTokens:    fin.CompletionTokens,
-			TotalTokens:         fin.PromptTokens + fin.CompletionTokens,
-			PromptTokensDetails: &promptTokensDetails{CachedTokens: fin.CachedTokens},
+			PromptTokens:     fin.PromptTokens,
+			CompletionTokens: fin.CompletionTokens,
+			TotalTokens:      fin.PromptTokens + fin.CompletionTokens,
+		}
+		if !s.noCached {
+			u.PromptTokensDetails = &promptTokensDetails{CachedTokens: fin.CachedTokens}
 		}
 		if !g.stream {
 			s.writeWhole(w, id, created, chat, text.String(), finish, u)

@@ -49,6 +49,7 @@ func simCmd(args []string) int {
 	fs := simFlags(&cfg, &profile, &acc)
 	encoding := fs.String("tokenizer", "cl100k", "the workers' tokenizer: cl100k (the router's embedded one), o200k (a foreign engine, as a real model's would be), or PATH: a model's own tokenizer and chat template, a directory holding tokenizer.json and tokenizer_config.json, or the path of tokenizer.json")
 	template := fs.String("chat-template", "", "the workers' chat template with a built-in --tokenizer: kvlens (the router's embedded one, the default) or llama3 (a foreign engine)")
+	details := fs.Bool("prompt-tokens-details", true, "report cached prompt tokens in usage (prompt_tokens_details), as vLLM does with --enable-prompt-tokens-details; false answers as vLLM's default, with none")
 	maxModelLen := fs.Int("max-model-len", 0, "longest prompt plus output a request may ask for, in tokens; longer prompts are refused with 400 and request bodies are capped from it (default: the profile's)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
@@ -78,7 +79,7 @@ func simCmd(args []string) int {
 			return 2
 		}
 	}
-	cfg.Profile = p
+	cfg.Profile, cfg.NoCachedTokens = p, !*details
 	if err := sim.CheckFleet(cfg.Count, p); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: --count: %s\n", strings.TrimPrefix(err.Error(), "sim: "))
 		return 2
