@@ -347,7 +347,7 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		d.scraper = &scraper{}
 		opts.Gauges = d.scraper.gauges
-		opts.GaugeSource = "each worker's /metrics (vLLM gauges, every 2 s)"
+		opts.GaugeSource = "each worker's /metrics (vLLM's or SGLang's gauges, every 2 s)"
 		opts.Source = fmt.Sprintf("%d real %s", len(workers), plural(len(workers), "worker"))
 		if len(pair) == 2 {
 			opts.Alternate = &web.Alternation{Pair: [2]string{pair[0], pair[1]}, Every: cfg.ABTurn}

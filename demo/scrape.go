@@ -15,10 +15,12 @@ import (
 	"github.com/kvlens/kvlens/web"
 )
 
-// vLLM's gauges the workers panel shows, as vLLM exposes them on /metrics.
-const (
-	metricWaiting = "vllm:num_requests_waiting"
-	metricKVUsage = "vllm:kv_cache_usage_perc"
+// The gauges the workers panel shows, as engines expose them on /metrics,
+// the first a worker exports of each list: vLLM's, then the name vLLM used
+// for KV usage before its V1 engine, then SGLang's.
+var (
+	metricsWaiting = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
+	metricsKVUsage = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
 )
 
 // parseGauges reads a worker's Prometheus text exposition: requests waiting
@@ -30,20 +32,33 @@ func parseGauges(r io.Reader) (web.Gauge, error) {
 	if err != nil {
 		return web.Gauge{}, err
 	}
+	// first returns the values of the first of names the worker exports.
+	first := func(names []string) []float64 {
+		for _, name := range names {
+			if f, ok := fams[name]; ok && len(f.GetMetric()) > 0 {
+				vs := make([]float64, 0, len(f.GetMetric()))
+				for _, m := range f.GetMetric() {
+					vs = append(vs, m.GetGauge().GetValue())
+				}
+				return vs
+			}
+		}
+		return nil
+	}
 	g := web.Gauge{Queued: -1, KVUsage: -1}
-	if f, ok := fams[metricWaiting]; ok && len(f.GetMetric()) > 0 {
+	if vs := first(metricsWaiting); vs != nil {
 		var n float64
-		for _, m := range f.GetMetric() {
-			n += m.GetGauge().GetValue()
+		for _, v := range vs {
+			n += v
 		}
 		g.Queued = int(n)
 	}
-	if f, ok := fams[metricKVUsage]; ok && len(f.GetMetric()) > 0 {
+	if vs := first(metricsKVUsage); vs != nil {
 		var sum float64
-		for _, m := range f.GetMetric() {
-			sum += m.GetGauge().GetValue()
+		for _, v := range vs {
+			sum += v
 		}
-		g.KVUsage = sum / float64(len(f.GetMetric()))
+		g.KVUsage = sum / float64(len(vs))
 	}
 	return g, nil
 }
