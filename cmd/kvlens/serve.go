@@ -459,7 +459,7 @@ func checkServe(cfg demo.Config) error {
 	}
 	if u := cfg.Dashboard.PublicURL; u != "" {
 		// The QR code and the header's link open it on visitors' phones.
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		if !httpURL(u) {
 			return fmt.Errorf("--public-url %q: want an http:// or https:// address that phones can open, such as http://192.168.1.20:8080", u)
 		}
 	}
@@ -484,7 +484,7 @@ func checkTarget(u string) error {
 	if u == "" {
 		return nil
 	}
-	if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+	if !httpURL(u) {
 		return fmt.Errorf("--target %q: want the OpenAI base URL of a router or worker, such as http://frontend:8000/v1", u)
 	}
 	return nil
@@ -499,4 +499,10 @@ func workerList(s string) ([]string, error) {
 		return nil, errors.New("no worker in it: give the workers' URLs, or leave --workers out to run the simulated fleet")
 	}
 	return list, nil
+}
+
+// httpURL reports whether u is an absolute http or https URL with a host.
+func httpURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
 }
