@@ -15,8 +15,10 @@ type Metrics struct {
 	TTFTP50 float64 `json:"ttft_p50_ms"`
 	// TTFTP95 is the 95th-percentile time to first token, in ms.
 	TTFTP95 float64 `json:"ttft_p95_ms"`
-	// KVHitRate is Σ cached prompt tokens / Σ prompt tokens, in percent.
-	KVHitRate float64 `json:"kv_hit_rate_pct"`
+	// KVHitRate is Σ cached prompt tokens / Σ prompt tokens, in percent;
+	// nil when the workers reported no cached tokens (vLLM without
+	// --enable-prompt-tokens-details), which is unknown, not 0%.
+	KVHitRate *float64 `json:"kv_hit_rate_pct,omitempty"`
 	// TOPS is output tokens per second over the whole fleet.
 	TOPS float64 `json:"tops"`
 	// TPOTP50 is the median time per output token, in ms.
@@ -55,10 +57,6 @@ type Level struct {
 	// Spread is the sample standard deviation of each figure across the
 	// repeats, in the figure's own unit; nil for fewer than two repeats.
 	Spread *Metrics `json:"spread,omitempty"`
-	// HitUnreported says the measured requests' answers reported no cached
-	// tokens, so KVHitRate reads 0 without having been measured. It is
-	// not stored: the sweep says so as it stores the level.
-	HitUnreported bool `json:"-"`
 }
 
 // Set is a named collection of levels measured on one deployment.
@@ -183,11 +181,11 @@ func (f Field) Clear(m *Metrics) {
 	*f.get(m) = 0
 }
 
-// Fields lists every figure of Metrics in the seeds' order, required first.
+// Fields lists every figure of Metrics in the seeds' order.
 var Fields = []Field{
 	{Key: "ttft_p50_ms", get: func(m *Metrics) *float64 { return &m.TTFTP50 }},
 	{Key: "ttft_p95_ms", get: func(m *Metrics) *float64 { return &m.TTFTP95 }},
-	{Key: "kv_hit_rate_pct", Percent: true, get: func(m *Metrics) *float64 { return &m.KVHitRate }},
+	{Key: "kv_hit_rate_pct", Optional: true, Percent: true, getOpt: func(m *Metrics) **float64 { return &m.KVHitRate }},
 	{Key: "tops", get: func(m *Metrics) *float64 { return &m.TOPS }},
 	{Key: "tpot_p50_ms", get: func(m *Metrics) *float64 { return &m.TPOTP50 }},
 	{Key: "tpot_p95_ms", get: func(m *Metrics) *float64 { return &m.TPOTP95 }},

@@ -191,7 +191,7 @@ func parseSeed003(t *testing.T, text string) Set {
 		b := row(atoi(t, r[0]))
 		b.rr.TTFTP50, b.kv.TTFTP50 = num(t, r[1], "ms"), num(t, r[2], "ms")
 		b.rr.TTFTP95, b.kv.TTFTP95 = num(t, r[4], "ms"), num(t, r[5], "ms")
-		b.rr.KVHitRate, b.kv.KVHitRate = num(t, r[7], "%"), num(t, r[8], "%")
+		b.rr.KVHitRate, b.kv.KVHitRate = new(num(t, r[7], "%")), new(num(t, r[8], "%"))
 	}
 	for _, r := range table(t, results, "### Throughput and Actual RPS") {
 		b := row(atoi(t, r[0]))

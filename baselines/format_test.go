@@ -71,7 +71,7 @@ func TestKvlensFormatKeepsEverything(t *testing.T) {
 		Generated: "2026-11-22T05:00:00Z", Metric: "kvlens window", TargetRPS: &rps,
 		Levels: []Level{
 			{Concurrency: 60, Mode: "round_robin", Repeats: 2, Spread: &Metrics{TTFTP95: spread},
-				Metrics: Metrics{TTFTP50: 1, TTFTP95: 2, KVHitRate: 3, TOPS: 4, TPOTP50: 5, TPOTP95: 6, LatencyP50: 7, LatencyP95: 8, ErrorPct: &errPct}},
+				Metrics: Metrics{TTFTP50: 1, TTFTP95: 2, KVHitRate: new(3.0), TOPS: 4, TPOTP50: 5, TPOTP95: 6, LatencyP50: 7, LatencyP95: 8, ErrorPct: &errPct}},
 		},
 	}
 	data, err := Encode(&s, FormatKvlens)

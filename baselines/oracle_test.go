@@ -33,7 +33,7 @@ func TestReportShowsTheOracleBesideEveryMode(t *testing.T) {
 	o := 99.2
 	s := &Set{Name: "t"}
 	for _, m := range []string{"round_robin", "kv", "sglang"} {
-		s.Levels = append(s.Levels, Level{Mode: m, Concurrency: 60, Metrics: Metrics{TTFTP95: 400, KVHitRate: 90, OracleHitRate: &o}})
+		s.Levels = append(s.Levels, Level{Mode: m, Concurrency: 60, Metrics: Metrics{TTFTP95: 400, KVHitRate: new(90.0), OracleHitRate: &o}})
 	}
 	var b bytes.Buffer
 	if err := WriteMarkdown(&b, Report{Set: s}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ func everyMode(b *bytes.Buffer, s *Set, modes []string) {
 				continue
 			}
 			short, _ := Label(m)
-			rows = append(rows, []string{strconv.Itoa(c), short, ms(l.TTFTP95), ms(l.TPOTP95), pct(l.KVHitRate), optPct(l.OracleHitRate), optPct(l.ErrorPct)})
+			rows = append(rows, []string{strconv.Itoa(c), short, ms(l.TTFTP95), ms(l.TPOTP95), optPct(l.KVHitRate), optPct(l.OracleHitRate), optPct(l.ErrorPct)})
 		}
 	}
 	mdTable(b, false, []string{"Concurrency", "Mode", "TTFT p95", "TPOT p95", "Hit Rate", "Oracle", "Error %"}, rows)
@@ -121,6 +122,68 @@ func mdTable(b *bytes.Buffer, left bool, header []string, rows [][]string) {
 
 func ms(v float64) string  { return fmt.Sprintf("%.0fms", v) }
 func pct(v float64) string { return fmt.Sprintf("%.1f%%", v) }
+
+// hitRange says where a curve's hit rate ranges, over the levels whose
+// workers reported it, with the average when avg is set.
+func hitRange(curve []Level, avg bool) string {
+	var minL, maxL Level
+	sum, n := 0.0, 0
+	for _, l := range curve {
+		if l.KVHitRate == nil {
+			continue
+		}
+		v := *l.KVHitRate
+		if n == 0 || v < *minL.KVHitRate {
+			minL = l
+		}
+		if n == 0 || v > *maxL.KVHitRate {
+			maxL = l
+		}
+		sum += v
+		n++
+	}
+	if n == 0 {
+		return "not reported by the workers"
+	}
+	text := fmt.Sprintf("%s (at %d) to %s (at %d)", pct(*minL.KVHitRate), minL.Concurrency, pct(*maxL.KVHitRate), maxL.Concurrency)
+	if avg {
+		text += ", average " + pct(sum/float64(n))
+	}
+	if n < len(curve) {
+		text += fmt.Sprintf(" (%d of %d levels reported it)", n, len(curve))
+	}
+	return text
+}
+
+// anyGoodput says whether any level of s measured goodput; a set imported
+// from the seeds did not.
+func anyGoodput(s *Set) bool {
+	return slices.ContainsFunc(s.Levels, func(l Level) bool { return l.Goodput != nil })
+}
+
+// goodText says what makes one request good under o: every threshold of
+// the SLO holds for it (docs/metrics.md).
+func goodText(o SLO) string {
+	var parts []string
+	if o.TTFT > 0 {
+		parts = append(parts, fmt.Sprintf("TTFT ≤ %d ms", o.TTFT.Milliseconds()))
+	}
+	if o.TPOT > 0 {
+		parts = append(parts, fmt.Sprintf("TPOT ≤ %d ms", o.TPOT.Milliseconds()))
+	}
+	if len(parts) == 0 {
+		return "none set"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// optRate formats an optional rate per second, "n/a" when absent.
+func optRate(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", *p)
+}
 
 func optPct(p *float64) string {
 	if p == nil {
@@ -234,7 +297,7 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 		rows(func(p pair) []string {
 			row := []string{ms(p.a.TTFTP50), ms(p.b.TTFTP50), pct(improvement(p.a.TTFTP50, p.b.TTFTP50)),
 				ms(p.a.TTFTP95), ms(p.b.TTFTP95), pct(improvement(p.a.TTFTP95, p.b.TTFTP95)),
-				pct(p.a.KVHitRate), pct(p.b.KVHitRate)}
+				optPct(p.a.KVHitRate), optPct(p.b.KVHitRate)}
 			if oracle {
 				row = append(row, optPct(p.a.OracleHitRate), optPct(p.b.OracleHitRate))
 			}
@@ -246,6 +309,11 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 	fmt.Fprintf(b, "### Throughput (Output Tokens/s)\n\n")
 	mdTable(b, false, []string{"Concurrency", bs + " TOPS", cs + " TOPS"},
 		rows(func(p pair) []string { return []string{fmt.Sprintf("%.1f", p.a.TOPS), fmt.Sprintf("%.1f", p.b.TOPS)} }))
+	if anyGoodput(s) {
+		fmt.Fprintf(b, "### Goodput (Requests/s with %s)\n\n", goodText(r.Config.SLO))
+		mdTable(b, false, []string{"Concurrency", bs + " Goodput", cs + " Goodput"},
+			rows(func(p pair) []string { return []string{optRate(p.a.Goodput), optRate(p.b.Goodput)} }))
+	}
 	fmt.Fprintf(b, "### TPOT -- Time Per Output Token (ITL)\n\n")
 	mdTable(b, false, []string{"Concurrency", bs + " TPOT p50", cs + " TPOT p50", bs + " TPOT p95", cs + " TPOT p95"},
 		rows(func(p pair) []string {
@@ -267,10 +335,10 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 	fmt.Fprintf(b, "- **TTFT p50 improvement at highest concurrency (%d):** %s\n", last.c, pct(hi))
 	trend := fmt.Sprintf("(%s at %d -> %s at %d)", pct(lo), first.c, pct(hi), last.c)
 	switch {
-	case hi < lo && last.b.KVHitRate < first.b.KVHitRate:
+	case hi < lo && first.b.KVHitRate != nil && last.b.KVHitRate != nil && *last.b.KVHitRate < *first.b.KVHitRate:
 		// Only when the hit rate falls too does the data point at the cache.
 		fmt.Fprintf(b, "- **Trend:** The TTFT improvement **decreases** at higher concurrency %s, and the %s hit rate falls (%s -> %s). This may indicate cache pressure at higher loads.\n",
-			trend, cs, pct(first.b.KVHitRate), pct(last.b.KVHitRate))
+			trend, cs, pct(*first.b.KVHitRate), pct(*last.b.KVHitRate))
 	case hi < lo:
 		fmt.Fprintf(b, "- **Trend:** The TTFT improvement **decreases** at higher concurrency %s.\n", trend)
 	case hi > lo:
@@ -285,22 +353,8 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 		}
 	}
 	fmt.Fprintf(b, "- **Peak benefit:** Concurrency %d shows the maximum p50 improvement at %s.\n", peak.c, pct(improvement(peak.a.TTFTP50, peak.b.TTFTP50)))
-	hitRange := func(mode string) string {
-		curve := s.Curve(mode)
-		minL, maxL, sum := curve[0], curve[0], 0.0
-		for _, l := range curve {
-			if l.KVHitRate < minL.KVHitRate {
-				minL = l
-			}
-			if l.KVHitRate > maxL.KVHitRate {
-				maxL = l
-			}
-			sum += l.KVHitRate
-		}
-		return fmt.Sprintf("%s (at %d) to %s (at %d), average %s", pct(minL.KVHitRate), minL.Concurrency, pct(maxL.KVHitRate), maxL.Concurrency, pct(sum/float64(len(curve))))
-	}
-	fmt.Fprintf(b, "- **KV cache hit rate (%s mode):** %s.\n", cs, hitRange(cmp))
-	fmt.Fprintf(b, "- **KV cache hit rate (%s mode):** %s.\n", bs, hitRange(base))
+	fmt.Fprintf(b, "- **KV cache hit rate (%s mode):** %s.\n", cs, hitRange(s.Curve(cmp), true))
+	fmt.Fprintf(b, "- **KV cache hit rate (%s mode):** %s.\n", bs, hitRange(s.Curve(base), true))
 	fmt.Fprintf(b, "- **Within the SLO (%s):** %s %s, %s %s.\n", sloText(r.Config.SLO), bs, envelopeText(s, base, r.Config.SLO), cs, envelopeText(s, cmp, r.Config.SLO))
 	return nil
 }
@@ -370,6 +424,11 @@ func writeSingle(b *bytes.Buffer, r Report, mode string) error {
 	fmt.Fprintf(b, "## Throughput (Output Tokens/s)\n\n")
 	mdTable(b, false, []string{"Concurrency", "TOPS"},
 		rows(func(l Level) []string { return []string{fmt.Sprintf("%.1f", l.TOPS)} }))
+	if anyGoodput(s) {
+		fmt.Fprintf(b, "## Goodput (Requests/s with %s)\n\n", goodText(r.Config.SLO))
+		mdTable(b, false, []string{"Concurrency", "Goodput"},
+			rows(func(l Level) []string { return []string{optRate(l.Goodput)} }))
+	}
 	if err := referenceJSON(b, s, FormatSingle); err != nil {
 		return err
 	}
@@ -377,16 +436,7 @@ func writeSingle(b *bytes.Buffer, r Report, mode string) error {
 	first, last := curve[0], curve[len(curve)-1]
 	fmt.Fprintf(b, "- **TTFT p95:** %s at %d to %s at %d.\n", ms(first.TTFTP95), first.Concurrency, ms(last.TTFTP95), last.Concurrency)
 	fmt.Fprintf(b, "- **Throughput:** %.1f to %.1f output tokens/s.\n", first.TOPS, last.TOPS)
-	minL, maxL := first, first
-	for _, l := range curve {
-		if l.KVHitRate < minL.KVHitRate {
-			minL = l
-		}
-		if l.KVHitRate > maxL.KVHitRate {
-			maxL = l
-		}
-	}
-	fmt.Fprintf(b, "- **KV cache hit rate:** %s (at %d) to %s (at %d).\n", pct(minL.KVHitRate), minL.Concurrency, pct(maxL.KVHitRate), maxL.Concurrency)
+	fmt.Fprintf(b, "- **KV cache hit rate:** %s.\n", hitRange(curve, false))
 	fmt.Fprintf(b, "- **Within the SLO (%s):** %s.\n", sloText(r.Config.SLO), envelopeText(s, mode, r.Config.SLO))
 	return nil
 }

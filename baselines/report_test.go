@@ -25,10 +25,22 @@ func synthetic(modes ...string) *Set {
 				errPct = 1.5 * float64(mi+1)
 			}
 			s.Levels = append(s.Levels, Level{Mode: mode, Concurrency: c, Metrics: Metrics{
-				TTFTP50: 300 * f * gain, TTFTP95: 500 * f * gain, KVHitRate: 80 + 5*float64(mi) + f,
+				TTFTP50: 300 * f * gain, TTFTP95: 500 * f * gain, KVHitRate: new(80 + 5*float64(mi) + f),
 				TOPS: 2000 + 250*f + 100*float64(mi), TPOTP50: 25 + 2*f, TPOTP95: 30 + 3*f,
 				LatencyP50: 20000 + 1000*f, LatencyP95: 30000 + 1500*f, ErrorPct: &errPct, ActualRPS: &actual,
+				Goodput: new(actual * gain * 0.9),
 			}})
+		}
+	}
+	return s
+}
+
+// unreported removes the hit rate of every level but kv's at 60, as a sweep
+// of workers that report no cached tokens would, with one that did.
+func unreported(s *Set) *Set {
+	for i := range s.Levels {
+		if l := &s.Levels[i]; l.Mode != "kv" || l.Concurrency != 60 {
+			l.KVHitRate = nil
 		}
 	}
 	return s
@@ -68,6 +80,7 @@ func TestReportGolden(t *testing.T) {
 	}{
 		{"two modes give seed 000's comparison layout", synthetic("round_robin", "kv"), "report_dual.md"},
 		{"one mode gives seed 001's scaling layout", synthetic("kv"), "report_single.md"},
+		{"a hit rate the workers did not report reads n/a, never 0%", unreported(synthetic("round_robin", "kv")), "report_unreported.md"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -358,8 +358,7 @@ func LevelFromStats(mode string, concurrency int, snaps []loadgen.Stats) Level {
 	l.TTFTP50, l.TTFTP95 = quantile(ttft, p50), quantile(ttft, p95)
 	l.TPOTP50, l.TPOTP95 = quantile(tpot, p50), quantile(tpot, p95)
 	l.LatencyP50, l.LatencyP95 = quantile(e2e, p50), quantile(e2e, p95)
-	l.KVHitRate = mean(func(s loadgen.Stats) float64 { return 100 * s.KVHitRate }, 1)
-	l.HitUnreported = finishedAny(snaps) && !slices.ContainsFunc(snaps, func(s loadgen.Stats) bool { return s.KVHitRequests > 0 })
+	l.KVHitRate = hitMean(snaps)
 	l.OracleHitRate = oracleMean(snaps)
 	l.TOPS = mean(func(s loadgen.Stats) float64 { return s.OutputTokensPerSec }, 6)
 	errPct := mean(func(s loadgen.Stats) float64 { return 100 * s.ErrorRate }, 1)
@@ -467,6 +466,25 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
 	return strconv.FormatFloat(round(d.Seconds(), 1), 'f', -1, 64) + "s"
+}
+
+// hitMean averages the hit rate, in percent, over the snapshots whose
+// requests reported cached tokens; nil when none did, since a hit rate the
+// workers never reported is unknown, not 0%.
+func hitMean(snaps []loadgen.Stats) *float64 {
+	var sum float64
+	n := 0
+	for _, s := range snaps {
+		if s.KVHitRequests > 0 {
+			sum += 100 * s.KVHitRate
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	v := round(sum/float64(n), 1)
+	return &v
 }
 
 // oracleMean averages the snapshots' oracle hit rates, in percent, over

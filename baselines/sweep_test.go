@@ -3,6 +3,7 @@ package baselines
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -158,16 +159,11 @@ func TestSweepRun(t *testing.T) {
 	})
 	t.Run("a level averages its three snapshots", func(t *testing.T) {
 		l := got[0] // round_robin at 60: snapshots give TTFT p50 61, 62, 63
-		if l.TTFTP50 != 62 || l.TTFTP95 != 122 || l.LatencyP50 != 2000 || l.TOPS != 200 || *l.ErrorPct != 2 || *l.ActualRPS != 2 || l.KVHitRate != 50 {
+		if l.TTFTP50 != 62 || l.TTFTP95 != 122 || l.LatencyP50 != 2000 || l.TOPS != 200 || *l.ErrorPct != 2 || *l.ActualRPS != 2 || l.KVHitRate == nil || *l.KVHitRate != 50 {
 			t.Fatalf("level = %+v", l)
 		}
 		if kv := got[2]; kv.Mode != "kv" || kv.TTFTP50 != 32 {
 			t.Fatalf("kv level = %+v, want TTFT p50 32", kv)
-		}
-	})
-	t.Run("a level whose answers reported cached tokens is not marked unreported", func(t *testing.T) {
-		if got[0].HitUnreported {
-			t.Fatal("marked unreported")
 		}
 	})
 	t.Run("goodput is averaged like the other rates; shed, which the client cannot tell from a worker's 503, stays absent", func(t *testing.T) {
@@ -337,10 +333,10 @@ func TestSwitchCommand(t *testing.T) {
 	}
 }
 
-// TestSweepMarksAHitRateTheWorkersDidNotReport sweeps workers whose answers
-// carry no cached-token counts: each level says so, for the sweep to warn
-// that its stored hit rate of 0 was not measured.
-func TestSweepMarksAHitRateTheWorkersDidNotReport(t *testing.T) {
+// TestSweepStoresAHitRateTheWorkersDidNotReportAsUnknown sweeps workers
+// whose answers carry no cached-token counts: each level's hit rate is
+// absent, never 0%.
+func TestSweepStoresAHitRateTheWorkersDidNotReportAsUnknown(t *testing.T) {
 	tgt := &fakeTarget{completed: 10, noCacheReport: true}
 	s := Sweep{Config: config(), Target: tgt, Clock: &fakeClock{now: time.Unix(0, 0)},
 		Save: func(context.Context, RunLevel) error { return nil }}
@@ -349,8 +345,34 @@ func TestSweepMarksAHitRateTheWorkersDidNotReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range got {
-		if !l.HitUnreported {
-			t.Errorf("%s at %d: not marked unreported", l.Mode, l.Concurrency)
+		if l.KVHitRate != nil {
+			t.Errorf("%s at %d: hit rate %v, want none", l.Mode, l.Concurrency, *l.KVHitRate)
 		}
+	}
+}
+
+func TestLevelHitRateAveragesOnlySnapshotsThatReportedOne(t *testing.T) {
+	snap := func(reported int, rate float64) loadgen.Stats {
+		return loadgen.Stats{Completed: reported + 1, KVHitRequests: reported, KVHitRate: rate}
+	}
+	tests := []struct {
+		name  string
+		snaps []loadgen.Stats
+		want  *float64
+	}{
+		{"every snapshot reported: their mean", []loadgen.Stats{snap(5, 0.8), snap(5, 0.9)}, new(85.0)},
+		{"an early snapshot before any report does not pull the mean to 0", []loadgen.Stats{snap(0, 0), snap(5, 0.9), snap(8, 0.7)}, new(80.0)},
+		{"no snapshot reported: unknown", []loadgen.Stats{snap(0, 0), snap(0, 0)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := LevelFromStats("kv", 60, tt.snaps).KVHitRate
+			switch {
+			case (got == nil) != (tt.want == nil):
+				t.Fatalf("hit rate %v, want %v", got, tt.want)
+			case got != nil && math.Abs(*got-*tt.want) > 1e-9:
+				t.Fatalf("hit rate %v, want %v", *got, *tt.want)
+			}
+		})
 	}
 }

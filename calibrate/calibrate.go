@@ -210,19 +210,26 @@ func Compare(c Config, runs [][]baselines.RunLevel) (*Report, error) {
 	return r, nil
 }
 
-// mean averages the figures the report compares, and the hit rate.
+// mean averages the figures the report compares, and the hit rate over
+// the seeds that reported one.
 func mean(ms []baselines.Metrics) baselines.Metrics {
 	var s baselines.Metrics
+	hit, hits := 0.0, 0
 	for _, m := range ms {
 		s.TTFTP50 += m.TTFTP50
 		s.TTFTP95 += m.TTFTP95
 		s.TPOTP50 += m.TPOTP50
 		s.TOPS += m.TOPS
-		s.KVHitRate += m.KVHitRate
+		if m.KVHitRate != nil {
+			hit += *m.KVHitRate
+			hits++
+		}
 	}
 	n := float64(len(ms))
-	return baselines.Metrics{
-		TTFTP50: s.TTFTP50 / n, TTFTP95: s.TTFTP95 / n, TPOTP50: s.TPOTP50 / n,
-		TOPS: s.TOPS / n, KVHitRate: s.KVHitRate / n,
+	s.TTFTP50, s.TTFTP95, s.TPOTP50, s.TOPS = s.TTFTP50/n, s.TTFTP95/n, s.TPOTP50/n, s.TOPS/n
+	if hits > 0 {
+		v := hit / float64(hits)
+		s.KVHitRate = &v
 	}
+	return s
 }

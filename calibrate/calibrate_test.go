@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 func reference() *baselines.Set {
 	lv := func(mode string, c int, p50, p95, tpot, tops, hit float64) baselines.Level {
 		return baselines.Level{Concurrency: c, Mode: mode, Metrics: baselines.Metrics{
-			TTFTP50: p50, TTFTP95: p95, TPOTP50: tpot, TOPS: tops, KVHitRate: hit}}
+			TTFTP50: p50, TTFTP95: p95, TPOTP50: tpot, TOPS: tops, KVHitRate: &hit}}
 	}
 	return &baselines.Set{Name: "seeds (averaged)", Levels: []baselines.Level{
 		lv("round_robin", 60, 274, 655, 28, 2146.9, 90.9),
@@ -44,7 +44,7 @@ func config() Config {
 func runs() [][]baselines.RunLevel {
 	rl := func(mode string, c int, p50, p95, tpot, tops, hit float64) baselines.RunLevel {
 		return baselines.RunLevel{Repeat: 1, Level: baselines.Level{Concurrency: c, Mode: mode, Metrics: baselines.Metrics{
-			TTFTP50: p50, TTFTP95: p95, TPOTP50: tpot, TOPS: tops, KVHitRate: hit}}}
+			TTFTP50: p50, TTFTP95: p95, TPOTP50: tpot, TOPS: tops, KVHitRate: &hit}}}
 	}
 	return [][]baselines.RunLevel{
 		{
@@ -141,7 +141,7 @@ func TestCompareAveragesTheSeedsAndPairsDynamoWithKV(t *testing.T) {
 		// the measured kv column, not round_robin's 274
 		{"dynamo at 60 is held against the measured kv level", r.Rows[2].Seeds.TTFTP50, 249},
 		// (97 + 98) / 2
-		{"the hit rate is averaged too", r.Rows[3].Sim.KVHitRate, 97.5},
+		{"the hit rate is averaged too", *r.Rows[3].Sim.KVHitRate, 97.5},
 	}
 	for _, tt := range tests {
 		if math.Abs(tt.got-tt.want) > 1e-9 {

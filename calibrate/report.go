@@ -142,7 +142,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			got, want := f.Get(row.Sim), f.Get(row.Seeds)
 			fmt.Fprintf(b, " %s / %s (%s) |", f.Format(got), f.Format(want), percent(Diff(got, want)))
 		}
-		fmt.Fprintf(b, " %.1f / %.1f |\n", row.Sim.KVHitRate, row.Seeds.KVHitRate)
+		fmt.Fprintf(b, " %s / %s |\n", hit(row.Sim.KVHitRate), hit(row.Seeds.KVHitRate))
 	}
 	r.writeMisses(b)
 	return b.Flush()
@@ -182,6 +182,14 @@ func (r *Report) writeMisses(b *bufio.Writer) {
 
 // percent prints a difference as a signed percentage, bold when outside
 // Tolerance.
+// hit formats a hit rate in percent, "n/a" when it was not reported.
+func hit(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(*p, 'f', 1, 64)
+}
+
 func percent(d float64) string {
 	if math.IsNaN(d) {
 		return "n/a"

@@ -111,6 +111,64 @@ CREATE TABLE recording_frames (
 ALTER TABLE baseline_levels ADD COLUMN oracle_hit_rate_pct REAL;
 ALTER TABLE sweep_levels ADD COLUMN oracle_hit_rate_pct REAL;
 `,
+	// 4: a hit rate the workers did not report is NULL, not 0. SQLite
+	// cannot drop a NOT NULL, so both level tables are rebuilt.
+	`
+CREATE TABLE baseline_levels_new (
+	set_id          INTEGER NOT NULL REFERENCES baseline_sets(id) ON DELETE CASCADE,
+	mode            TEXT NOT NULL,
+	concurrency     INTEGER NOT NULL,
+	ttft_p50_ms     REAL NOT NULL,
+	ttft_p95_ms     REAL NOT NULL,
+	kv_hit_rate_pct REAL,
+	tops            REAL NOT NULL,
+	tpot_p50_ms     REAL NOT NULL,
+	tpot_p95_ms     REAL NOT NULL,
+	latency_p50_ms  REAL NOT NULL,
+	latency_p95_ms  REAL NOT NULL,
+	error_pct       REAL,
+	actual_rps      REAL,
+	goodput         REAL,
+	shed            REAL,
+	repeats         INTEGER NOT NULL DEFAULT 0,
+	spread          TEXT,
+	position        INTEGER NOT NULL,
+	oracle_hit_rate_pct REAL,
+	PRIMARY KEY (set_id, mode, concurrency)
+) STRICT;
+INSERT INTO baseline_levels_new SELECT set_id, mode, concurrency, ttft_p50_ms, ttft_p95_ms,
+	kv_hit_rate_pct, tops, tpot_p50_ms, tpot_p95_ms, latency_p50_ms, latency_p95_ms, error_pct,
+	actual_rps, goodput, shed, repeats, spread, position, oracle_hit_rate_pct FROM baseline_levels;
+DROP TABLE baseline_levels;
+ALTER TABLE baseline_levels_new RENAME TO baseline_levels;
+
+CREATE TABLE sweep_levels_new (
+	run_id          INTEGER NOT NULL REFERENCES sweep_runs(id) ON DELETE CASCADE,
+	repeat          INTEGER NOT NULL,
+	mode            TEXT NOT NULL,
+	concurrency     INTEGER NOT NULL,
+	ttft_p50_ms     REAL NOT NULL,
+	ttft_p95_ms     REAL NOT NULL,
+	kv_hit_rate_pct REAL,
+	tops            REAL NOT NULL,
+	tpot_p50_ms     REAL NOT NULL,
+	tpot_p95_ms     REAL NOT NULL,
+	latency_p50_ms  REAL NOT NULL,
+	latency_p95_ms  REAL NOT NULL,
+	error_pct       REAL,
+	actual_rps      REAL,
+	goodput         REAL,
+	shed            REAL,
+	finished_at     TEXT NOT NULL,
+	oracle_hit_rate_pct REAL,
+	PRIMARY KEY (run_id, repeat, mode, concurrency)
+) STRICT;
+INSERT INTO sweep_levels_new SELECT run_id, repeat, mode, concurrency, ttft_p50_ms, ttft_p95_ms,
+	kv_hit_rate_pct, tops, tpot_p50_ms, tpot_p95_ms, latency_p50_ms, latency_p95_ms, error_pct,
+	actual_rps, goodput, shed, finished_at, oracle_hit_rate_pct FROM sweep_levels;
+DROP TABLE sweep_levels;
+ALTER TABLE sweep_levels_new RENAME TO sweep_levels;
+`,
 }
 
 // SchemaVersion is the schema version this kvlens writes.

@@ -56,7 +56,7 @@ func writer(path string) int {
 func level(repeat int, mode string, c int) baselines.RunLevel {
 	e := float64(c) / 1000
 	return baselines.RunLevel{Repeat: repeat, Level: baselines.Level{Concurrency: c, Mode: mode, Metrics: baselines.Metrics{
-		TTFTP50: float64(c), TTFTP95: float64(2 * c), KVHitRate: 50, TOPS: 1000.5, TPOTP50: 20, TPOTP95: 30,
+		TTFTP50: float64(c), TTFTP95: float64(2 * c), KVHitRate: new(50.0), TOPS: 1000.5, TPOTP50: 20, TPOTP95: 30,
 		LatencyP50: 1e4, LatencyP95: 2e4, ErrorPct: &e,
 	}}}
 }

@@ -199,12 +199,6 @@ func baselinesShow(ctx context.Context, fs *flag.FlagSet, dbPath *string, args [
 		fmt.Fprintf(out, "  measured:   %s\n", s.Generated)
 	}
 	slo := baselines.SLO{TTFT: *sloTTFT, TPOT: *sloTPOT}
-	opt := func(p *float64, format string) string {
-		if p == nil {
-			return "-"
-		}
-		return fmt.Sprintf(format, *p)
-	}
 	for _, mode := range s.Modes() {
 		_, long := baselines.Label(mode)
 		env := "misses the SLO at every level"
@@ -215,8 +209,8 @@ func baselinesShow(ctx context.Context, fs *flag.FlagSet, dbPath *string, args [
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "CONC\tTTFT p50\tTTFT p95\tHIT %\tTOK/S\tTPOT p50\tTPOT p95\tE2E p50\tE2E p95\tERR %\tRPS\t")
 		for _, l := range s.Curve(mode) {
-			fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%s\t\n", l.Concurrency,
-				l.TTFTP50, l.TTFTP95, l.KVHitRate, l.TOPS, l.TPOTP50, l.TPOTP95, l.LatencyP50, l.LatencyP95,
+			fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%s\t\n", l.Concurrency,
+				l.TTFTP50, l.TTFTP95, opt(l.KVHitRate, "%.1f"), l.TOPS, l.TPOTP50, l.TPOTP95, l.LatencyP50, l.LatencyP95,
 				opt(l.ErrorPct, "%.1f"), opt(l.ActualRPS, "%.2f"))
 		}
 		tw.Flush()
@@ -322,4 +316,12 @@ func baselinesDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	}
 	fmt.Fprintf(out, "deleted %q\n", pos[0])
 	return nil
+}
+
+// opt formats an optional figure, "-" when it is absent.
+func opt(p *float64, format string) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *p)
 }

@@ -182,8 +182,8 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 			if c.FirstFail > 0 {
 				fail = fmt.Sprintf("%d (seed %d)", c.FirstFail, c.FailSeed)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t", c.Policy, c.Workers, c.MaxConcurrency,
-				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, c.At.KVHitRate, fail)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%s\t%s\t", c.Policy, c.Workers, c.MaxConcurrency,
+				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, opt(c.At.KVHitRate, "%.1f"), fail)
 			if pc.PerSeed {
 				each := make([]string, len(c.PerSeed))
 				for i, n := range c.PerSeed {
@@ -232,8 +232,8 @@ func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
 		if r.Policy == "dynamo" && admission == router.AdmitShed {
 			admission += "†" // not what Dynamo 0.9 does: see the note below the table
 		}
-		fmt.Printf("| %d | %s (%s) | %d | %.0f | %.0f | %.1f | %.2f | %.1f |\n", r.Workers, r.Policy, admission, r.Concurrency,
-			r.Level.TTFTP50, r.Level.TTFTP95, r.ShedPct, r.GoodputPerSec, r.Level.KVHitRate)
+		fmt.Printf("| %d | %s (%s) | %d | %.0f | %.0f | %.1f | %.2f | %s |\n", r.Workers, r.Policy, admission, r.Concurrency,
+			r.Level.TTFTP50, r.Level.TTFTP95, r.ShedPct, r.GoodputPerSec, opt(r.Level.KVHitRate, "%.1f"))
 	}
 	fmt.Printf("\n† kvlens's shed admission on Dynamo 0.9's cost: Dynamo 0.9 with default flags never sheds in KV mode. %s.\n", router.ShedRule)
 	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))

@@ -546,8 +546,8 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run,
 	sw := baselines.Sweep{
 		Config: *c, Target: target, Clock: clk, Done: done, OnProgress: progress,
 		Save: func(ctx context.Context, rl baselines.RunLevel) error {
-			if rl.HitUnreported {
-				fmt.Fprintf(os.Stderr, "kvlens sweep: %s at %d: the workers report no cached tokens (vLLM: --enable-prompt-tokens-details), so this level's KV hit rate is stored as 0, not measured\n", rl.Mode, rl.Concurrency)
+			if rl.KVHitRate == nil {
+				fmt.Fprintf(os.Stderr, "kvlens sweep: %s at %d: the workers report no cached tokens (vLLM: --enable-prompt-tokens-details), so this level's KV hit rate is stored as unknown\n", rl.Mode, rl.Concurrency)
 			}
 			return db.SaveRunLevel(ctx, run.ID, rl)
 		},
