@@ -161,21 +161,9 @@ func anyGoodput(s *Set) bool {
 	return slices.ContainsFunc(s.Levels, func(l Level) bool { return l.Goodput != nil })
 }
 
-// goodText says what makes one request good under o: every threshold of
-// the SLO holds for it (docs/metrics.md).
-func goodText(o SLO) string {
-	var parts []string
-	if o.TTFT > 0 {
-		parts = append(parts, fmt.Sprintf("TTFT ≤ %d ms", o.TTFT.Milliseconds()))
-	}
-	if o.TPOT > 0 {
-		parts = append(parts, fmt.Sprintf("TPOT ≤ %d ms", o.TPOT.Milliseconds()))
-	}
-	if len(parts) == 0 {
-		return "none set"
-	}
-	return strings.Join(parts, " and ")
-}
+// goodText says what makes one request good under o: every limit of the
+// SLO holds for it (docs/metrics.md).
+func goodText(o SLO) string { return thresholds(o, "", " and ") }
 
 // optRate formats an optional rate per second, "n/a" when absent.
 func optRate(p *float64) string {
@@ -359,18 +347,23 @@ func writeDual(b *bytes.Buffer, r Report, base, cmp string) error {
 	return nil
 }
 
-func sloText(o SLO) string {
+// sloText says what a level must meet under o: the p95 of each figure.
+func sloText(o SLO) string { return thresholds(o, " p95", ", ") }
+
+// thresholds lists o's limits, each figure's name followed by q, joined
+// by sep.
+func thresholds(o SLO, q, sep string) string {
 	var parts []string
 	if o.TTFT > 0 {
-		parts = append(parts, fmt.Sprintf("TTFT p95 ≤ %d ms", o.TTFT.Milliseconds()))
+		parts = append(parts, fmt.Sprintf("TTFT%s ≤ %d ms", q, o.TTFT.Milliseconds()))
 	}
 	if o.TPOT > 0 {
-		parts = append(parts, fmt.Sprintf("TPOT p95 ≤ %d ms", o.TPOT.Milliseconds()))
+		parts = append(parts, fmt.Sprintf("TPOT%s ≤ %d ms", q, o.TPOT.Milliseconds()))
 	}
 	if len(parts) == 0 {
 		return "none set"
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, sep)
 }
 
 func envelopeText(s *Set, mode string, o SLO) string {
