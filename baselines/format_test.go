@@ -87,6 +87,45 @@ func TestKvlensFormatKeepsEverything(t *testing.T) {
 	}
 }
 
+// TestALevelWithoutAHitRateImportsAsUnknown reads a level whose workers
+// reported no cached tokens, as a sweep of such workers writes it, in each
+// format: its hit rate stays unknown through an export and a re-import.
+func TestALevelWithoutAHitRateImportsAsUnknown(t *testing.T) {
+	level := `"ttft_p50_ms":1,"ttft_p95_ms":2,"tops":4,"tpot_p50_ms":5,"tpot_p95_ms":6,"latency_p50_ms":7,"latency_p95_ms":8`
+	tests := []struct {
+		name string
+		file string
+	}{
+		{"seed 000's form", `{"levels":[{"concurrency":40,"round_robin":{` + level + `},"kv_aware":{` + level + `}}]}`},
+		{"seed 001's form", `{"mode":"kv","levels":[{"concurrency":40,` + level + `}]}`},
+		{"kvlens's form", `{"format":"kvlens-baselines","version":1,"name":"n","levels":[{"concurrency":40,"mode":"kv",` + level + `}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, f, err := Decode([]byte(tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := Encode(&s, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _, err := Decode(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range append(s.Levels, again.Levels...) {
+				if l.KVHitRate != nil || l.TOPS != 4 {
+					t.Fatalf("level %+v: want no hit rate and TOPS 4", l.Metrics)
+				}
+			}
+			if strings.Contains(string(enc), "kv_hit_rate_pct") {
+				t.Fatalf("the export writes a hit rate:\n%s", enc)
+			}
+		})
+	}
+}
+
 func TestDecodeRejectsBadInputNamingTheField(t *testing.T) {
 	level := `"ttft_p50_ms":1,"ttft_p95_ms":2,"kv_hit_rate_pct":3,"tops":4,"tpot_p50_ms":5,"tpot_p95_ms":6,"latency_p50_ms":7,"latency_p95_ms":8`
 	dual := func(levels ...string) string {
