@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // ErrNoWorker means no worker can take the request.
@@ -21,6 +23,9 @@ type Request struct {
 	Path string
 	// Body is the raw JSON request body.
 	Body []byte
+	// Messages is a chat's messages, for callers that hold them parsed and
+	// send no body (the virtual-time pipeline); the proxy leaves it nil.
+	Messages []tokenizer.Message
 	// TokenIDs is the rendered prompt, tokenized as the workers do; the
 	// router hashes it when Chain is nil.
 	TokenIDs []uint32

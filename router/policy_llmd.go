@@ -1,5 +1,7 @@
 package router
 
+import "github.com/zeebo/xxh3"
+
 // LLMD sends each request to the worker with the highest weighted sum of
 // llm-d's three default scorers: prefix cache (weight 3), queue depth
 // (weight 2) and KV-cache utilisation (weight 2), ties at random.
@@ -9,15 +11,23 @@ package router
 // EndpointPickerConfig: prefix-cache-scorer 3, queue-scorer 2,
 // kv-cache-utilization-scorer 2, max-score-picker), whose scorers come from
 // the Gateway API Inference Extension
-// (kubernetes-sigs/gateway-api-inference-extension, pkg/epp/scheduling/
-// framework/plugins: multi/prefix, scorer/queue.go,
-// scorer/kvcache_utilization.go), re-expressed here. Each scorer gives every
-// endpoint a score in [0, 1]:
+// (kubernetes-sigs/gateway-api-inference-extension v1.5, pkg/epp/framework/
+// plugins: requestcontrol/dataproducer/approximateprefix, scheduling/
+// scorer/{prefix,queue,kvcache_utilization}), re-expressed here. Each
+// scorer gives every endpoint a score in [0, 1]:
 //
 //   - prefix cache: matched blocks / the prompt's blocks, where a match is
-//     what the scorer's own LRU remembers having sent to the endpoint
-//     (lruCapacityPerServer 31250 blocks); it reads no KV events. (llm-d's
-//     precise-prefix-cache-scorer, which reads them, is not this default.)
+//     what the scorer's own LRU remembers having sent to the endpoint; it
+//     reads no KV events and no tokens. It hashes the prompt's text (a
+//     chat's messages as JSON, PromptText) in blocks of B·4 bytes, B the
+//     engine's block size in tokens at 4 characters a token (autoTune,
+//     the default, reads B from the endpoint), each block's hash chained
+//     on the one before, and only the first 256 blocks
+//     (maxPrefixBlocksToMatch): two prompts that share their first 256
+//     blocks look the same to it, whatever follows. With autoTune the LRU
+//     holds as many blocks per endpoint as its KV cache (KVBlocks).
+//     (llm-d's precise-prefix-cache-scorer, which reads KV events, is not
+//     this default.)
 //   - queue depth: (max − q)/(max − min) over the endpoints' waiting
 //     requests q, 1 for all when they are equal. kvlens takes q as the
 //     requests booked beyond the batch capacity, max(0, in-flight −
@@ -29,7 +39,8 @@ type LLMD struct {
 	// PrefixWeight, QueueWeight and KVWeight weight the scorers (3, 2, 2).
 	PrefixWeight, QueueWeight, KVWeight float64
 	// KVBlocks is every worker's KV-cache capacity, in blocks, for the
-	// utilisation scorer (default DefaultKVBlocks, the H200 profile's).
+	// utilisation scorer and the size of the prefix scorer's LRU (default
+	// DefaultKVBlocks, the H200 profile's).
 	KVBlocks int
 
 	sent *sentIndex
@@ -41,8 +52,13 @@ const (
 	llmdPrefixWeight = 3
 	llmdQueueWeight  = 2
 	llmdKVWeight     = 2
-	// llmdLRUBlocks is the prefix scorer's lruCapacityPerServer.
-	llmdLRUBlocks = 31250
+	// llmdMaxBlocks is the prefix scorer's maxPrefixBlocksToMatch.
+	llmdMaxBlocks = 256
+	// llmdCharsPerToken is its averageCharactersPerToken: a block of B
+	// tokens is hashed as B·4 bytes of text.
+	llmdCharsPerToken = 4
+	// llmdMinBlockTokens is the floor autoTune puts on the block size.
+	llmdMinBlockTokens = 16
 	// DefaultKVBlocks is the KV-cache capacity the llmd policy assumes when
 	// it is told none: the simulated H200 profile's, in blocks.
 	DefaultKVBlocks = 12300
@@ -55,16 +71,17 @@ func (*LLMD) Name() string { return "llmd" }
 
 // Pick implements Policy.
 func (p *LLMD) Pick(r *Request, cands []Candidate) int {
-	if p.sent == nil {
-		p.sent = newSentIndex(llmdLRUBlocks)
-	}
-	if p.rng == nil {
-		p.rng = newRand(0)
-	}
 	kvBlocks := p.KVBlocks
 	if kvBlocks <= 0 {
 		kvBlocks = DefaultKVBlocks
 	}
+	if p.sent == nil {
+		p.sent = newSentIndex(kvBlocks)
+	}
+	if p.rng == nil {
+		p.rng = newRand(0)
+	}
+	chain := textChain(PromptText(r), llmdCharsPerToken*max(llmdMinBlockTokens, r.BlockSize), llmdMaxBlocks)
 	qmin, qmax := waiting(&cands[0]), waiting(&cands[0])
 	for i := range cands {
 		qmin, qmax = min(qmin, waiting(&cands[i])), max(qmax, waiting(&cands[i]))
@@ -74,7 +91,7 @@ func (p *LLMD) Pick(r *Request, cands []Candidate) int {
 	best := 0.0
 	for i := range cands {
 		c := &cands[i]
-		v := p.PrefixWeight*prefixScore(p.sent.match(c.Worker.Name, r.Chain), len(r.Chain)) +
+		v := p.PrefixWeight*prefixScore(p.sent.match(c.Worker.Name, chain), len(chain)) +
 			p.QueueWeight*queueScore(waiting(c), qmin, qmax) +
 			p.KVWeight*(1-min(1, float64(c.ActiveBlocks)/float64(kvBlocks)))
 		switch {
@@ -85,8 +102,22 @@ func (p *LLMD) Pick(r *Request, cands []Candidate) int {
 		}
 	}
 	i := ties[p.rng.IntN(len(ties))]
-	p.sent.insert(cands[i].Worker.Name, r.Chain)
+	p.sent.insert(cands[i].Worker.Name, chain)
 	return i
+}
+
+// textChain hashes text as llm-d's prefix scorer does: its first maxBlocks
+// whole blocks of blockBytes bytes, each hash chained on the one before;
+// a shorter tail is left out.
+func textChain(text []byte, blockBytes, maxBlocks int) []uint64 {
+	n := min(len(text)/blockBytes, maxBlocks)
+	chain := make([]uint64, n)
+	var prev uint64
+	for i := range n {
+		prev = xxh3.HashSeed(text[i*blockBytes:(i+1)*blockBytes], prev)
+		chain[i] = prev
+	}
+	return chain
 }
 
 // waiting is the requests booked on c beyond its batch capacity.

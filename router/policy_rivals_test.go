@@ -1,8 +1,12 @@
 package router
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // picks runs p over cs n times and counts the picks.
@@ -198,38 +202,65 @@ func TestSentIndexEvictsTailsFirst(t *testing.T) {
 	}
 }
 
+// blockText is n blocks of llm-d's text hashing at kvlens's block size
+// (32 tokens, 128 bytes), block i filled with the letter 'a'+ids[i].
+func blockText(ids ...int) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(strings.Repeat(string(rune('a'+id)), 4*32))
+	}
+	return b.String()
+}
+
 func TestLLMDPolicy(t *testing.T) {
 	tests := []struct {
 		name     string
-		sent     map[int][]uint64 // worker => prompt sent there
+		sent     map[int]string // worker => prompt sent there
 		inflight []int
 		active   []int // active blocks, of 1000 KV blocks
-		req      []uint64
+		req      string
 		allowed  []int
 	}{
 		{
 			name: "the prefix scorer (weight 3) outweighs a fuller cache (weight 2)",
 			// a: 3·1 + 2·1 + 2·(1−0.4) = 6.2; b, c: 0 + 2 + 2 = 4.
-			sent: map[int][]uint64{0: {1, 2, 3, 4}}, inflight: []int{0, 0, 0}, active: []int{400, 0, 0},
-			req: []uint64{1, 2, 3, 4}, allowed: []int{0},
+			sent: map[int]string{0: blockText(1, 2, 3, 4)}, inflight: []int{0, 0, 0}, active: []int{400, 0, 0},
+			req: blockText(1, 2, 3, 4), allowed: []int{0},
 		},
 		{
 			name: "a full queue outweighs half a prefix",
 			// a: 3·0.5 + 2·0 + 2 = 3.5 (4 waiting); b: 0 + 2·1 + 2 = 4; c: 0 + 2·0.5 + 2 = 3.
-			sent: map[int][]uint64{0: {1, 2}}, inflight: []int{68, 64, 66}, active: []int{0, 0, 0},
-			req: []uint64{1, 2, 3, 4}, allowed: []int{1},
+			sent: map[int]string{0: blockText(1, 2)}, inflight: []int{68, 64, 66}, active: []int{0, 0, 0},
+			req: blockText(1, 2, 3, 4), allowed: []int{1},
 		},
 		{
 			// Every score is 0 + 2 + 2, so the picks are at random.
 			name: "requests within the batch capacity do not count as queued",
-			sent: map[int][]uint64{}, inflight: []int{60, 10, 0}, active: []int{0, 0, 0},
-			req: []uint64{1, 2}, allowed: []int{0, 1, 2},
+			sent: map[int]string{}, inflight: []int{60, 10, 0}, active: []int{0, 0, 0},
+			req: blockText(1, 2), allowed: []int{0, 1, 2},
 		},
 		{
 			// c: 3·0.5 + 2 + 2 = 5.5; a (block 9 is no prefix): 4; b: 2 + 2·0.5 = 3.
 			name: "half a prefix beats no prefix",
-			sent: map[int][]uint64{0: {9}, 2: {1, 2}}, inflight: []int{0, 0, 0}, active: []int{0, 500, 0},
-			req: []uint64{1, 2, 3, 4}, allowed: []int{2},
+			sent: map[int]string{0: blockText(9), 2: blockText(1, 2)}, inflight: []int{0, 0, 0}, active: []int{0, 500, 0},
+			req: blockText(1, 2, 3, 4), allowed: []int{2},
+		},
+		{
+			// b was sent this very prompt, a another that shares its first
+			// 256 blocks; past 256 the scorer reads nothing, so both score
+			// 3 + 2 and a's emptier cache wins: 7 against 3 + 2 + 1.99.
+			// Were the 257th block read, b's 3 would beat a's 3·256/257 by
+			// more than a's cache makes up.
+			name:     "past 256 blocks two prompts look the same",
+			sent:     map[int]string{0: blockText(append(make([]int, 256), 5)...), 1: blockText(append(make([]int, 256), 6)...)},
+			inflight: []int{0, 0, 0}, active: []int{0, 5, 0},
+			req: blockText(append(make([]int, 256), 6)...), allowed: []int{0},
+		},
+		{
+			// Every score is 0 + 2 + 2: no whole block, no prefix.
+			name: "a prompt shorter than one block matches nothing",
+			sent: map[int]string{0: blockText(1)}, inflight: []int{0, 0, 0}, active: []int{0, 0, 0},
+			req: blockText(1)[:127], allowed: []int{0, 1, 2},
 		},
 	}
 	for _, tt := range tests {
@@ -238,13 +269,14 @@ func TestLLMDPolicy(t *testing.T) {
 			for i := range cs {
 				cs[i].InFlight, cs[i].ActiveBlocks = tt.inflight[i], tt.active[i]
 			}
-			r := &Request{Tokens: 32 * len(tt.req), BlockSize: 32, Chain: tt.req}
+			r := &Request{Path: "/v1/completions", Body: completionBody(tt.req), BlockSize: 32}
 			counts := map[int]int{}
 			for seed := range 100 {
 				p := &LLMD{PrefixWeight: 3, QueueWeight: 2, KVWeight: 2, KVBlocks: 1000, rng: newRand(uint64(seed + 1))}
-				p.sent = newSentIndex(llmdLRUBlocks)
-				for w, ch := range tt.sent {
-					p.sent.insert(cs[w].Worker.Name, ch)
+				for w, text := range tt.sent {
+					sent := &Request{Path: "/v1/completions", Body: completionBody(text), BlockSize: 32}
+					only := []Candidate{cs[w]}
+					p.Pick(sent, only)
 				}
 				counts[p.Pick(r, cs)]++
 			}
@@ -258,4 +290,54 @@ func TestLLMDPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+func completionBody(prompt string) []byte {
+	b, _ := json.Marshal(map[string]string{"prompt": prompt})
+	return b
+}
+
+func TestPromptText(t *testing.T) {
+	tests := []struct {
+		name string
+		r    Request
+		want string // "" means nil
+	}{
+		{"a chat's messages are compact JSON", Request{Path: "/v1/chat/completions",
+			Body: []byte(`{"model":"m", "messages": [ {"role":"user", "content":"hi"} ]}`)}, `[{"role":"user","content":"hi"}]`},
+		{"parsed messages give the same JSON as the body", Request{Path: "/v1/chat/completions",
+			Messages: []tokenizer.Message{{Role: "user", Content: "hi"}}}, `[{"role":"user","content":"hi"}]`},
+		{"a completion's prompt is its text", Request{Path: "/v1/completions", Body: []byte(`{"prompt":"a\u00e9b"}`)}, "a\u00e9b"},
+		{"several prompts are joined by newlines", Request{Path: "/v1/completions", Body: []byte(`{"prompt":["a","b"]}`)}, "a\nb"},
+		// Sad paths: nothing to match.
+		{"a body that is not JSON", Request{Path: "/v1/chat/completions", Body: []byte(`{"messages":`)}, ""},
+		{"messages that are not a list", Request{Path: "/v1/chat/completions", Body: []byte(`{"messages":{"role":"user"}}`)}, ""},
+		{"a prompt of token ids", Request{Path: "/v1/completions", Body: []byte(`{"prompt":[1,2,3]}`)}, ""},
+		{"a chat path without messages", Request{Path: "/v1/chat/completions", Body: []byte(`{"prompt":"x"}`)}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PromptText(&tt.r)
+			if (got == nil) != (tt.want == "") || string(got) != tt.want {
+				t.Fatalf("PromptText = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzPromptText feeds PromptText any body: it never panics, and a chat's
+// text, when there is one, is a JSON list.
+func FuzzPromptText(f *testing.F) {
+	f.Add("/v1/chat/completions", []byte(`{"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add("/v1/completions", []byte(`{"prompt":["a","b"]}`))
+	f.Add("/v1/completions", []byte(`{"prompt":"x"}`))
+	f.Fuzz(func(t *testing.T, path string, body []byte) {
+		got := PromptText(&Request{Path: path, Body: body})
+		if got != nil && strings.HasSuffix(path, "/chat/completions") {
+			var list []json.RawMessage
+			if json.Unmarshal(got, &list) != nil {
+				t.Fatalf("chat text %q is not a JSON list", got)
+			}
+		}
+	})
 }

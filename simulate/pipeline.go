@@ -247,7 +247,7 @@ func (c *call) begin() {
 		return
 	}
 	tokens := router.ChatTokens(c.req.Messages)
-	b, err := c.t.router.Decide(&router.Request{Path: "/v1/chat/completions", TokenIDs: tokens}, nil)
+	b, err := c.t.router.Decide(&router.Request{Path: "/v1/chat/completions", TokenIDs: tokens, Messages: c.req.Messages}, nil)
 	if err != nil {
 		// The proxy answers 503 when it sheds or has no worker left.
 		c.failLocked(fmt.Errorf("HTTP 503: router: %w", err), loadgen.ErrHTTP503)
