@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/dynamo"
+	"github.com/kvlens/kvlens/internal/qrread"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/router"
 )
@@ -434,21 +436,40 @@ func TestLocalhostIsAlwaysOperator(t *testing.T) {
 	}
 }
 
+// TestQRCode reads the QR code back with ZXing's decoder (gozxing), as a
+// visitor's phone would, for addresses of each shape the booth may have.
 func TestQRCode(t *testing.T) {
-	load := &fakeLoad{}
-	opts := testOptions()
-	opts.PublicURL = "http://192.0.2.1:8080/"
-	srv := New(load, newFakeRouter("round_robin"), opts)
-	w := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/qr.png", nil))
-	if w.Code != 200 || w.Header().Get("Content-Type") != "image/png" || !bytes.HasPrefix(w.Body.Bytes(), []byte("\x89PNG")) {
-		t.Fatalf("/qr.png = %d %s", w.Code, w.Header().Get("Content-Type"))
+	tests := []struct {
+		name, url string
+	}{
+		{"a LAN address", "http://192.0.2.1:8080/"},
+		{"an IPv6 address in brackets", "http://[2001:db8::20]:8080/"},
+		{"a long https name with a path", "https://kvlens-booth-hall-b.example.conference.internal:8443/demo/"},
 	}
-	page := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
-	doc, _ := goquery.NewDocumentFromReader(page.Body)
-	if href, _ := doc.Find(`[data-testid=qr]`).Attr("href"); href != opts.PublicURL {
-		t.Fatalf("QR link = %q, want the public URL", href)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := testOptions()
+			opts.PublicURL = tt.url
+			srv := New(&fakeLoad{}, newFakeRouter("round_robin"), opts)
+			w := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/qr.png", nil))
+			if w.Code != 200 || w.Header().Get("Content-Type") != "image/png" {
+				t.Fatalf("/qr.png = %d %s", w.Code, w.Header().Get("Content-Type"))
+			}
+			img, err := png.Decode(w.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := qrread.Decode(img); err != nil || got != tt.url {
+				t.Fatalf("the QR code reads %q (%v), want %q", got, err, tt.url)
+			}
+			page := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(page, httptest.NewRequest("GET", "/", nil))
+			doc, _ := goquery.NewDocumentFromReader(page.Body)
+			if href, _ := doc.Find(`[data-testid=qr]`).Attr("href"); href != tt.url {
+				t.Fatalf("QR link = %q, want the public URL", href)
+			}
+		})
 	}
 }
 
