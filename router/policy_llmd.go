@@ -57,7 +57,9 @@ const (
 	// llmdCharsPerToken is its averageCharactersPerToken: a block of B
 	// tokens is hashed as B·4 bytes of text.
 	llmdCharsPerToken = 4
-	// llmdMinBlockTokens is the floor autoTune puts on the block size.
+	// llmdMinBlockTokens is the floor the scorer's documentation gives
+	// autoTune's block size (v1.5's code has none); kvlens's engines'
+	// 32-token blocks are above it either way.
 	llmdMinBlockTokens = 16
 	// DefaultKVBlocks is the KV-cache capacity the llmd policy assumes when
 	// it is told none: the simulated H200 profile's, in blocks.
