@@ -20,11 +20,17 @@ import (
 // DynamoTuned).
 //
 // Not reproduced: router_queue_threshold, which holds requests in a router
-// queue while every worker's active prefill exceeds threshold ×
-// max_num_batched_tokens (default unset in config.rs; 4.0 in some Python
-// bindings). It delays decisions rather than changing them, and kvlens's
-// router decides at once. Host and disk cache tiers (weights 0.75 and 0.25)
-// do not exist in kvlens's fleet, so they score 0.
+// queue (first come, first served by default) while every worker's active
+// prefill tokens exceed threshold × max_num_batched_tokens. Its default is
+// 16 in config.rs now and was 4 before (the Python frontend's flag followed
+// it). At the H200 profile's 16,384-token step, 16 means 262,144 prompt
+// tokens waiting on every worker at once, which no workload of the suite
+// reaches in the 2-minute grid at 3 workers, 40–200 (the most, the trace at
+// 200, peaks at 11.3 × on the least loaded worker, seeds 1–5); over 10
+// minutes only the trace at 200, an open loop past saturation whose queues
+// grow without bound, passes it (63% of the time). scripts/queueprobe
+// measures it. Host and disk cache tiers (weights 0.75 and 0.25) do not
+// exist in kvlens's fleet, so they score 0.
 type DynamoLatest struct {
 	// Credit is overlap_score_credit: cached blocks credited against the
 	// prefill load (default 1).
