@@ -28,12 +28,12 @@ func TestKVLeadsOnEveryWorkload(t *testing.T) {
 		rival    string
 	}{
 		{"chat at 160: kv 577 ms against least-loaded's 591", "chat", 160, "least_loaded"},
-		{"think at 120: kv 440 ms against SGLang's 472", "think", 120, "sglang"},
+		{"think at 120: kv 440 ms against llm-d's 474", "think", 120, "llmd"},
 		{"long at 160: kv 572 ms against least-loaded's 603", "long", 160, "least_loaded"},
 		{"shared-prefix at 80: kv 438 ms against least-loaded's 472", "shared-prefix", 80, "least_loaded"},
 		{"open-loop at 160: kv 572 ms against llm-d's 638", "open-loop", 160, "llmd"},
-		{"agentic at 140: kv 601 ms against llm-d's 640", "agentic", 140, "llmd"},
-		{"reading at 60: kv 300 ms against llm-d's 334", "reading", 60, "llmd"},
+		{"agentic at 140: kv 601 ms against SGLang's 633", "agentic", 140, "sglang"},
+		{"reading at 60: kv 300 ms against SGLang's 332", "reading", 60, "sglang"},
 		{"trace at 120: kv 589 ms against llm-d's 788", "trace", 120, "llmd"},
 	}
 	for _, tt := range tests {

@@ -7,10 +7,18 @@
 package demo
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
+	"go/parser"
+	"go/printer"
+	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/kvlens/kvlens/baselines"
@@ -23,8 +31,12 @@ var updateCurves = flag.Bool("update-curves", false, "measure every policy's sto
 // TestPolicyCurvesComeFromTheSimulator holds policycurves.json to the
 // simulator: it has every policy a lane can run at every slider level, and
 // kv's curve, measured again alone, is the stored one to the last figure
-// (a virtual-time sweep is deterministic). With -update-curves it measures
-// every policy and writes the file.
+// (a virtual-time sweep is deterministic). Measuring every policy again
+// would take minutes, so the other policies' curves are held to their code
+// instead: policycurves.sum is a fingerprint of the router's policy files,
+// and a change to one of them fails here until the curves are measured
+// again. With -update-curves it measures every policy and writes both
+// files.
 func TestPolicyCurvesComeFromTheSimulator(t *testing.T) {
 	ctx := context.Background()
 	stored, err := PolicyCurves()
@@ -42,6 +54,9 @@ func TestPolicyCurvesComeFromTheSimulator(t *testing.T) {
 		if err := os.WriteFile("policycurves.json", data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile("policycurves.sum", []byte(policyCode(t)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		written, _, err := baselines.Decode(data)
 		if err != nil {
 			t.Fatal(err)
@@ -50,6 +65,13 @@ func TestPolicyCurvesComeFromTheSimulator(t *testing.T) {
 	}
 	if err != nil && !*updateCurves {
 		t.Fatal(err)
+	}
+	sum, err := os.ReadFile("policycurves.sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := policyCode(t); strings.TrimSpace(string(sum)) != got {
+		t.Fatalf("the router's policy code changed since policycurves.json was measured (fingerprint %s, stored %s): measure the curves again with go test ./demo -run TestPolicyCurvesComeFromTheSimulator -update-curves", got, strings.TrimSpace(string(sum)))
 	}
 	sw, sc := policySweep("kv")
 	for _, p := range router.Policies {
@@ -74,4 +96,35 @@ func TestPolicyCurvesComeFromTheSimulator(t *testing.T) {
 	if want := stored.Curve("kv"); !reflect.DeepEqual(again.Curve("kv"), want) {
 		t.Fatalf("kv's curve measured again differs from the stored one (run with -update-curves after a change to the simulator, the router or the load):\n%+v\nstored:\n%+v", again.Curve("kv"), want)
 	}
+}
+
+// policyCode fingerprints what decides the policies' routes apart from what
+// kv shares with them: the router's policy files and the helpers only
+// policies use, as Go code without comments, so that a comment's edit
+// asks for no new measurement.
+func policyCode(t *testing.T) string {
+	t.Helper()
+	files, err := filepath.Glob("../router/policy_*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../router/cost.go", "../router/sent.go", "../router/text.go")
+	h := sha256.New()
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := printer.Fprint(&b, fset, f); err != nil {
+			t.Fatal(err)
+		}
+		h.Write([]byte(filepath.Base(name) + "\n"))
+		h.Write(b.Bytes())
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -151,7 +151,7 @@ func Rule(name string) string {
 	case "dynamo_tuned":
 		return "Dynamo's newest cost with the knobs that change decisions turned (decode weight per active request 64, credit decay 1)."
 	case "sglang":
-		return "The worker whose tree of prompts it was sent matches most, if at least 30% matches and the load is balanced; else the least loaded (SGLang's cache_aware, as the vLLM router forked it). It reads no KV events."
+		return "The worker whose tree of prompts it was sent matches most, if more than 30% matches and the load is balanced; else the least loaded (the cache_aware policy of SGLang's gateway and the vLLM router). It reads no KV events."
 	case "llmd":
 		return "The highest weighted score of prefix match 3, queue depth 2 and KV-cache use 2 (llm-d's default scheduling profile). Its prefix match remembers what it sent where, not what workers stored."
 	case "kv":

@@ -128,14 +128,24 @@ func TestSGLangPolicy(t *testing.T) {
 			want:     2,
 		},
 		{
-			name: "a match of 30% or less goes to the smallest tree",
+			name: "a match of 30% or less goes to the least loaded, not the smallest tree",
 			sent: []struct {
 				chain  []uint64
 				worker int
 			}{{chain(1, 2, 3, 4), 0}, {chain(7, 8), 2}},
-			inflight: []int{0, 0, 0},
+			inflight: []int{3, 5, 2},          // b's tree is empty, c is the least loaded
 			req:      chain(1, 5, 6, 9, 9, 9), // 1 of 6 => 17%
-			want:     1,                       // b's tree is empty
+			want:     2,
+		},
+		{
+			name: "equal loads below the threshold go to the earlier worker",
+			sent: []struct {
+				chain  []uint64
+				worker int
+			}{{chain(1, 2, 3, 4), 0}},
+			inflight: []int{4, 2, 2},
+			req:      chain(5, 6, 7),
+			want:     1,
 		},
 		{
 			name: "an imbalanced fleet sends to the least loaded, match or not",
@@ -197,8 +207,11 @@ func TestSentIndexEvictsTailsFirst(t *testing.T) {
 	if got := s.match("a", []uint64{1, 2, 3}); got != 2 {
 		t.Fatalf("match after eviction = %d, want 2 (the head survives)", got)
 	}
-	if s.size("a") != 4 || s.size("b") != 0 {
-		t.Fatalf("sizes a=%d b=%d, want 4 and 0", s.size("a"), s.size("b"))
+	if got := s.match("a", []uint64{7, 8}); got != 2 {
+		t.Fatalf("match of the latest prompt = %d, want 2", got)
+	}
+	if got := s.match("b", []uint64{1}); got != 0 {
+		t.Fatalf("a worker sent nothing matches %d blocks, want 0", got)
 	}
 }
 

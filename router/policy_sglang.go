@@ -2,28 +2,37 @@ package router
 
 // SGLang sends each request, while the fleet's in-flight requests are
 // balanced, to the worker its approximate prefix tree says matches more
-// than CacheThreshold of the prompt, else to the worker with the smallest
-// tree; when the fleet is imbalanced it sends the request to the worker with
-// the fewest in-flight requests.
+// than CacheThreshold of the prompt, else to the worker with the fewest
+// in-flight requests; when the fleet is imbalanced it sends the request to
+// the worker with the fewest in-flight requests, match or not.
 //
-// This is the cache_aware policy of SGLang's router (sgl-project/sglang,
-// sgl-router/src/policies/cache_aware.rs, and its Python predecessor
-// sglang/srt/router) and of the vLLM router that forked it, re-expressed
-// here. Defaults are theirs: cache_threshold 0.3, balance_abs_threshold 64,
-// balance_rel_threshold 1.5, max_tree_size 2^26 characters per worker.
+// This is the cache_aware policy of SGLang's model gateway and of the vLLM
+// router that forked it, re-expressed here from their code as of autumn
+// 2026 (lightseekorg/smg model_gateway/src/policies/cache_aware.rs,
+// sgl-project/sglang sgl-model-gateway/src/policies/cache_aware.rs,
+// vllm-project/router src/policies/cache_aware.rs). Defaults are theirs:
+// cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5,
+// max_tree_size 2^26 per worker.
 //
 //   - Imbalanced means max−min in-flight > BalanceAbs and max > BalanceRel·min.
+//   - A match of CacheThreshold or less goes to the least loaded worker.
+//     The 2025 sgl-router sent it to the worker with the smallest tree, and
+//     the gateway's header comment still says so; its code, and the vLLM
+//     router's, take the least loaded.
 //   - The tree holds what the router sent where, never what workers stored:
 //     this policy reads neither the KV-event index nor the predicted one.
 //     Every decision, balanced or not, inserts the prompt under the chosen
-//     worker.
-//   - SGLang's tree is a character radix tree; kvlens keys it by block hash,
-//     so a match is counted in whole blocks (match rate = matched blocks·B /
-//     prompt tokens). Its size cap of 2^26 characters is taken as 2^26/4
-//     tokens (about 4 characters a token) and applied per worker as an LRU,
-//     where SGLang evicts least-recently-used leaves every 120 s.
-//   - Ties: among equal matches, equal tree sizes or equal loads, the earlier
-//     worker in the list (SGLang takes whichever its map yields first).
+//     worker. The gateway keeps two trees: token ids for its gRPC mode
+//     (which tokenizes), characters of the messages' text for HTTP. kvlens
+//     keys it by the router's block hashes, as the token tree does, so a
+//     match is counted in whole blocks (match rate = matched blocks·B /
+//     prompt tokens). Its size cap, 2^26, is taken as 2^26/4 tokens (the
+//     character tree's, at about 4 characters a token) and applied per
+//     worker as an LRU, where the gateway evicts least-recently-used leaves
+//     every 120 s. With KV events and gRPC the gateway has a third mode,
+//     the most cached blocks by its event index, not reproduced here.
+//   - Ties: among equal matches or equal loads, the earlier worker in the
+//     list (the gateway takes whichever its map yields first).
 type SGLang struct {
 	// CacheThreshold is the match rate above which the matching worker is
 	// chosen (cache_threshold, default 0.3).
@@ -93,11 +102,5 @@ func (p *SGLang) choose(r *Request, cands []Candidate) int {
 	if r.Tokens > 0 && float64(matched*r.BlockSize)/float64(r.Tokens) > p.CacheThreshold {
 		return best
 	}
-	smallest := 0
-	for i := range cands {
-		if p.tree.size(cands[i].Worker.Name) < p.tree.size(cands[smallest].Worker.Name) {
-			smallest = i
-		}
-	}
-	return smallest
+	return lo
 }

@@ -37,14 +37,6 @@ func (s *sentIndex) match(worker string, chain []uint64) int {
 	return len(chain)
 }
 
-// size is how many blocks the index holds for worker.
-func (s *sentIndex) size(worker string) int {
-	if w := s.workers[worker]; w != nil {
-		return len(w.byID)
-	}
-	return 0
-}
-
 // insert records that chain was sent to worker. The chain's first block is
 // touched last, so eviction takes a prompt's tail before its head and what
 // remains is still a prefix.

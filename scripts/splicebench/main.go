@@ -1,0 +1,91 @@
+// Command splicebench puts the runs of a routing benchmark (kvlens bench
+// routing's JSON) in place of the same runs of a larger one: after a change
+// to one policy, only that policy's runs need measuring again. A run
+// depends only on its policy, workload, level, seed and the grid's settings
+// (workers, engine profile, warmup, measurement, SLO), never on what ran
+// beside it, so the spliced report is the one a whole new run would write.
+// The two grids' settings must match, and every run taken must have a place
+// in the larger grid (with -within, runs without one are left out: for a
+// report cut from a larger grid). Draw the reports again afterwards with
+// `kvlens bench routing --from FILE.json --out FILE`.
+//
+//	go run ./scripts/splicebench -into docs/routing-bench-full.json -from sglang-full.json
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+
+	"github.com/kvlens/kvlens/bench"
+)
+
+type key struct {
+	workload, policy string
+	level            int
+	seed             uint64
+}
+
+func main() {
+	into := flag.String("into", "", "the report to splice into (rewritten in place)")
+	from := flag.String("from", "", "the report whose runs replace the same runs in -into")
+	within := flag.Bool("within", false, "leave out runs of -from that have no place in -into")
+	flag.Parse()
+	if *into == "" || *from == "" {
+		fail("both -into and -from are needed")
+	}
+	dst, src := read(*into), read(*from)
+	a, b := dst.Grid, src.Grid
+	if a.Workers != b.Workers || !reflect.DeepEqual(a.Profile, b.Profile) || a.Measure != b.Measure || a.SLO != b.SLO {
+		fail("%s and %s ran different settings (workers, engine profile, measurement or SLO)", *into, *from)
+	}
+	at := map[key]int{}
+	for i, r := range dst.Runs {
+		at[key{r.Workload, r.Policy, r.Level, r.Seed}] = i
+	}
+	n := 0
+	for _, r := range src.Runs {
+		i, ok := at[key{r.Workload, r.Policy, r.Level, r.Seed}]
+		if !ok && *within {
+			continue
+		}
+		if !ok {
+			fail("%s has no run of %s on %s at %d, seed %d", *into, r.Policy, r.Workload, r.Level, r.Seed)
+		}
+		if old := dst.Runs[i]; old.WarmupSec != r.WarmupSec {
+			fail("%s on %s: warmup %g s in %s, %g s in %s", r.Policy, r.Workload, old.WarmupSec, *into, r.WarmupSec, *from)
+		}
+		dst.Runs[i] = r
+		n++
+	}
+	f, err := os.Create(*into)
+	if err != nil {
+		fail("%v", err)
+	}
+	if err := bench.WriteJSON(f, dst); err != nil {
+		fail("%v", err)
+	}
+	if err := f.Close(); err != nil {
+		fail("%v", err)
+	}
+	fmt.Printf("splicebench: %d runs of %s put in %s\n", n, *from, *into)
+}
+
+func read(name string) *bench.Result {
+	f, err := os.Open(name)
+	if err != nil {
+		fail("%v", err)
+	}
+	defer f.Close()
+	r, err := bench.ReadJSON(f)
+	if err != nil {
+		fail("%s: %v", name, err)
+	}
+	return r
+}
+
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "splicebench: "+format+"\n", a...)
+	os.Exit(1)
+}
