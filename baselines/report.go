@@ -31,6 +31,8 @@ func Label(mode string) (short, long string) {
 		return "DynamoTuned", "KV cache-aware (Dynamo latest, tuned)"
 	case "sglang":
 		return "SGLang", "Cache-aware (SGLang / vLLM router)"
+	case "sglang_events":
+		return "SGLangEvents", "Cache-aware with KV events (SGLang gateway)"
 	case "llmd":
 		return "llm-d", "Scorers (llm-d default profile)"
 	}

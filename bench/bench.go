@@ -24,7 +24,7 @@ import (
 
 // DefaultPolicies are the policies a routing benchmark compares by default:
 // the field's routers, the baselines and kvlens's own.
-var DefaultPolicies = []string{"round_robin", "random", "least_loaded", "dynamo", "dynamo_latest", "dynamo_tuned", "sglang", "llmd", "kv"}
+var DefaultPolicies = []string{"round_robin", "random", "least_loaded", "dynamo", "dynamo_latest", "dynamo_tuned", "sglang", "sglang_events", "llmd", "kv"}
 
 // Grid is what a routing benchmark runs.
 type Grid struct {

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// policyColors tell the policies apart, in the grid's policy order: nine
+// policyColors tell the policies apart, in the grid's policy order: ten
 // colours that stay distinct for most kinds of colour blindness, the last
 // (kv's in the default order) the strongest.
 var policyColors = []color.Color{
@@ -25,6 +25,7 @@ var policyColors = []color.Color{
 	color.RGBA{R: 0xf5, G: 0x9e, B: 0x0b, A: 0xff}, // yellow
 	color.RGBA{R: 0x92, G: 0x40, B: 0x0e, A: 0xff}, // brown
 	color.RGBA{R: 0x7c, G: 0x3a, B: 0xed, A: 0xff}, // violet
+	color.RGBA{R: 0x0d, G: 0x94, B: 0x88, A: 0xff}, // teal
 	color.RGBA{R: 0xdb, G: 0x27, B: 0x77, A: 0xff}, // pink
 	color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff}, // green
 }

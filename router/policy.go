@@ -105,7 +105,7 @@ type Knobs struct {
 func DefaultKnobs() Knobs { return Knobs{Weight: 1, Temperature: 0} }
 
 // Policies lists the policy names in the order people meet them.
-var Policies = []string{"round_robin", "random", "least_loaded", "dynamo", "dynamo_latest", "dynamo_tuned", "sglang", "llmd", "kv", "kv_approx"}
+var Policies = []string{"round_robin", "random", "least_loaded", "dynamo", "dynamo_latest", "dynamo_tuned", "sglang", "sglang_events", "llmd", "kv", "kv_approx"}
 
 // Describe gives a policy's name in plain words, for people.
 func Describe(name string) string {
@@ -124,6 +124,8 @@ func Describe(name string) string {
 		return "KV-aware (Dynamo latest, tuned)"
 	case "sglang":
 		return "Cache-aware (SGLang / vLLM router)"
+	case "sglang_events":
+		return "Cache-aware with KV events (SGLang gateway)"
 	case "llmd":
 		return "Scorers (llm-d default profile)"
 	case "kv":
@@ -152,6 +154,8 @@ func Rule(name string) string {
 		return "Dynamo's newest cost with the knobs that change decisions turned (decode weight per active request 64, credit decay 1)."
 	case "sglang":
 		return "The worker whose tree of prompts it was sent matches most, if more than 30% matches and the load is balanced; else the least loaded (the cache_aware policy of SGLang's gateway and the vLLM router). It reads no KV events."
+	case "sglang_events":
+		return "The worker whose cache holds the most of the prompt by the KV events, ties to the less loaded; the least loaded when no worker holds any of it or the load is imbalanced (SGLang's gateway with KV events)."
 	case "llmd":
 		return "The highest weighted score of prefix match 3, queue depth 2 and KV-cache use 2 (llm-d's default scheduling profile). Its prefix match remembers what it sent where, not what workers stored."
 	case "kv":
@@ -188,6 +192,8 @@ func NewPolicyWith(name string, k Knobs) (Policy, error) {
 		return p, nil
 	case "sglang":
 		return NewSGLang(DefaultBlockSize), nil
+	case "sglang_events":
+		return SGLangEvents{BalanceAbs: sglangBalanceAbs, BalanceRel: sglangBalanceRel}, nil
 	case "llmd":
 		return &LLMD{PrefixWeight: llmdPrefixWeight, QueueWeight: llmdQueueWeight, KVWeight: llmdKVWeight, rng: rng}, nil
 	case "kv":

@@ -354,3 +354,42 @@ func FuzzPromptText(f *testing.F) {
 		}
 	})
 }
+
+func TestSGLangEventsPolicy(t *testing.T) {
+	tests := []struct {
+		name     string
+		overlap  []int
+		inflight []int
+		index    []int
+		tokens   int
+		want     int
+	}{
+		{"the most cached blocks win, even on the busiest worker", []int{2, 5, 1}, []int{1, 40, 0}, nil, 320, 1},
+		{"any cached block beats none, with no threshold", []int{0, 1, 0}, []int{0, 9, 0}, nil, 3200, 1},
+		{"equal overlaps go to the less loaded", []int{4, 4, 0}, []int{7, 3, 0}, nil, 320, 1},
+		{"equal overlaps and loads go to the smaller index", []int{4, 4, 4}, []int{2, 2, 2}, []int{90, 30, 60}, 320, 1},
+		{"ties in every figure go to the later worker", []int{4, 4, 0}, []int{2, 2, 0}, []int{10, 10, 0}, 320, 1},
+		{"no worker holding a block sends to the least loaded, the earlier of equals", []int{0, 0, 0}, []int{5, 2, 2}, nil, 320, 1},
+		{"an imbalanced fleet sends to the least loaded, cache or not", []int{9, 0, 0}, []int{100, 30, 31}, nil, 320, 1},
+		{"a spread over 64 that is not 1.5 times the minimum is balanced", []int{9, 0, 0}, []int{200, 135, 136}, nil, 320, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPolicy("sglang_events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := cands(fleet(3))
+			for i := range cs {
+				cs[i].Overlap, cs[i].InFlight = tt.overlap[i], tt.inflight[i]
+				if tt.index != nil {
+					cs[i].IndexBlocks = tt.index[i]
+				}
+			}
+			r := &Request{Tokens: tt.tokens, BlockSize: 32, Chain: make([]uint64, tt.tokens/32)}
+			if got := p.Pick(r, cs); got != tt.want {
+				t.Fatalf("picked %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -38,6 +38,8 @@ func RouterName(policy string) string {
 		return "kvlens copy of Dynamo's latest cost, tuned"
 	case "sglang":
 		return "kvlens copy of SGLang's cache-aware router"
+	case "sglang_events":
+		return "kvlens copy of SGLang's cache-aware router with KV events"
 	case "llmd":
 		return "kvlens copy of llm-d's scorers"
 	}
@@ -60,6 +62,8 @@ func ShortName(policy string) string {
 		return "Dynamo tuned copy"
 	case "sglang":
 		return "SGLang copy"
+	case "sglang_events":
+		return "SGLang events copy"
 	case "llmd":
 		return "llm-d copy"
 	}

@@ -6,7 +6,9 @@
 // beside it, so the spliced report is the one a whole new run would write.
 // The two grids' settings must match, and every run taken must have a place
 // in the larger grid (with -within, runs without one are left out: for a
-// report cut from a larger grid). Draw the reports again afterwards with
+// report cut from a larger grid). With -add, the runs of a policy the
+// larger grid did not run are added to it, as a new column, when they
+// cover its every workload, level and seed. Draw the reports again afterwards with
 // `kvlens bench routing --from FILE.json --out FILE`.
 //
 //	go run ./scripts/splicebench -into docs/routing-bench-full.json -from sglang-full.json
@@ -17,8 +19,10 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 
 	"github.com/kvlens/kvlens/bench"
+	"github.com/kvlens/kvlens/loadgen"
 )
 
 type key struct {
@@ -31,6 +35,7 @@ func main() {
 	into := flag.String("into", "", "the report to splice into (rewritten in place)")
 	from := flag.String("from", "", "the report whose runs replace the same runs in -into")
 	within := flag.Bool("within", false, "leave out runs of -from that have no place in -into")
+	add := flag.Bool("add", false, "add the runs of policies -into did not run, as new columns")
 	reproduced := flag.Bool("reproduced", false, "accept engine profiles that differ: runs of -into were checked to come out the same under -from's (a field added to the profile since -into ran, say)")
 	flag.Parse()
 	if *into == "" || *from == "" {
@@ -52,7 +57,13 @@ func main() {
 		at[key{r.Workload, r.Policy, r.Level, r.Seed}] = i
 	}
 	n := 0
+	if *add {
+		n = addPolicies(dst, src)
+	}
 	for _, r := range src.Runs {
+		if *add && !slices.Contains(a.Policies, r.Policy) {
+			continue
+		}
 		i, ok := at[key{r.Workload, r.Policy, r.Level, r.Seed}]
 		if !ok && *within {
 			continue
@@ -77,6 +88,52 @@ func main() {
 		fail("%v", err)
 	}
 	fmt.Printf("splicebench: %d runs of %s put in %s\n", n, *from, *into)
+}
+
+// addPolicies appends to dst the runs of src's policies that dst did not
+// run, and those policies to its columns, failing unless they cover dst's
+// every workload, level and seed. It returns how many runs it added.
+func addPolicies(dst, src *bench.Result) int {
+	g := &dst.Grid
+	var added []bench.Run
+	for _, p := range src.Grid.Policies {
+		if slices.Contains(g.Policies, p) {
+			continue
+		}
+		have := map[key]bool{}
+		for _, r := range src.Runs {
+			if r.Policy == p {
+				have[key{r.Workload, r.Policy, r.Level, r.Seed}] = true
+			}
+		}
+		for _, w := range g.Workloads {
+			for _, l := range g.Levels {
+				for _, seed := range g.Seeds {
+					if !have[key{w.Name, p, l, seed}] {
+						fail("%s has no run on %s at %d, seed %d, which the larger grid runs", p, w.Name, l, seed)
+					}
+				}
+			}
+		}
+		for _, r := range src.Runs {
+			if r.Policy == p && slices.Contains(g.Seeds, r.Seed) && slices.Contains(g.Levels, r.Level) &&
+				slices.ContainsFunc(g.Workloads, func(w loadgen.Workload) bool { return w.Name == r.Workload }) {
+				added = append(added, r)
+			}
+		}
+		g.Policies = append(g.Policies, p)
+	}
+	dst.Runs = append(dst.Runs, added...)
+	// Back in the grid's order: workload, level, policy, seed.
+	pos := func(r bench.Run) [4]int {
+		w := slices.IndexFunc(g.Workloads, func(w loadgen.Workload) bool { return w.Name == r.Workload })
+		return [4]int{w, slices.Index(g.Levels, r.Level), slices.Index(g.Policies, r.Policy), slices.Index(g.Seeds, r.Seed)}
+	}
+	slices.SortStableFunc(dst.Runs, func(x, y bench.Run) int {
+		px, py := pos(x), pos(y)
+		return slices.Compare(px[:], py[:])
+	})
+	return len(added)
 }
 
 func read(name string) *bench.Result {
