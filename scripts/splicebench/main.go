@@ -7,8 +7,8 @@
 // The two grids' settings must match, and every run taken must have a place
 // in the larger grid (with -within, runs without one are left out: for a
 // report cut from a larger grid). With -add, the runs of a policy the
-// larger grid did not run are added to it, as a new column, when they
-// cover its every workload, level and seed. Draw the reports again afterwards with
+// larger grid did not run are added to it, as a new column in the default
+// policies' order, when they cover its every workload, level and seed. Draw the reports again afterwards with
 // `kvlens bench routing --from FILE.json --out FILE`.
 //
 //	go run ./scripts/splicebench -into docs/routing-bench-full.json -from sglang-full.json
@@ -56,12 +56,13 @@ func main() {
 	for i, r := range dst.Runs {
 		at[key{r.Workload, r.Policy, r.Level, r.Seed}] = i
 	}
+	had := slices.Clone(a.Policies)
 	n := 0
 	if *add {
 		n = addPolicies(dst, src)
 	}
 	for _, r := range src.Runs {
-		if *add && !slices.Contains(a.Policies, r.Policy) {
+		if *add && !slices.Contains(had, r.Policy) {
 			continue
 		}
 		i, ok := at[key{r.Workload, r.Policy, r.Level, r.Seed}]
@@ -124,6 +125,13 @@ func addPolicies(dst, src *bench.Result) int {
 		g.Policies = append(g.Policies, p)
 	}
 	dst.Runs = append(dst.Runs, added...)
+	// The columns in the default order, as a new run of the grid would
+	// have them, when every policy is a default one.
+	if !slices.ContainsFunc(g.Policies, func(p string) bool { return !slices.Contains(bench.DefaultPolicies, p) }) {
+		slices.SortStableFunc(g.Policies, func(x, y string) int {
+			return slices.Index(bench.DefaultPolicies, x) - slices.Index(bench.DefaultPolicies, y)
+		})
+	}
 	// Back in the grid's order: workload, level, policy, seed.
 	pos := func(r bench.Run) [4]int {
 		w := slices.IndexFunc(g.Workloads, func(w loadgen.Workload) bool { return w.Name == r.Workload })
