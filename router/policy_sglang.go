@@ -80,17 +80,8 @@ func (p *SGLang) Pick(r *Request, cands []Candidate) int {
 }
 
 func (p *SGLang) choose(r *Request, cands []Candidate) int {
-	lo, hi := 0, 0
-	for i := range cands {
-		if cands[i].InFlight < cands[lo].InFlight {
-			lo = i
-		}
-		if cands[i].InFlight > cands[hi].InFlight {
-			hi = i
-		}
-	}
-	minLoad, maxLoad := cands[lo].InFlight, cands[hi].InFlight
-	if maxLoad-minLoad > p.BalanceAbs && float64(maxLoad) > p.BalanceRel*float64(minLoad) {
+	lo, imbalanced := sglangLoad(cands, p.BalanceAbs, p.BalanceRel)
+	if imbalanced {
 		return lo
 	}
 	best, matched := 0, -1
@@ -103,4 +94,22 @@ func (p *SGLang) choose(r *Request, cands []Candidate) int {
 		return best
 	}
 	return lo
+}
+
+// sglangLoad is SGLang's load test, shared by its modes: the least loaded
+// candidate (the first of equals) and whether the fleet is imbalanced, its
+// in-flight spread over abs requests and its maximum over rel times its
+// minimum.
+func sglangLoad(cands []Candidate, abs int, rel float64) (lo int, imbalanced bool) {
+	hi := 0
+	for i := range cands {
+		if cands[i].InFlight < cands[lo].InFlight {
+			lo = i
+		}
+		if cands[i].InFlight > cands[hi].InFlight {
+			hi = i
+		}
+	}
+	minLoad, maxLoad := cands[lo].InFlight, cands[hi].InFlight
+	return lo, maxLoad-minLoad > abs && float64(maxLoad) > rel*float64(minLoad)
 }

@@ -34,17 +34,8 @@ func (SGLangEvents) Name() string { return "sglang_events" }
 
 // Pick implements Policy.
 func (p SGLangEvents) Pick(r *Request, cands []Candidate) int {
-	lo, hi := 0, 0
-	for i := range cands {
-		if cands[i].InFlight < cands[lo].InFlight {
-			lo = i
-		}
-		if cands[i].InFlight > cands[hi].InFlight {
-			hi = i
-		}
-	}
-	minLoad, maxLoad := cands[lo].InFlight, cands[hi].InFlight
-	if maxLoad-minLoad > p.BalanceAbs && float64(maxLoad) > p.BalanceRel*float64(minLoad) {
+	lo, imbalanced := sglangLoad(cands, p.BalanceAbs, p.BalanceRel)
+	if imbalanced {
 		return lo
 	}
 	best := -1
