@@ -17,6 +17,10 @@ package router
 // balance_rel_threshold 1.5. Unlike SGLang's other modes it has no match
 // threshold: any cached block wins over load.
 //
+// It reads kvlens's KV-event index, so on workers that publish no events
+// every overlap is 0 and it sends every request to the least loaded; the
+// gateway would fall back there to its approximate tree, which is SGLang.
+//
 //   - Ties in every figure go to the later worker in the list, as Rust's
 //     max_by returns the last of equal maxima; the least loaded is the
 //     earlier of equals, as min_by_key returns the first.
