@@ -39,7 +39,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlagSet(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -102,7 +102,8 @@ func storeCmd(name, usage string, subs map[string]storeSub, args []string) int {
 }
 
 // reportExit reports err of `kvlens <cmd>` on stderr and returns the exit
-// status: 0 on success or -h, 2 for a usage mistake (with the usage), 1 for
+// status: 0 on success or -h, 2 for a usage mistake (with where the flags
+// are listed), 1 for
 // a failure.
 func reportExit(cmd string, fs *flag.FlagSet, err error) int {
 	var (
@@ -115,17 +116,16 @@ func reportExit(cmd string, fs *flag.FlagSet, err error) int {
 	case errors.Is(err, flag.ErrHelp), errors.Is(err, errChecked):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "kvlens %s: %v\n", cmd, err)
-		fs.Usage()
+		refuse(fs, err)
 		return 2
 	case errors.As(err, &fe):
-		return 2 // flag has printed the error and the usage
+		return 2 // parseFlagSet has printed it
 	}
 	fmt.Fprintf(os.Stderr, "kvlens %s: %v\n", cmd, err)
 	return 1
 }
 
-// flagError marks an error the flag package has already printed.
+// flagError marks a flag's error that parseFlagSet has already printed.
 type flagError struct{ error }
 
 func (e flagError) Error() string { return "flag: " + e.error.Error() }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 
@@ -34,24 +35,62 @@ func parseFlags(fs *flag.FlagSet, args []string) (status int, ok bool) {
 }
 
 // parseArgs is parseFlags for a command that goes on checking: its error
-// is the bad flag's or argument's, already printed with the usage, or an
-// exitStatus of 0 after -h or under checkOnly.
+// is the bad flag's or argument's, already printed, or an exitStatus of 0
+// after -h or under checkOnly.
 func parseArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagSet(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitStatus(0)
 		}
 		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "kvlens %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		err := fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		refuse(fs, err)
+		return err
 	}
 	if checkOnly {
 		return exitStatus(0)
 	}
 	return nil
+}
+
+// parseFlagSet parses args into fs. -h prints the usage; a flag that is
+// not defined or a value that does not parse prints one line naming the
+// command, and where the flags are listed. The flag package alone would
+// follow the line with the whole usage, over a hundred lines for serve,
+// which scroll the mistake off the terminal.
+func parseFlagSet(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(fs)
+	case err != nil:
+		refuse(fs, err)
+	}
+	return err
+}
+
+// printUsage prints fs's usage: its own, or the flag package's default.
+func printUsage(fs *flag.FlagSet) {
+	if fs.Usage != nil {
+		fs.Usage()
+		return
+	}
+	fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+	fs.PrintDefaults()
+}
+
+// refuse prints a mistake in how `kvlens <command>` was called: the
+// mistake on one line, then where the flags are listed.
+func refuse(fs *flag.FlagSet, err error) {
+	fmt.Fprintf(fs.Output(), "kvlens %s: %v\n", fs.Name(), err)
+	fmt.Fprintf(fs.Output(), "(kvlens %s -h lists its flags)\n", fs.Name())
 }
 
 // exitStatus stops a command before it runs, with this exit status.

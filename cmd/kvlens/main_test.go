@@ -46,6 +46,9 @@ func TestHelpListsCommandsAndVersionNamesTheBuild(t *testing.T) {
 		{"--help lists every command", []string{"--help"}, []string{"serve ", "sim ", "sweep ", "baselines ", "recordings ", "plan ", "kvlens COMMAND -h"}},
 		{"-h lists every command", []string{"-h"}, []string{"sweep ", "plan "}},
 		{"help lists every command", []string{"help"}, []string{"recordings "}},
+		// A mistake prints one line and points here.
+		{"serve -h lists serve's flags", []string{"serve", "-h"}, []string{"Usage of serve:", "-concurrency"}},
+		{"a subcommand's -h lists its flags", []string{"baselines", "show", "-h"}, []string{"Usage of baselines show:", "-db"}},
 		// A test binary's build info carries the Go version at least.
 		{"--version names the Go toolchain", []string{"--version"}, []string{"kvlens ", "go1."}},
 		{"version is --version", []string{"version"}, []string{"kvlens ", "go1."}},
@@ -70,37 +73,46 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		name    string
 		args    []string
 		wantErr string
+		// then is what follows the error when it is not where serve's
+		// flags are listed.
+		then string
 	}{
-		{"an unknown flag", []string{"--nope"}, "flag provided but not defined: -nope"},
-		{"a flag value of the wrong type", []string{"--concurrency", "many"}, `invalid value "many" for flag -concurrency`},
-		{"an unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"a stray argument", []string{"serve", "extra"}, `unexpected argument "extra"`},
-		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be from 1 to 1024, got 0"},
-		{"a fleet of a hundred thousand workers", []string{"--sim-workers", "100000"}, "--sim-workers must be from 1 to 1024, got 100000"},
-		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max"},
-		{"a slider past the most conversations one process drives", []string{"--slider-max", "100000000"}, "--slider-max must be at most 10000 conversations, got 100000000"},
-		{"a tokenizer that is neither a name nor a path", []string{"--tokenizer", "sentencepiece"}, `invalid value "sentencepiece" for flag -tokenizer: tokenizer: sentencepiece: no such file or directory`},
-		{"a model directory without tokenizer.json", []string{"--tokenizer-dir", "."}, `invalid value "." for flag -tokenizer-dir: tokenizer: tokenizer.json: no such file or directory`},
-		{"a model directory that auto would not try", []string{"--tokenizer", "embedded", "--tokenizer-dir", "../../tokenizer/testdata/llama3"}, "--tokenizer-dir is tried by --tokenizer auto"},
-		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more"},
-		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0"},
-		{"a concurrency off the slider", []string{"--concurrency", "0"}, "--concurrency: concurrency 0 is outside 60..180"},
-		{"a negative think time", []string{"--think-time", "-5s"}, "--think-time must not be negative, got -5s"},
-		{"a negative request timeout", []string{"--request-timeout", "-1s"}, "--request-timeout must be 0 (never) or more, got -1s"},
-		{"answers of no tokens", []string{"--max-tokens", "0"}, "--max-tokens must be at least 1, got 0"},
-		{"an infinite busy threshold, which the admin API refuses too", []string{"--busy-threshold", "Inf"}, "--busy-threshold must be a positive number, as the admin API's busy_threshold, got +Inf"},
-		{"a public URL that would run script in the header's link", []string{"--public-url", "javascript:alert(1)"}, `--public-url "javascript:alert(1)": want an http:// or https:// address`},
-		{"a public URL without a host", []string{"--public-url", "http://"}, `--public-url "http://": want an http:// or https:// address`},
-		{"a target that is not a URL", []string{"--target", ":::"}, `--target ":::": want the OpenAI base URL of a router or worker`},
-		{"an empty worker list, as from an unset variable", []string{"--workers", " , "}, `invalid value " , " for flag -workers: no worker in it`},
-		{"a target without its scheme", []string{"--target", "frontend:8000/v1"}, `--target "frontend:8000/v1": want the OpenAI base URL`},
-		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
+		{"an unknown flag", []string{"--nope"}, "flag provided but not defined: -nope", ""},
+		{"a flag value of the wrong type", []string{"--concurrency", "many"}, `invalid value "many" for flag -concurrency`, ""},
+		{"an unknown command lists the commands", []string{"frobnicate"}, `unknown command "frobnicate"`, "Commands:"},
+		{"a stray argument", []string{"serve", "extra"}, `unexpected argument "extra"`, ""},
+		{"a zero-size fleet", []string{"--sim-workers", "0"}, "--sim-workers must be from 1 to 1024, got 0", ""},
+		{"a fleet of a hundred thousand workers", []string{"--sim-workers", "100000"}, "--sim-workers must be from 1 to 1024, got 100000", ""},
+		{"a slider whose max is below its min", []string{"--slider-min", "100", "--slider-max", "50"}, "need 0 <= min <= max", ""},
+		{"a slider past the most conversations one process drives", []string{"--slider-max", "100000000"}, "--slider-max must be at most 10000 conversations, got 100000000", ""},
+		{"a tokenizer that is neither a name nor a path", []string{"--tokenizer", "sentencepiece"}, `invalid value "sentencepiece" for flag -tokenizer: tokenizer: sentencepiece: no such file or directory`, ""},
+		{"a model directory without tokenizer.json", []string{"--tokenizer-dir", "."}, `invalid value "." for flag -tokenizer-dir: tokenizer: tokenizer.json: no such file or directory`, ""},
+		{"a model directory that auto would not try", []string{"--tokenizer", "embedded", "--tokenizer-dir", "../../tokenizer/testdata/llama3"}, "--tokenizer-dir is tried by --tokenizer auto", ""},
+		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more", ""},
+		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0", ""},
+		{"a concurrency off the slider", []string{"--concurrency", "0"}, "--concurrency: concurrency 0 is outside 60..180", ""},
+		{"a negative think time", []string{"--think-time", "-5s"}, "--think-time must not be negative, got -5s", ""},
+		{"a negative request timeout", []string{"--request-timeout", "-1s"}, "--request-timeout must be 0 (never) or more, got -1s", ""},
+		{"answers of no tokens", []string{"--max-tokens", "0"}, "--max-tokens must be at least 1, got 0", ""},
+		{"an infinite busy threshold, which the admin API refuses too", []string{"--busy-threshold", "Inf"}, "--busy-threshold must be a positive number, as the admin API's busy_threshold, got +Inf", ""},
+		{"a public URL that would run script in the header's link", []string{"--public-url", "javascript:alert(1)"}, `--public-url "javascript:alert(1)": want an http:// or https:// address`, ""},
+		{"a public URL without a host", []string{"--public-url", "http://"}, `--public-url "http://": want an http:// or https:// address`, ""},
+		{"a target that is not a URL", []string{"--target", ":::"}, `--target ":::": want the OpenAI base URL of a router or worker`, ""},
+		{"an empty worker list, as from an unset variable", []string{"--workers", " , "}, `invalid value " , " for flag -workers: no worker in it`, ""},
+		{"a target without its scheme", []string{"--target", "frontend:8000/v1"}, `--target "frontend:8000/v1": want the OpenAI base URL`, ""},
+		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := refusedWithUsage(t, tt.args, tt.wantErr)
-			if !strings.Contains(string(out), "Usage") && !strings.Contains(string(out), "-addr") {
-				t.Fatalf("no usage after the error:\n%s", out)
+			out := refused(t, tt.args, tt.wantErr)
+			// The usage would scroll the mistake off the terminal; -h
+			// prints it.
+			_, rest, _ := strings.Cut(string(out), "\n")
+			switch {
+			case tt.then == "" && rest != "(kvlens serve -h lists its flags)\n":
+				t.Fatalf("after the error, %q; want only where the flags are listed", rest)
+			case tt.then != "" && !strings.Contains(rest, tt.then):
+				t.Fatalf("after the error, %q; want %q", rest, tt.then)
 			}
 		})
 	}
@@ -122,9 +134,9 @@ func TestPortInUseNamesThePortAndTheFlag(t *testing.T) {
 	}
 }
 
-// refusedWithUsage runs kvlens with args, checks that it exits with status
+// refused runs kvlens with args, checks that it exits with status
 // 2 and says want on its first line, and returns what it printed.
-func refusedWithUsage(t *testing.T, args []string, want string) []byte {
+func refused(t *testing.T, args []string, want string) []byte {
 	t.Helper()
 	out, err := kvlens(args...).CombinedOutput()
 	exit, ok := err.(*exec.ExitError)

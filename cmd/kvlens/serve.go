@@ -232,8 +232,9 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 		cfg.DB, _ = store.DefaultPath()
 		acc = accessFlags{}
 		wl.Apply(&cfg.Load)
-		fs = serveFlags(&cfg, &acc, stderr)
+		fs = serveFlags(&cfg, &acc, io.Discard)
 		err = fs.Parse(args)
+		fs.SetOutput(stderr)
 	}
 	if err == nil {
 		set := setFlags(fs)
@@ -252,8 +253,7 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 		err = checkServe(cfg)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kvlens serve: %v\n", err)
-		fs.Usage()
+		refuse(fs, err)
 		return cfg, acc, err
 	}
 	if len(cfg.Load.Trace) > 0 {

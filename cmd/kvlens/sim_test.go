@@ -34,7 +34,7 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			refusedWithUsage(t, tt.args, tt.wantErr)
+			refused(t, tt.args, tt.wantErr)
 		})
 	}
 }

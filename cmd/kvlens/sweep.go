@@ -177,8 +177,11 @@ func withWorkload(o sweepOptions, fs *flag.FlagSet, args []string, out io.Writer
 	}
 	n := sweepOptions{serve: demo.DefaultConfig()}
 	wl.Apply(&n.serve.Load)
-	nfs := sweepFlags(&n, out)
-	if err := nfs.Parse(args); err != nil {
+	// The flags parsed once already; the caller reports a second failure.
+	nfs := sweepFlags(&n, io.Discard)
+	err = nfs.Parse(args)
+	nfs.SetOutput(out)
+	if err != nil {
 		return o, fs, err
 	}
 	n.workload, n.chosen = wl, true
@@ -203,8 +206,7 @@ func sweepCmd(args []string) int {
 		return 0
 	}
 	usage := func(err error) int {
-		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
-		fs.Usage()
+		refuse(fs, err)
 		return 2
 	}
 	if err != nil {

@@ -76,7 +76,7 @@ func TestABadTourFileStopsKvlensAtStart(t *testing.T) {
 	if err := os.WriteFile(p, []byte("50s concurrency 120 \"ok\"\n50s restart \"x\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	refusedWithUsage(t, []string{"--tour-file", p, "--addr", "127.0.0.1:0"}, `booth.tour line 2: action "restart" is unknown`)
+	refused(t, []string{"--tour-file", p, "--addr", "127.0.0.1:0"}, `booth.tour line 2: action "restart" is unknown`)
 }
 
 func TestWarmFlags(t *testing.T) {

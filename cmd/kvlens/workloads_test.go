@@ -99,7 +99,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			refusedWithUsage(t, tt.args, tt.want)
+			refused(t, tt.args, tt.want)
 		})
 	}
 }
