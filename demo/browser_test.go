@@ -626,50 +626,58 @@ func playheadT(t *testing.T, ctx context.Context) int64 {
 }
 
 // checkBoardFits checks that the charts and panels fit a 1080p projector in
-// fullscreen (1920x1080) and in a browser window (1920x960), also with the
-// stale and blindness banners shown, and leaves the page at 1920x1080 with
-// the banners as they were.
+// fullscreen (1920x1080), also with the stale and blindness banners shown,
+// and a browser window (1920x960); that with a banner in that window the
+// page may scroll below the workers panel but the baseline chart stays
+// readable (before, it squeezed to fit: 134 px with both banners, a plot 34
+// px high, and under the tour's caption as little with the stale one); and
+// leaves the page at 1920x1080 with the banners as they were.
 func checkBoardFits(t *testing.T, ctx context.Context) {
 	t.Helper()
 	// The page's own banners are redrawn by every frame, so the test adds
-	// copies styled the same.
-	const banners = `(on) => { document.querySelectorAll('.test-banner').forEach((e) => e.remove());
-		if (on) document.querySelector('header').insertAdjacentHTML('beforeend',
-			'<div class="stale test-banner">Live data is stale: reconnecting…</div>' +
-			'<div class="blind test-banner">KV routing is blind: predicted 0 cached tokens in 30 s while the workers reported 120000; the router tokenizes differently from the engine</div>');
+	// copies styled the same: none, the stale one, or both.
+	const banners = `(n) => { document.querySelectorAll('.test-banner').forEach((e) => e.remove());
+		const html = ['<div class="stale test-banner">Live data is stale: reconnecting…</div>',
+			'<div class="blind test-banner">KV routing is blind: predicted 0 cached tokens in 30 s while the workers reported 120000; the router tokenizes differently from the engine</div>'];
+		document.querySelector('header').insertAdjacentHTML('beforeend', html.slice(0, n).join(''));
 		window.dispatchEvent(new Event('resize')); return true; }`
 	// layout names the bottom of each block, for a failure to say what grew.
 	const layout = `(() => { const b = (s) => { const e = document.querySelector(s); return e ? Math.round(e.getBoundingClientRect().bottom) : -1; };
 		return 'header ' + b('header') + ', controls ' + b('.controls') + ', tiles ' + b('.tiles') + ', charts ' + b('.charts') +
-			', side ' + b('.side') + ', workers ' + b('.workers-panel') + ', board ' + b('.board') + ', window ' + window.innerHeight; })()`
+			', side ' + b('.side') + ', workers ' + b('.workers-panel') + ', board ' + b('.board') + ', window ' + window.innerHeight +
+			', baseline chart ' + document.getElementById('baseline-chart').dataset.height + ' px'; })()`
 	for _, size := range []struct {
-		name   string
-		h      int64
-		banner bool
+		name    string
+		h       int64
+		banners int
+		fits    bool
 	}{
-		{"fullscreen 1920x1080", 1080, false},
-		{"fullscreen 1920x1080 with every banner", 1080, true},
-		{"browser window 1920x960", 960, false},
-		{"browser window 1920x960 with every banner", 960, true},
+		{"fullscreen 1920x1080", 1080, 0, true},
+		{"fullscreen 1920x1080 with every banner", 1080, 2, true},
+		{"browser window 1920x960", 960, 0, true},
+		{"browser window 1920x960, reconnecting", 960, 1, false},
+		{"browser window 1920x960 with every banner", 960, 2, false},
 	} {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, size.h)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(`+strconv.FormatBool(size.banner)+`)`)); err != nil {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(`+strconv.Itoa(size.banners)+`)`)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(700 * time.Millisecond)
 		fits, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('.board').getBoundingClientRect().bottom <= window.innerHeight`))
-		if !fits {
+		// 150 px leave the baseline's plot about 50 px: its curves apart.
+		base, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.getElementById('baseline-chart').dataset.height)`))
+		if (size.fits && !fits) || base < 150 {
 			where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](layout))
-			t.Errorf("%s: the charts and panels do not fit without scrolling (%s)", size.name, where)
+			t.Errorf("%s: the charts and panels do not fit without scrolling, or the baseline chart is under 150 px (%s)", size.name, where)
 			screenshot(t, ctx, "overflow-"+strings.ReplaceAll(size.name, " ", "-")+".png", false)
 		}
 	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(false)`)); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(0)`)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -678,7 +686,7 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 // cannot fit: the page scrolls instead of squeezing the plots flat, so
 // every time chart keeps a plot of at least 160 px and the baseline chart
 // at least 220 (before, the baseline's plot was a line 20 px high and its
-// axis read only "0").
+// axis read only "0"); and a wide window just too short, 1920x820.
 func checkShortWindow(t *testing.T, ctx context.Context) {
 	t.Helper()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1366, 768)); err != nil {
@@ -721,6 +729,25 @@ func checkShortWindow(t *testing.T, ctx context.Context) {
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { window.scrollTo(0, 0); return true; })()`)); err != nil {
 		t.Fatal(err)
+	}
+	// A wide window too short for the side column (1920x820: a 1080p
+	// screen less a taskbar, the browser's bars and a sharing toolbar)
+	// keeps the baseline chart readable too, below the fold if it must:
+	// before, it squeezed the chart to 100-124 px, a plot of 25 px or less
+	// whose axis read only "0". From 1920x1080 (280 px) the height must
+	// change.
+	const baseHeight = `Number(document.getElementById('baseline-chart').dataset.height)`
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, baseHeight+` === 280`, 5*time.Second, "at 1920x1080 the baseline chart is not 280 px")
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 820)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, baseHeight+` !== 280`, 5*time.Second, "at 1920x820 the baseline chart kept its height of 1920x1080")
+	if h, _ := chromedp.Run(ctx, chromedp.Evaluate[int](baseHeight)); h < 220 {
+		screenshot(t, ctx, "ab-1920x820.png", false)
+		t.Errorf("at 1920x820 the baseline chart is %d px high; want at least 220", h)
 	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
 		t.Fatal(err)

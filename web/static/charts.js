@@ -16,12 +16,13 @@
   const fmt = (unit, digits) => (u, v) => (v == null ? "—" : v.toFixed(digits) + unit);
 
   // Two rows of charts share the height left under the tiles, so that the
-  // board fits the screen whatever banners sit above it; phones get a fixed
-  // height. Each chart's caption, axis and legend take about 80 px beside the
-  // plot; chartReserve more keeps the side column's notes on screen. The
-  // charts shrink to fit down to 120 px: a 1920x960 window with the tour's
-  // caption and every banner fits so, though the reserve leaves fit at
-  // about 98. A window shorter still (a 1366x768 laptop, fit below 0)
+  // board fits the screen; phones get a fixed height. Each chart's caption,
+  // axis and legend take about 80 px beside the plot; chartReserve more
+  // keeps the side column's notes on screen. The charts shrink to fit down
+  // to 120 px: a 1920x960 window with the tour's caption and every banner
+  // holds them so, though the reserve leaves fit at about 98 (the side
+  // column, whose baseline chart does not squeeze as far, then runs below
+  // the fold). A window shorter still (a 1366x768 laptop, fit below 0)
   // cannot hold the board, so the charts keep a readable 160 px and the
   // page scrolls, rather than squeezing the plots flat.
   const chartReserve = 130;
@@ -401,10 +402,11 @@
     }
     // The side column holds the baseline chart, its sentence and notes, and
     // the workers panel: the chart gets what the rest leaves of the window's
-    // height below the column's top, from 100 to 280 px. Its x axis and
-    // label take about 55 px, so on a window far too short for 100 px (fit
-    // below 60) the chart keeps 220, a plot of some 160 px, and the column
-    // runs below the fold, as the charts beside it do. The rest (notes,
+    // height below the column's top, up to 280 px. Its x axis, its label and
+    // the outlier's mark take about 100 px of it, so on a window too short
+    // for 150 (a wide one of 820 px left a plot 25 px high, its axis
+    // reading only "0") the chart keeps 220 and the column runs below the
+    // fold, as the charts beside it do on a laptop. The rest (notes,
     // legend, workers) is measured as drawn, once the browser has laid it
     // out, so each frame corrects the last.
     function baseHeight() {
@@ -418,7 +420,7 @@
       const box = side.getBoundingClientRect();
       const rest = side.lastElementChild.getBoundingClientRect().bottom - box.top - canvas.getBoundingClientRect().height;
       const fit = window.innerHeight - 10 - (box.top + window.scrollY) - rest;
-      return Math.round(fit < 60 ? 220 : Math.max(100, Math.min(280, fit)));
+      return Math.round(fit < 150 ? 220 : Math.min(280, fit));
     }
     function fitBaseline() {
       requestAnimationFrame(() => {
