@@ -30,7 +30,8 @@ package router
 //     character tree's, at about 4 characters a token) and applied per
 //     worker as an LRU, where the gateway evicts least-recently-used leaves
 //     every 120 s. With KV events and gRPC the gateway has a third mode,
-//     the most cached blocks by its event index, not reproduced here.
+//     the most cached blocks by its event index: SGLangEvents
+//     (sglang_events).
 //   - Ties: among equal matches or equal loads, the earlier worker in the
 //     list (the gateway takes whichever its map yields first).
 type SGLang struct {
