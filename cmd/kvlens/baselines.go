@@ -103,8 +103,7 @@ func storeCmd(name, usage string, subs map[string]storeSub, args []string) int {
 
 // reportExit reports err of `kvlens <cmd>` on stderr and returns the exit
 // status: 0 on success or -h, 2 for a usage mistake (with where the flags
-// are listed), 1 for
-// a failure.
+// are listed), 1 for a failure.
 func reportExit(cmd string, fs *flag.FlagSet, err error) int {
 	var (
 		ue usageError

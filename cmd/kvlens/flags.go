@@ -61,18 +61,25 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 // follow the line with the whole usage, over a hundred lines for serve,
 // which scroll the mistake off the terminal.
 func parseFlagSet(fs *flag.FlagSet, args []string) error {
-	out, usage := fs.Output(), fs.Usage
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	fs.Usage = usage
+	err := parseQuiet(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		printUsage(fs)
 	case err != nil:
 		refuse(fs, err)
 	}
+	return err
+}
+
+// parseQuiet parses args into fs and prints nothing, leaving what to say
+// to the caller.
+func parseQuiet(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
 	return err
 }
 

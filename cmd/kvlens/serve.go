@@ -232,9 +232,8 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 		cfg.DB, _ = store.DefaultPath()
 		acc = accessFlags{}
 		wl.Apply(&cfg.Load)
-		fs = serveFlags(&cfg, &acc, io.Discard)
-		err = fs.Parse(args)
-		fs.SetOutput(stderr)
+		fs = serveFlags(&cfg, &acc, stderr)
+		err = parseQuiet(fs, args)
 	}
 	if err == nil {
 		set := setFlags(fs)

@@ -178,10 +178,8 @@ func withWorkload(o sweepOptions, fs *flag.FlagSet, args []string, out io.Writer
 	n := sweepOptions{serve: demo.DefaultConfig()}
 	wl.Apply(&n.serve.Load)
 	// The flags parsed once already; the caller reports a second failure.
-	nfs := sweepFlags(&n, io.Discard)
-	err = nfs.Parse(args)
-	nfs.SetOutput(out)
-	if err != nil {
+	nfs := sweepFlags(&n, out)
+	if err := parseQuiet(nfs, args); err != nil {
 		return o, fs, err
 	}
 	n.workload, n.chosen = wl, true
