@@ -333,11 +333,10 @@ func (s *Server) tiles(sides []side) components.TilesData {
 	if other != nil {
 		prefix = "vs "
 	}
-	// The tiles as a whole settle with the last of them.
+	// The tiles as a whole settle with the last of them. While warming, the
+	// line still says what the tiles will compare: the headline above them
+	// and every tile already say how long the warm-up has left.
 	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: waitFor(true)}
-	if s.warming() {
-		d.Compare = s.warmSentence()
-	}
 	for _, m := range s.metrics() {
 		wait := waitFor(m.answers)
 		t := components.Tile{ID: m.id, Label: label(m.id), Value: "—", Baseline: "—", Level: "none", Settling: wait}

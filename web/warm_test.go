@@ -111,8 +111,8 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 	s, _, _, _ := warmServer(t, "", "")
 	const sentence = "Warming up: the fleets run 2 min of traffic ahead, 18 s left"
 	tiles := tilesNow(s)
-	if tiles.Compare != sentence {
-		t.Errorf("the tiles' line says %q, want %q", tiles.Compare, sentence)
+	if tiles.Compare != s.compareText(s.sides(time.Now(), s.snapshots())) || strings.Contains(tiles.Compare, "Warming") {
+		t.Errorf("the tiles' line says %q; want what the tiles compare, the warm-up said once in the headline", tiles.Compare)
 	}
 	for _, x := range tiles.Tiles {
 		if x.Value != "—" || x.Baseline != "—" || x.Delta != "" || x.Level != "none" || x.Settling != "warm-up: 18 s left" {
@@ -160,8 +160,13 @@ func TestASlowedWarmUpSaysWhatItPlaysAndHowLongIsLeft(t *testing.T) {
 		t.Fatal("the warm-up did not slow")
 	}
 	const sentence = "Warming up: the fleets run 2 min 36 s of traffic ahead, 54 s left"
-	if got := tilesNow(s).Compare; got != sentence {
-		t.Errorf("the tiles' line says %q, want %q", got, sentence)
+	if got := s.headline(s.sides(time.Now(), s.snapshots())).Warming; got != sentence {
+		t.Errorf("the headline says %q, want %q", got, sentence)
+	}
+	for _, x := range tilesNow(s).Tiles {
+		if x.Settling != "warm-up: 54 s left" {
+			t.Errorf("tile %s says %q, want the slowed warm-up's 54 s left", x.ID, x.Settling)
+		}
 	}
 	if want := (warmState{SpanSeconds: 156, Speed: 2, SecondsLeft: 54}); *s.warmState() != want {
 		t.Errorf("/api/state warmup %+v, want %+v", *s.warmState(), want)
