@@ -120,12 +120,22 @@ func Length(rec store.Recording, current bool, now time.Time) string {
 	case !rec.Ended.IsZero():
 		return rec.Ended.Sub(rec.Started).Round(time.Second).String()
 	}
-	last := rec.Started
-	if rec.LastFrame.After(last) {
-		last = rec.LastFrame
-	}
-	if now.Sub(last) < Quiet {
+	if Live(rec, now) {
 		return "recording (another kvlens)"
 	}
-	return fmt.Sprintf("cut off after %s (no end recorded)", last.Sub(rec.Started).Round(time.Second))
+	return fmt.Sprintf("cut off after %s (no end recorded)", lastWrite(rec).Sub(rec.Started).Round(time.Second))
+}
+
+// Live says that some process is still writing rec: it has no end and its
+// last frame (or its start) is less than Quiet old.
+func Live(rec store.Recording, now time.Time) bool {
+	return rec.Ended.IsZero() && now.Sub(lastWrite(rec)) < Quiet
+}
+
+// lastWrite is when rec last grew: its last frame, or its start.
+func lastWrite(rec store.Recording) time.Time {
+	if rec.LastFrame.After(rec.Started) {
+		return rec.LastFrame
+	}
+	return rec.Started
 }

@@ -243,6 +243,10 @@ func (s *Server) deleteRecording(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("recording %d is this session's and still recording", rec.ID), http.StatusConflict)
 		return
 	}
+	if recording.Live(rec, time.Now()) {
+		http.Error(w, fmt.Sprintf("recording %d is still being recorded by another running kvlens", rec.ID), http.StatusConflict)
+		return
+	}
 	if err := s.opts.Recordings.DeleteRecording(r.Context(), rec.ID); err != nil {
 		http.Error(w, fmt.Sprintf("delete recording %d: %v", rec.ID, err), http.StatusInternalServerError)
 		return

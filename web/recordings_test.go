@@ -242,6 +242,21 @@ func TestDeletingRecordings(t *testing.T) {
 	}
 }
 
+// TestARecordingAnotherKvlensWritesIsNotDeleted: recording 3 has no end
+// and started a moment ago, so some kvlens is writing it; here it is not
+// this server's session, and deleting it would fail that kvlens's flushes.
+func TestARecordingAnotherKvlensWritesIsNotDeleted(t *testing.T) {
+	s, db := recordingServer(t)
+	s.opts.CurrentRecording = 0
+	w := serve(s, "POST", "/recordings/3/delete", true)
+	if w.Code != 409 || strings.TrimSpace(w.Body.String()) != "recording 3 is still being recorded by another running kvlens" {
+		t.Fatalf("delete = %d %q, want 409 and why", w.Code, w.Body.String())
+	}
+	if recs, err := db.Recordings(context.Background()); err != nil || len(recs) != 3 {
+		t.Fatalf("%d recordings left (%v), want 3", len(recs), err)
+	}
+}
+
 func TestRecordingsOffSaysWhy(t *testing.T) {
 	opts := testOptions()
 	opts.RecordingsOff = "kvlens runs without a store (--db)"

@@ -17,7 +17,7 @@ const recordingsUsage = `Usage: kvlens recordings <command> [flags] [arguments]
 Commands:
   list                 list the recorded sessions
   export ID            write a session as CSV (--format csv) or JSON (--format json)
-  delete ID            remove a session
+  delete ID            remove a session (not one a running kvlens still records, unless --force)
 
 Every command takes --db PATH (default: %s).
 `
@@ -91,6 +91,7 @@ func recordingsExport(ctx context.Context, fs *flag.FlagSet, dbPath *string, arg
 }
 
 func recordingsDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, args []string, out io.Writer) error {
+	force := fs.Bool("force", false, "delete it even while a running kvlens is still recording it")
 	pos, err := parse(fs, args, 1, "recording ID")
 	if err != nil {
 		return err
@@ -104,6 +105,17 @@ func recordingsDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, arg
 		return err
 	}
 	defer db.Close()
+	if !*force {
+		// The running kvlens would go on appending to a recording that is
+		// gone, and fail every flush; the dashboard refuses this too.
+		rec, err := db.Recording(ctx, id)
+		if err != nil {
+			return err
+		}
+		if recording.Live(rec, time.Now()) {
+			return fmt.Errorf("recording %d is still being recorded by a running kvlens: stop it first, or pass --force", id)
+		}
+	}
 	if err := db.DeleteRecording(ctx, id); err != nil {
 		return err
 	}

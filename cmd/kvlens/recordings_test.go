@@ -21,6 +21,10 @@ func TestRecordingsCommands(t *testing.T) {
 	db.AppendFrames(ctx, id, []store.Frame{{T: time.Unix(1_700_000_000, 0), Kind: "snapshot",
 		Body: []byte(`{"mode":"kv","points":[{"ttft_p50":200,"ttft_p95":300,"tpot_p50":25,"tpot_p95":28,"tops":1500,"rps":2,"error_pct":0,"target":60,"live":60}]}`)}})
 	db.EndRecording(ctx, id, time.Unix(1_700_000_010, 0))
+	// A second session that a running kvlens is still writing: no end, a
+	// frame a moment ago.
+	live, _ := db.CreateRecording(ctx, "live", []byte(`{}`))
+	db.AppendFrames(ctx, live, []store.Frame{{T: time.Now(), Kind: "snapshot", Body: []byte(`{}`)}})
 	db.Close()
 
 	steps := []struct {
@@ -37,6 +41,9 @@ func TestRecordingsCommands(t *testing.T) {
 		{"a missing recording is a failure, named", []string{"recordings", "export", "99", "--db", path}, 1, "recording 99: no such recording"},
 		{"delete removes it", []string{"recordings", "delete", "1", "--db", path}, 0, "deleted recording 1"},
 		{"and it is gone", []string{"recordings", "delete", "1", "--db", path}, 1, "no such recording"},
+		{"a session still being recorded is not deleted", []string{"recordings", "delete", "2", "--db", path}, 1, "recording 2 is still being recorded by a running kvlens: stop it first, or pass --force"},
+		{"and is still listed", []string{"recordings", "list", "--db", path}, 0, "recording (another kvlens)"},
+		{"--force deletes it anyway", []string{"recordings", "delete", "--force", "2", "--db", path}, 0, "deleted recording 2"},
 		{"an unknown subcommand is a usage error", []string{"recordings", "play", "--db", path}, 2, `unknown command "play"`},
 	}
 	for _, st := range steps {
