@@ -235,6 +235,8 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 		{"an unknown admission", []string{"--admission", "maybe"}, `--admission "maybe"`},
 		{"a stray argument", []string{"now"}, `unexpected argument "now"`},
 		{"a start rate that is not a number names its flag", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
+		{"a study of no conversations a worker", []string{"--study", "2", "--study-load", "0"}, "--study-load 0: want 1 to 5000 conversations a worker for 2 workers"},
+		{"a study past the most conversations one process drives", []string{"--study", "2,8", "--study-load", "2000"}, "--study-load 2000: want 1 to 1250 conversations a worker for 8 workers"},
 		{"a negative warmup names its flag", []string{"--warmup", "-1m"}, "--warmup -1m0s must not be negative and --measure 2m0s must be positive"},
 	}
 	for _, tt := range tests {

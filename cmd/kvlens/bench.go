@@ -38,11 +38,11 @@ Flags:
 
 // benchCmd is `kvlens bench`: its one benchmark so far is routing.
 func benchCmd(args []string) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		// routing is the one benchmark: its usage, flags and all.
+		args = []string{"routing", "-h"}
+	}
 	if len(args) == 0 || args[0] != "routing" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Print(benchUsage)
-			return 0
-		}
 		fmt.Fprint(os.Stderr, "kvlens bench: say which benchmark: kvlens bench routing [flags]\n")
 		return 2
 	}

@@ -121,3 +121,6 @@ func checkLoad(l loadgen.Config) error {
 	}
 	return nil
 }
+
+// isHelp says that arg asks for help, as the flag package reads -h.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }

@@ -49,6 +49,9 @@ func TestHelpListsCommandsAndVersionNamesTheBuild(t *testing.T) {
 		// A mistake prints one line and points here.
 		{"serve -h lists serve's flags", []string{"serve", "-h"}, []string{"Usage of serve:", "-concurrency"}},
 		{"a subcommand's -h lists its flags", []string{"baselines", "show", "-h"}, []string{"Usage of baselines show:", "-db"}},
+		{"bench -h is bench routing's, flags and all", []string{"bench", "-h"}, []string{"Usage: kvlens bench routing", "-policies", "-seeds"}},
+		{"trace -h is trace gen's, flags and all", []string{"trace", "-h"}, []string{"-sessions", "-turns"}},
+		{"sim bench -h lists the benchmarks", []string{"sim", "bench", "-h"}, []string{"sim bench offline", "sim bench multiturn", "Run any of them with -h"}},
 		// A test binary's build info carries the Go version at least.
 		{"--version names the Go toolchain", []string{"--version"}, []string{"kvlens ", "go1."}},
 		{"version is --version", []string{"version"}, []string{"kvlens ", "go1."}},

@@ -217,6 +217,10 @@ func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
 			return 2
 		}
 		workers = append(workers, n)
+		if perWorker < 1 || perWorker*n > loadgen.MaxConcurrency {
+			fmt.Fprintf(os.Stderr, "kvlens plan: --study-load %d: want 1 to %d conversations a worker for %d workers\n", perWorker, loadgen.MaxConcurrency/n, n)
+			return 2
+		}
 	}
 	arms := []simulate.Arm{{Policy: "round_robin", Admission: router.AdmitQueue}, {Policy: "dynamo", Admission: router.AdmitShed}, {Policy: "kv", Admission: router.AdmitShed}}
 	start := time.Now()

@@ -205,6 +205,10 @@ func simBench(args []string) int {
 	case "cpu-load":
 		return benchCPULoad(args[1:])
 	}
+	if isHelp(args[0]) {
+		fmt.Print(simUsage)
+		return 0
+	}
 	fmt.Fprintf(os.Stderr, "kvlens sim bench: unknown benchmark %q\n%s", args[0], simUsage)
 	return 2
 }

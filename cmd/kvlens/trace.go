@@ -23,11 +23,11 @@ Flags:
 
 // traceCmd is `kvlens trace`: gen writes a synthetic trace.
 func traceCmd(args []string) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		// gen is trace's one command: its usage, flags and all.
+		args = []string{"gen", "-h"}
+	}
 	if len(args) == 0 || args[0] != "gen" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Print(traceUsage)
-			return 0
-		}
 		fmt.Fprint(os.Stderr, "kvlens trace: say what to do: kvlens trace gen [flags]\n")
 		return 2
 	}
