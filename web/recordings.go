@@ -40,8 +40,7 @@ func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
 			d.Items = append(d.Items, recordingItem(rec, rec.ID == s.opts.CurrentRecording))
 		}
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	components.Recordings(d).Render(r.Context(), w)
+	render(w, r, components.Recordings(d))
 }
 
 func recordingItem(rec store.Recording, current bool) components.RecordingItem {
@@ -90,12 +89,11 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	components.Replay(components.ReplayData{
+	render(w, r, components.Replay(components.ReplayData{
 		ID: rec.ID, Name: rec.Name, Started: rec.Started.UTC().Format(time.RFC3339),
 		SLOTTFTms: ms(s.opts.SLOTTFT), SLOTPOTms: ms(s.opts.SLOTPOT),
 		Tiles: s.blankTiles("loading the tiles at the playhead…"),
-	}).Render(r.Context(), w)
+	}))
 }
 
 // noPanels says why a replay's tiles are dashes: the frame is older than
@@ -162,8 +160,7 @@ func (s *Server) recordedPanels(w http.ResponseWriter, r *http.Request) {
 	if p.Headline != nil {
 		h = *p.Headline
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	components.ReplayPanels(h, p.Tiles).Render(r.Context(), w)
+	render(w, r, components.ReplayPanels(h, p.Tiles))
 }
 
 // replayJSON is the body of GET /recordings/{id}/frames: the player's input.

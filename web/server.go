@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -297,7 +298,6 @@ func (s *Server) pages(r chi.Router) {
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	snaps := s.snapshots()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	operator := s.rule.IsOperator(r)
 	slo := baselines.SLO{TTFT: s.opts.SLOTTFT, TPOT: s.opts.SLOTPOT}
 	name := "no stored baseline"
@@ -339,7 +339,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if s.ab() {
 		d.Pair, d.PairText = s.pair(operator), s.pairNames()
 	}
-	components.Page(d).Render(r.Context(), w)
+	render(w, r, components.Page(d))
 }
 
 // laneNames name the lanes the time charts draw, for the legend above the
@@ -358,7 +358,7 @@ func (s *Server) laneNames() []string {
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.operatorTakes()
 	s.startLoad()
-	components.RunState(true, true).Render(r.Context(), w)
+	render(w, r, components.RunState(true, true))
 }
 
 // startLoad starts every lane's load generator, beginning a new window.
@@ -377,7 +377,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		l.Gen.Stop()
 	}
 	s.history.mark(Mark{T: time.Now().Unix(), Kind: "stop", Label: "stop"})
-	components.RunState(false, true).Render(r.Context(), w)
+	render(w, r, components.RunState(false, true))
 }
 
 // ParseConcurrency checks a slider value against the slider's scale.
@@ -405,7 +405,7 @@ func (s *Server) concurrency(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	components.Target(n).Render(r.Context(), w)
+	render(w, r, components.Target(n))
 	s.renderPanels(r.Context(), w)
 }
 
@@ -456,11 +456,11 @@ func (s *Server) mode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.ab() {
-		components.PairSwitch(s.pair(true)).Render(r.Context(), w)
-		components.PairNames(s.pairNames()).Render(r.Context(), w)
+		render(w, r, components.PairSwitch(s.pair(true)))
+		render(w, r, components.PairNames(s.pairNames()))
 	} else {
-		components.ModeSwitch(s.modes(true)).Render(r.Context(), w)
-		components.ModeName(s.opts.Describe(name)).Render(r.Context(), w)
+		render(w, r, components.ModeSwitch(s.modes(true)))
+		render(w, r, components.ModeName(s.opts.Describe(name)))
 	}
 	s.renderPanels(r.Context(), w)
 }
@@ -533,12 +533,19 @@ func (s *Server) howData() components.HowData {
 }
 
 // how is the "How it works" panel with the router's latest decision.
+// render writes c as HTML. A fragment such as <section> is not among what
+// net/http sniffs as HTML, and would go out as text/plain.
+func render(w http.ResponseWriter, r *http.Request, c templ.Component) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	c.Render(r.Context(), w)
+}
+
 func (s *Server) how(w http.ResponseWriter, r *http.Request) {
-	components.HowItWorks(s.howData()).Render(r.Context(), w)
+	render(w, r, components.HowItWorks(s.howData()))
 }
 
 func (s *Server) conversationList(w http.ResponseWriter, r *http.Request) {
-	components.Conversations(s.conversations()).Render(r.Context(), w)
+	render(w, r, components.Conversations(s.conversations()))
 }
 
 func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
@@ -561,7 +568,7 @@ func (s *Server) conversationLog(w http.ResponseWriter, r *http.Request) {
 	if len(s.lanes) > 1 {
 		d.Lane = upper(laneID(lane)) + " · " + s.laneName(s.lanes[lane].Router.PolicyName())
 	}
-	components.Conversation(d).Render(r.Context(), w)
+	render(w, r, components.Conversation(d))
 }
 
 // stateJSON is the body of GET /api/state.

@@ -840,3 +840,17 @@ func TestEveryTileHasAPlainLabelAndADefinitionOneTapAway(t *testing.T) {
 		})
 	})
 }
+
+// TestPagesAndFragmentsAreHTML: a fragment opened on its own (a link, or
+// curl) is read as HTML, not as markup in plain text; net/http's sniffing
+// knows <html> and <div> but not <section> or <details>.
+func TestPagesAndFragmentsAreHTML(t *testing.T) {
+	srv := New(&fakeLoad{}, newFakeRouter("kv"), testOptions())
+	for _, path := range []string{"/", "/how", "/conversations"} {
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if ct := w.Header().Get("Content-Type"); w.Code != 200 || ct != "text/html; charset=utf-8" {
+			t.Errorf("GET %s = %d %q, want 200 text/html; charset=utf-8", path, w.Code, ct)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (s *Server) simulate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), code)
 		return
 	}
-	components.SimStatus(s.simStatusData(true)).Render(r.Context(), w)
+	render(w, r, components.SimStatus(s.simStatusData(true)))
 }
 
 // useSimulated makes the last simulated curve the one the dashboard

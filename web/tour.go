@@ -127,7 +127,7 @@ func (s *Server) pauseTour(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.operatorTakes()
-	components.Tour(s.tourData(true)).Render(r.Context(), w)
+	render(w, r, components.Tour(s.tourData(true)))
 }
 
 // resumeTour plays the tour again from the step after the one it paused
@@ -147,7 +147,7 @@ func (s *Server) resumeTour(w http.ResponseWriter, r *http.Request) {
 	if s.tour.Resume() {
 		s.history.mark(Mark{T: time.Now().Unix(), Kind: "tour", Label: "tour resumed"})
 	}
-	components.Tour(s.tourData(true)).Render(r.Context(), w)
+	render(w, r, components.Tour(s.tourData(true)))
 }
 
 // tourData is the tour's bar: the caption and progress, or that an
