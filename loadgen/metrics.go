@@ -75,6 +75,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "loadgen_user_model_fallbacks_total", Help: "Follow-up questions written by the built-in generator because the user model failed.",
 		}),
 	}
+	// The counters a dashboard divides by start at 0, so that an error
+	// rate reads 0 before the first error, not "no data".
+	for _, c := range ErrorClasses {
+		m.errors.WithLabelValues(string(c))
+	}
+	for _, tt := range []string{turnType(0), turnType(1)} {
+		m.requests.WithLabelValues(tt, "success")
+		m.requests.WithLabelValues(tt, "error")
+	}
 	reg.MustRegister(m.ttftAll, m.tpotAll, m.ttft, m.itl, m.tpot, m.requests, m.errors, m.ttftHist, m.tpotHist, m.e2eHist, m.tokens, m.fallbacks)
 	return m
 }

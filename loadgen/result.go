@@ -23,6 +23,9 @@ const (
 	ErrCancelled ErrorClass = "cancelled"
 )
 
+// ErrorClasses are every ErrorClass, in the order above.
+var ErrorClasses = []ErrorClass{ErrConnect, ErrTimeout, ErrHTTP429, ErrHTTP503, ErrHTTP5xx, ErrHTTP4xx, ErrStream, ErrCancelled}
+
 // TurnRequest is one chat turn to send.
 type TurnRequest struct {
 	// Messages is the whole conversation so far, resent every turn.

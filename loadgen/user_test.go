@@ -82,6 +82,30 @@ func TestMetricsKeepTheOriginalNamesAndAddHistograms(t *testing.T) {
 	}
 }
 
+// TestErrorCountersStartAtZero: before the first failure a scrape already
+// holds every error class and both statuses at 0, so that a dashboard's
+// error rate reads 0% from the start, not "no data".
+func TestErrorCountersStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]int{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if m.GetCounter().GetValue() != 0 {
+				t.Errorf("%s %v = %v before any request", mf.GetName(), m.GetLabel(), m.GetCounter().GetValue())
+			}
+			series[mf.GetName()]++
+		}
+	}
+	if series["loadgen_errors_total"] != len(ErrorClasses) || series["loadgen_requests_total"] != 4 {
+		t.Fatalf("series before any request: %v; want every error class and initial/followup × success/error", series)
+	}
+}
+
 type errString string
 
 func (e errString) Error() string { return string(e) }
