@@ -207,7 +207,16 @@ func tokenizeOn(ctx context.Context, client *http.Client, wk *Worker, payload []
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return nil, fmt.Errorf("router: tokenize on %s: HTTP %d: %s", wk.Name, resp.StatusCode, bytes.TrimSpace(msg))
+		why := string(bytes.TrimSpace(msg))
+		switch {
+		case resp.StatusCode == http.StatusNotFound:
+			// vLLM and SGLang serve it; a router in front, or another
+			// engine, may not.
+			why = "it serves no POST /tokenize"
+		case why == "":
+			why = http.StatusText(resp.StatusCode)
+		}
+		return nil, fmt.Errorf("router: tokenize on %s: HTTP %d: %s", wk.Name, resp.StatusCode, why)
 	}
 	ids, err := parseTokenizeAnswer(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {

@@ -63,6 +63,8 @@ func TestWorkerTokenizeFailuresStillRoute(t *testing.T) {
 		wantErr string
 	}{
 		{"a worker's error is named", &WorkerTokenize{Pool: pool, Client: http.DefaultClient}, "HTTP 500: tokenizer not loaded"},
+		{"a worker without the endpoint is said plainly", &WorkerTokenize{Pool: onePath(t, "/v1/completions"), Client: http.DefaultClient}, "HTTP 404: it serves no POST /tokenize"},
+		{"an error without a body is named by its status", &WorkerTokenize{Pool: onePath(t, "/tokenize"), Client: http.DefaultClient}, "HTTP 502: Bad Gateway"},
 		{"no healthy worker is said plainly", &WorkerTokenize{Pool: NewPool(nil), Client: http.DefaultClient}, "no healthy worker"},
 	}
 	for _, tt := range tests {
@@ -89,4 +91,19 @@ func TestWorkerTokenizeFailuresStillRoute(t *testing.T) {
 	if n := testutil.ToFloat64(px.Router().Metrics().TokenizeErrors); n != 1 {
 		t.Fatalf("tokenize errors = %v, want 1", n)
 	}
+}
+
+// onePath is a pool of one worker that answers 502 with no body on path
+// and 404 with no body elsewhere.
+func onePath(t *testing.T, path string) *Pool {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(srv.Close)
+	ws, _ := ParseWorkers([]string{srv.URL})
+	return NewPool(ws)
 }
