@@ -72,8 +72,10 @@ type Probe struct {
 	Seed        uint64
 	// Level holds the level's figures, as a sweep stores them.
 	Level baselines.Level
-	// Holds says the level met the SLO with no failed request.
-	Holds bool
+	// Holds says the level met the SLO with no failed request; Misses,
+	// when it did not, says why, as "TTFT p95 827 ms".
+	Holds  bool
+	Misses string
 }
 
 // Capacity is the planner's answer for one policy and worker count.
@@ -86,10 +88,12 @@ type Capacity struct {
 	MaxConcurrency int
 	// At is the level measured at MaxConcurrency (the first seed's).
 	At baselines.Level
-	// FirstFail is the grid's first level that failed under some seed, and
-	// FailSeed that seed; 0 when every level searched held.
+	// FirstFail is the grid's first level that failed under some seed,
+	// FailSeed that seed and FailWhy why (as Probe.Misses); 0 when every
+	// level searched held.
 	FirstFail int
 	FailSeed  uint64
+	FailWhy   string
 	// PerSeed, with PlanConfig.PerSeed, is each seed's own envelope, in
 	// the order of PlanConfig.Seeds: the highest level such that it and
 	// every level below it hold under that seed.
@@ -105,11 +109,25 @@ type PlanResult struct {
 	Needed map[string]int
 }
 
-// holds says whether a level meets the SLO with no failed request (shed
-// requests fail with 503, so they count).
-func holds(l baselines.Level, slo baselines.SLO) bool {
+// misses says why a level does not meet the SLO with no failed request
+// (shed requests fail with 503, so they count), or "" when it does: the
+// first reason, as "TTFT p95 827 ms".
+func misses(l baselines.Level, slo baselines.SLO) string {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return l.TTFTP95 > 0 && l.TTFTP95 <= ms(slo.TTFT) && l.TPOTP95 <= ms(slo.TPOT) && l.ErrorPct != nil && *l.ErrorPct == 0
+	switch {
+	case l.TTFTP95 <= 0:
+		return "no request answered"
+	case l.ErrorPct == nil || *l.ErrorPct > 0:
+		if l.ErrorPct == nil {
+			return "errors not counted"
+		}
+		return fmt.Sprintf("%.2g%% failed or shed", *l.ErrorPct)
+	case l.TTFTP95 > ms(slo.TTFT):
+		return fmt.Sprintf("TTFT p95 %.0f ms", l.TTFTP95)
+	case l.TPOTP95 > ms(slo.TPOT):
+		return fmt.Sprintf("TPOT p95 %.1f ms", l.TPOTP95)
+	}
+	return ""
 }
 
 // probe simulates one level under one seed on a fresh pipeline.
@@ -131,7 +149,8 @@ func (pc *PlanConfig) probe(ctx context.Context, policy string, workers, concurr
 		return Probe{}, err
 	}
 	l := levels[0].Level
-	return Probe{Policy: policy, Workers: workers, Concurrency: concurrency, Seed: seed, Level: l, Holds: holds(l, pc.SLO)}, nil
+	why := misses(l, pc.SLO)
+	return Probe{Policy: policy, Workers: workers, Concurrency: concurrency, Seed: seed, Level: l, Holds: why == "", Misses: why}, nil
 }
 
 // level probes one grid level under every seed, Parallel at a time, and
@@ -203,7 +222,7 @@ func (pc *PlanConfig) maxConcurrency(ctx context.Context, policy string, workers
 		for _, pr := range probes {
 			if !pr.Holds {
 				if c.FirstFail == 0 {
-					c.FirstFail, c.FailSeed = n, pr.Seed
+					c.FirstFail, c.FailSeed, c.FailWhy = n, pr.Seed, pr.Misses
 				}
 				continue
 			}

@@ -373,3 +373,31 @@ func TestTransportOnTheWallClockServesConcurrentTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestMissesSaysWhyALevelFails: a plan names the first failure with its
+// reason, so each way of failing the SLO must say itself.
+func TestMissesSaysWhyALevelFails(t *testing.T) {
+	slo := baselines.SLO{TTFT: 600 * time.Millisecond, TPOT: 60 * time.Millisecond}
+	pct := func(v float64) *float64 { return &v }
+	lv := func(m baselines.Metrics) baselines.Level { return baselines.Level{Metrics: m} }
+	tests := []struct {
+		name string
+		l    baselines.Level
+		want string
+	}{
+		{"a level within both objectives and no error holds", lv(baselines.Metrics{TTFTP95: 582, TPOTP95: 46, ErrorPct: pct(0)}), ""},
+		{"a level at the objective exactly holds", lv(baselines.Metrics{TTFTP95: 600, TPOTP95: 60, ErrorPct: pct(0)}), ""},
+		{"a slow first token is named with its p95", lv(baselines.Metrics{TTFTP95: 827.4, TPOTP95: 30, ErrorPct: pct(0)}), "TTFT p95 827 ms"},
+		{"a slow stream is named with its p95", lv(baselines.Metrics{TTFTP95: 500, TPOTP95: 63.25, ErrorPct: pct(0)}), "TPOT p95 63.2 ms"},
+		{"failures come before the latencies", lv(baselines.Metrics{TTFTP95: 900, TPOTP95: 30, ErrorPct: pct(0.4)}), "0.4% failed or shed"},
+		{"a level without error counts does not hold", lv(baselines.Metrics{TTFTP95: 500, TPOTP95: 30}), "errors not counted"},
+		{"a level with no answer does not hold", lv(baselines.Metrics{ErrorPct: pct(100)}), "no request answered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := misses(tt.l, slo); got != tt.want {
+				t.Fatalf("misses = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

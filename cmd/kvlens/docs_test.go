@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,8 @@ import (
 
 	shexpand "mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/kvlens/kvlens/demo"
 )
 
 // docCommand is one kvlens command line found in a document's shell block.
@@ -169,4 +173,23 @@ func TestEveryCommandLineInTheDocsParses(t *testing.T) {
 	if ran == 0 {
 		t.Error("no quick command line was run")
 	}
+}
+
+// TestEveryServeFlagIsInTheDashboardDocs: the table "Flags of kvlens
+// serve" in docs/dashboard.md has a row for each flag serve takes, so a new
+// flag cannot go undocumented.
+func TestEveryServeFlagIsInTheDashboardDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/dashboard.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "## Flags of `kvlens serve`")
+	table, _, _ = strings.Cut(table, "\n## ")
+	var cfg demo.Config
+	var acc accessFlags
+	serveFlags(&cfg, &acc, io.Discard).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(table, "\n| `--"+f.Name+"` |") {
+			t.Errorf("docs/dashboard.md's table of serve's flags has no row for --%s", f.Name)
+		}
+	})
 }

@@ -180,7 +180,7 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 		for _, c := range res.Capacities {
 			fail := "none searched"
 			if c.FirstFail > 0 {
-				fail = fmt.Sprintf("%d (seed %d)", c.FirstFail, c.FailSeed)
+				fail = fmt.Sprintf("%d (seed %d: %s)", c.FirstFail, c.FailSeed, c.FailWhy)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%s\t%s\t", c.Policy, c.Workers, c.MaxConcurrency,
 				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, opt(c.At.KVHitRate, "%.1f"), fail)
