@@ -20,7 +20,7 @@ const (
 	p95Text = " p95: 95% of the window's requests did better, the slowest 5% worse."
 	ttftDef = "From sending a request to the first chunk of its answer that carries text. " +
 		"It is mostly the prompt's prefill, which a cached prefix skips."
-	tpotDef = "The answer's decode time per token after the first: (answer time − time to first token) ÷ (output tokens − 1), " +
+	tpotDef = "The answer's decode time per token after the first: (answer time − time to first token) ÷ (output tokens − the first chunk's tokens, usually 1), " +
 		"per request. It grows with the number of answers a worker decodes at once."
 	e2eDef = "From sending a request to the last chunk of its answer."
 )

@@ -60,9 +60,9 @@ type snapshotBody struct {
 		TTFTp95  *float64 `json:"ttft_p95"`
 		TPOTp50  *float64 `json:"tpot_p50"`
 		TPOTp95  *float64 `json:"tpot_p95"`
-		TOPS     float64  `json:"tops"`
-		RPS      float64  `json:"rps"`
-		ErrorPct float64  `json:"error_pct"`
+		TOPS     *float64 `json:"tops"`
+		RPS      *float64 `json:"rps"`
+		ErrorPct *float64 `json:"error_pct"`
 		Target   int      `json:"target"`
 		Live     int      `json:"live"`
 	} `json:"points"`
@@ -90,11 +90,12 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 	if err := cw.Write(CSVHeader); err != nil {
 		return err
 	}
-	num := func(p *float64) string {
+	// A figure the window did not have yet (null) is an empty cell.
+	num := func(p *float64, prec int) string {
 		if p == nil {
 			return ""
 		}
-		return strconv.FormatFloat(*p, 'f', 1, 64)
+		return strconv.FormatFloat(*p, 'f', prec, 64)
 	}
 	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	for i, f := range frames {
@@ -142,10 +143,8 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 		if len(b.Points) > 0 {
 			p := b.Points[len(b.Points)-1]
 			row[3], row[4] = strconv.Itoa(p.Target), strconv.Itoa(p.Live)
-			row[5], row[6], row[7], row[8] = num(p.TTFTp50), num(p.TTFTp95), num(p.TPOTp50), num(p.TPOTp95)
-			row[9] = strconv.FormatFloat(p.TOPS, 'f', 1, 64)
-			row[10] = strconv.FormatFloat(p.RPS, 'f', 3, 64)
-			row[11] = strconv.FormatFloat(p.ErrorPct, 'f', 2, 64)
+			row[5], row[6], row[7], row[8] = num(p.TTFTp50, 1), num(p.TTFTp95, 1), num(p.TPOTp50, 1), num(p.TPOTp95, 1)
+			row[9], row[10], row[11] = num(p.TOPS, 1), num(p.RPS, 3), num(p.ErrorPct, 2)
 		}
 		if err := cw.Write(row); err != nil {
 			return err

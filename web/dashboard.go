@@ -365,7 +365,8 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		d.Tiles = append(d.Tiles, t)
 	}
 	// The error rate is read at an answer's end; the count of failures
-	// beside it reports each at once.
+	// beside it reports each at once. The colour follows the figure
+	// shown: "0.0%" is never red.
 	wait := d.Settling
 	errs := components.Tile{ID: "errors", Label: label("errors"), Value: "—", Baseline: "—", Level: "none", Settling: wait,
 		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
@@ -373,7 +374,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		errs.Value = fmt.Sprintf("%.1f%%", 100*main.window.ErrorRate)
 		if wait == "" {
 			errs.Level = "ok"
-			if main.window.Errors > 0 {
+			if errs.Value != "0.0%" {
 				errs.Level = "bad"
 			}
 		}

@@ -37,8 +37,10 @@ type Point struct {
 	// RequestsPerSec is the window's completed requests per second; null
 	// until the window has covered rateSpan.
 	RequestsPerSec *float64 `json:"rps"`
-	// ErrorPct is the window's error rate, in percent.
-	ErrorPct float64 `json:"error_pct"`
+	// ErrorPct is the window's error rate, in percent; null until a
+	// request has answered since the last change, where 0 would read as
+	// "no failures" while requests fail.
+	ErrorPct *float64 `json:"error_pct"`
 	// ShedPerSec is requests the router shed during the last tick, per second.
 	ShedPerSec float64 `json:"shed_per_sec"`
 	// Target and Live are the asked-for and running conversations.
@@ -209,7 +211,11 @@ func (h *history) all(i int) []Point {
 
 func point(snap loadgen.Snapshot) Point {
 	w := snap.Window
-	p := Point{T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live, ErrorPct: 100 * w.ErrorRate}
+	p := Point{T: snap.Time.Unix(), Target: snap.Target, Live: snap.Live}
+	if w.Answers > 0 {
+		e := 100 * w.ErrorRate
+		p.ErrorPct = &e
+	}
 	if w.Covered >= rateSpan {
 		tops, rps := w.OutputTokensPerSec, w.RequestsPerSec
 		p.OutputTokensPerSec, p.RequestsPerSec = &tops, &rps

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -81,6 +82,66 @@ func TestRatesWaitForAFewSecondsOfWindow(t *testing.T) {
 			s := New(&fakeLoad{snap: snap}, newFakeRouter("kv"), testOptions())
 			if got := tile(tilesNow(s), "tops").Value != "—"; got != tt.want {
 				t.Fatalf("throughput tile shows a figure: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTheErrorChartWaitsForAnAnswer: after a change the error rate is read
+// over the requests answered since; before the first answer the chart
+// point has none, rather than a 0% while requests fail.
+func TestTheErrorChartWaitsForAnAnswer(t *testing.T) {
+	tests := []struct {
+		name    string
+		w       loadgen.Stats
+		want    string // the point's error_pct, "" for none
+		wantErr string // the tile's value
+	}{
+		{"five failures and no answer yet plot no rate", loadgen.Stats{Covered: 20 * time.Second, Errors: 5}, "", "—"},
+		{"an answer plots the rate over the answered span", loadgen.Stats{Covered: 40 * time.Second, Errors: 5, Answers: 45, ErrorRate: 0.1}, "10", "10.0%"},
+		{"answers without failures plot 0%", loadgen.Stats{Covered: 40 * time.Second, Answers: 45}, "0", "0.0%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := loadgen.Snapshot{Window: tt.w}
+			got := ""
+			if p := point(snap); p.ErrorPct != nil {
+				got = strconv.FormatFloat(*p.ErrorPct, 'f', -1, 64)
+			}
+			if got != tt.want {
+				t.Fatalf("chart point's error_pct %q, want %q", got, tt.want)
+			}
+			s := New(&fakeLoad{snap: snap}, newFakeRouter("kv"), testOptions())
+			if v := tile(tilesNow(s), "errors").Value; v != tt.wantErr {
+				t.Fatalf("errors tile %q, want %q", v, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestTheErrorsTileIsRedOnlyForARateItShows: the tile's colour follows its
+// figure; failures of requests sent before a change count in the note
+// beside it, not in the rate, and a "0.0%" is not red.
+func TestTheErrorsTileIsRedOnlyForARateItShows(t *testing.T) {
+	tests := []struct {
+		name        string
+		errs        int
+		rate        float64
+		value, note string
+		level       string
+	}{
+		{"no failure is green", 0, 0, "0.0%", "0 failed · 0 shed", "ok"},
+		{"failures before the change alone leave the rate at 0", 3, 0, "0.0%", "3 failed · 0 shed", "ok"},
+		{"a rate that rounds to 0.0% is not red", 1, 0.0004, "0.0%", "1 failed · 0 shed", "ok"},
+		{"a rate shown is red", 5, 0.004, "0.4%", "5 failed · 0 shed", "bad"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := settled(loadgen.Stats{Errors: tt.errs, ErrorRate: tt.rate, TTFT: loadgen.Quantiles{Count: 500, P50: 200, P95: 300}})
+			s := New(&fakeLoad{snap: loadgen.Snapshot{Window: w}}, newFakeRouter("kv"), testOptions())
+			x := tile(tilesNow(s), "errors")
+			if x.Value != tt.value || x.Note != tt.note || x.Level != tt.level {
+				t.Fatalf("errors tile %q, %q, %q; want %q, %q, %q", x.Value, x.Note, x.Level, tt.value, tt.note, tt.level)
 			}
 		})
 	}
