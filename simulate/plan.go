@@ -117,10 +117,9 @@ func misses(l baselines.Level, slo baselines.SLO) string {
 	switch {
 	case l.TTFTP95 <= 0:
 		return "no request answered"
-	case l.ErrorPct == nil || *l.ErrorPct > 0:
-		if l.ErrorPct == nil {
-			return "errors not counted"
-		}
+	case l.ErrorPct == nil:
+		return "errors not counted"
+	case *l.ErrorPct > 0:
 		return fmt.Sprintf("%.2g%% failed or shed", *l.ErrorPct)
 	case l.TTFTP95 > ms(slo.TTFT):
 		return fmt.Sprintf("TTFT p95 %.0f ms", l.TTFTP95)
