@@ -147,14 +147,31 @@ type promptBody struct {
 	Prompt   json.RawMessage     `json:"prompt"`
 }
 
-// text returns the prompt of a completion request given as a string.
-func (b *promptBody) text() (string, bool) {
-	var s string
-	return s, json.Unmarshal(b.Prompt, &s) == nil
+// completionPrompt reads a completion request's prompt in the shapes the
+// OpenAI API allows for one prompt, all of which vLLM serves: a string,
+// token ids, or an array holding one of either. ok is false for anything
+// else, a batch of several prompts among them: the worker judges those, and
+// the router routes them without cache affinity.
+func (b *promptBody) completionPrompt() (text string, ids []uint32, ok bool) {
+	if json.Unmarshal(b.Prompt, &text) == nil {
+		return text, nil, true
+	}
+	if json.Unmarshal(b.Prompt, &ids) == nil {
+		return "", ids, len(ids) > 0
+	}
+	var texts []string
+	if json.Unmarshal(b.Prompt, &texts) == nil && len(texts) == 1 {
+		return texts[0], nil, true
+	}
+	var batch [][]uint32
+	if json.Unmarshal(b.Prompt, &batch) == nil && len(batch) == 1 {
+		return "", batch[0], len(batch[0]) > 0
+	}
+	return "", nil, false
 }
 
 // textBytes is the length in bytes of the prompt the workers will tokenize,
-// or -1 when the body holds none the router can read.
+// or -1 when the body holds no text the router can read (none, or token ids).
 func (b *promptBody) textBytes(path string) int {
 	if path == "/v1/chat/completions" {
 		if len(b.Messages) == 0 {
@@ -162,10 +179,18 @@ func (b *promptBody) textBytes(path string) int {
 		}
 		return tokenizer.ChatBytes(b.Messages)
 	}
-	if s, ok := b.text(); ok {
+	if s, ids, ok := b.completionPrompt(); ok && ids == nil {
 		return len(s)
 	}
 	return -1
+}
+
+// checkIDs refuses a prompt given as more token ids than limit.
+func checkIDs(ids []uint32, limit int) error {
+	if len(ids) > limit {
+		return &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
+	}
+	return nil
 }
 
 // promptTokens is PromptTokens for a model of at most limit tokens (0: no
@@ -188,17 +213,17 @@ func promptTokens(path string, body []byte, limit int) ([]uint32, error) {
 		ids, _, _, err := chatTokens.chatUntil(req.Messages, func([]uint32) bool { return true }, limit)
 		return ids, err
 	}
-	if s, ok := req.text(); ok {
-		return tokenizer.EncodeLimit(s, limit)
-	}
-	var ids []uint32
-	if json.Unmarshal(req.Prompt, &ids) == nil {
-		if len(ids) > limit {
-			return nil, &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
+	s, ids, ok := req.completionPrompt()
+	switch {
+	case !ok:
+		return nil, nil
+	case ids != nil:
+		if err := checkIDs(ids, limit); err != nil {
+			return nil, err
 		}
 		return ids, nil
 	}
-	return nil, nil
+	return tokenizer.EncodeLimit(s, limit)
 }
 
 // request tokenizes a request's prompt for a decision, refusing one longer
@@ -223,7 +248,14 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 	}
 	n := pb.textBytes(r.URL.Path)
 	if n < 0 {
-		return req, nil, nil // the worker will judge the body
+		if _, ids, ok := pb.completionPrompt(); ok && r.URL.Path != "/v1/chat/completions" && ids != nil {
+			// Token ids are what every tokenizer would give: none is asked.
+			if err := checkIDs(ids, limit); err != nil {
+				return nil, nil, err
+			}
+			req.TokenIDs = ids
+		}
+		return req, nil, nil // else the worker will judge the body
 	}
 	if err := tokenizer.CheckBytes(n, limit); err != nil {
 		return nil, nil, err

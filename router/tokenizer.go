@@ -74,14 +74,14 @@ func (f Files) Tokens(_ context.Context, path string, body []byte) ([]uint32, er
 		}
 		return f.Engine.EncodeLimit(text, noLimit)
 	}
-	if s, ok := req.text(); ok {
-		return f.Engine.EncodePrompt(s, noLimit)
-	}
-	var ids []uint32
-	if json.Unmarshal(req.Prompt, &ids) == nil {
+	s, ids, ok := req.completionPrompt()
+	switch {
+	case !ok:
+		return nil, nil
+	case ids != nil:
 		return ids, nil
 	}
-	return nil, nil
+	return f.Engine.EncodePrompt(s, noLimit)
 }
 
 // WorkerTokenize asks a healthy worker's POST /tokenize, in vLLM's shape,
@@ -126,7 +126,16 @@ func (t *WorkerTokenize) Tokens(ctx context.Context, path string, body []byte) (
 	if path == "/v1/chat/completions" {
 		req.Prompt = nil
 	} else {
+		// vLLM's /tokenize takes a prompt as a string only.
 		req.Messages = nil
+		text, ids, ok := (&promptBody{Prompt: req.Prompt}).completionPrompt()
+		switch {
+		case !ok:
+			return nil, nil // the worker will judge the body
+		case ids != nil:
+			return ids, nil
+		}
+		req.Prompt, _ = json.Marshal(text)
 	}
 	payload, _ := json.Marshal(req)
 	wk := t.healthy()
