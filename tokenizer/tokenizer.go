@@ -70,7 +70,9 @@ var busy = semaphore.NewWeighted(busyBytes)
 // in the heap for a while, so it is given back to the system at once.
 const giantBytes = 256 << 10
 
-// Encode returns the token ids of text.
+// Encode returns the cl100k token ids of text, as tiktoken's
+// encode_ordinary does: the text of a special token is ordinary text, so no
+// message can write one. The simulated workers encode alike.
 func Encode(text string) []uint32 {
 	var ids []uint32
 	for _, part := range Cut(text, len(text)/pieceBytes) {
