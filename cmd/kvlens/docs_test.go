@@ -193,3 +193,20 @@ func TestEveryServeFlagIsInTheDashboardDocs(t *testing.T) {
 		}
 	})
 }
+
+// TestEverySweepFlagIsInTheBaselinesDocs holds docs/baselines.md's table of
+// sweep's flags to the flags kvlens sweep takes.
+func TestEverySweepFlagIsInTheBaselinesDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/baselines.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "| flag | default | meaning |")
+	table, _, _ = strings.Cut(table, "\n\n")
+	o := sweepOptions{serve: demo.DefaultConfig()}
+	sweepFlags(&o, io.Discard).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(table, "`--"+f.Name+"`") {
+			t.Errorf("docs/baselines.md's table of sweep's flags does not name --%s", f.Name)
+		}
+	})
+}
