@@ -4,11 +4,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -65,25 +67,61 @@ func replayAll(t *testing.T, trace []TraceRecord, h http.Handler) Snapshot {
 	return s
 }
 
-// TestTraceReplayKeepsItsSchedule replays 1,000 requests over about 2 s and
-// checks how late each was sent against its timestamp.
+// slowTrace answers every request on a virtual clock after a fixed delay,
+// and records when each prompt was sent.
+type slowTrace struct {
+	loop  *des.Loop
+	delay time.Duration
+	sent  map[string][]time.Duration // prompt text → when it was sent, since the epoch
+}
+
+func (s *slowTrace) Start(req TurnRequest, _ func(string, time.Duration), done func(Result)) func(error) {
+	now := s.loop.Now()
+	prompt := req.Messages[len(req.Messages)-1].Content
+	s.sent[prompt] = append(s.sent[prompt], now.Sub(des.Epoch))
+	s.loop.AfterFunc(s.delay, func() {
+		done(Result{Text: "ok", Start: now, TTFT: s.delay / 2, E2E: s.delay, OSL: 2, FirstChunkTokens: 1, Worker: "w"})
+	})
+	return func(error) {}
+}
+
+// TestTraceReplayKeepsItsSchedule replays 1,000 requests, some at the same
+// millisecond, in virtual time against a server that takes 30 s to answer
+// each, and requires every request to be sent at its own timestamp from the
+// replay's start, to the nanosecond: a replay that waited for answers, paced itself, or slept the
+// gaps cumulatively (drifting by each wake-up's delay) would miss. How late
+// a replay is on the wall clock is BenchmarkTraceReplaySchedule's figure.
 func TestTraceReplayKeepsItsSchedule(t *testing.T) {
 	trace := syntheticTrace(1000, 4)
-	s := replayAll(t, trace, streamServer(func(*http.Request) streamSpec {
-		return streamSpec{ttft: time.Millisecond, itl: time.Millisecond, tokens: 2, perChunk: 1}
-	}))
-	t.Logf("schedule lag p50 %.3f ms, p99 %.3f ms over %d requests", s.Trace.Lag.P50, s.Trace.Lag.P99, s.Trace.Lag.Count)
-	if raceEnabled {
-		return // the race detector's slowdown is not the replay's lateness
+	loop := des.New(des.Epoch)
+	tr := &slowTrace{loop: loop, delay: 30 * time.Second, sent: map[string][]time.Duration{}}
+	cfg := DefaultConfig()
+	cfg.Trace, cfg.Clock = trace, loop
+	g, err := NewAsync(tr, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The done-when figure is p99 within 5 ms; it is measured by
-	// BenchmarkTraceReplaySchedule. Here, on a machine whose other tenants
-	// can take the CPU for a scheduler slice or two, the test holds the
-	// replay to what no open-loop dispatcher on time could miss: a median
-	// within 2 ms and a p99 within 25 ms. A replay that waited for answers or
-	// slept cumulative gaps would drift far past both over 1,000 requests.
-	if s.Trace.Lag.Count != len(trace) || s.Trace.Lag.P50 > 2 || s.Trace.Lag.P99 > 25 {
-		t.Errorf("schedule lag p50 %.2f ms, p99 %.2f ms over %d requests, want within 2 and 25 ms over %d", s.Trace.Lag.P50, s.Trace.Lag.P99, s.Trace.Lag.Count, len(trace))
+	g.Start()
+	last := time.Duration(trace[len(trace)-1].Timestamp) * time.Millisecond
+	loop.Run(last + time.Minute)
+	g.Stop()
+	// The replay starts replayLead after Start, so that the first prompt is
+	// synthesized ahead of its time as every other is.
+	want := map[string][]time.Duration{}
+	for _, r := range trace {
+		p := TracePrompt(r)
+		want[p] = append(want[p], replayLead+time.Duration(r.Timestamp)*time.Millisecond)
+	}
+	if len(tr.sent) != len(want) {
+		t.Fatalf("%d distinct prompts sent, the trace has %d", len(tr.sent), len(want))
+	}
+	for p, at := range want {
+		if !slices.Equal(tr.sent[p], at) {
+			t.Fatalf("a prompt was sent at %v, its records say %v", tr.sent[p], at)
+		}
+	}
+	if s := g.Snapshot(); s.Trace.Sent != len(trace) || s.Trace.Lag.P99 != 0 {
+		t.Errorf("snapshot: %d sent, lag p99 %.3f ms; want %d and 0", s.Trace.Sent, s.Trace.Lag.P99, len(trace))
 	}
 }
 

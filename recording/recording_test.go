@@ -84,9 +84,11 @@ func TestRecorderWritesFramesAndEnds(t *testing.T) {
 	if _, err := db.Recording(ctx, old); err == nil {
 		t.Error("a recording older than the retention survived Start")
 	}
+	before := time.Now()
 	for _, f := range frames {
 		r.Add(f.Kind, f.Body)
 	}
+	after := time.Now()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { r.Run(runCtx); close(done) }()
@@ -95,6 +97,13 @@ func TestRecorderWritesFramesAndEnds(t *testing.T) {
 	got, err := db.RecordingFrames(ctx, r.ID())
 	if err != nil || len(got) != len(frames) {
 		t.Fatalf("%d frames, %v; want %d", len(got), err, len(frames))
+	}
+	for i, f := range got {
+		// Frames are stamped when added, to the store's precision.
+		if f.Kind != frames[i].Kind || !bytes.Equal(f.Body, frames[i].Body) ||
+			f.T.Before(before.Truncate(time.Millisecond)) || f.T.After(after) || (i > 0 && f.T.Before(got[i-1].T)) {
+			t.Errorf("frame %d: %s at %v %s; want %s between %v and %v, in order: %s", i, f.Kind, f.T, f.Body, frames[i].Kind, before, after, frames[i].Body)
+		}
 	}
 	if rec, _ := db.Recording(ctx, r.ID()); rec.Ended.IsZero() {
 		t.Fatal("the recording was not marked ended")

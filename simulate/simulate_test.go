@@ -135,19 +135,27 @@ func TestSadPaths(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(*Config)
+		want   string // in the error
 	}{
-		{"no workers", func(c *Config) { c.Workers = 0 }},
-		{"an unknown policy", func(c *Config) { c.Policy = "fastest" }},
-		{"an invalid profile", func(c *Config) { c.Profile.BlockSize = 0 }},
-		{"no max tokens", func(c *Config) { c.Load.MaxTokens = 0 }},
+		{"no workers", func(c *Config) { c.Workers = 0 }, "at least 1 worker, got 0"},
+		{"an unknown policy", func(c *Config) { c.Policy = "fastest" }, `unknown routing policy "fastest"`},
+		{"an invalid profile", func(c *Config) { c.Profile.BlockSize = 0 }, "block_size must be at least 1"},
+		{"no max tokens", func(c *Config) { c.Load.MaxTokens = 0 }, "max tokens 0"},
 	}
+	t.Run("the valid config the cases edit is accepted", func(t *testing.T) {
+		cfg := smallConfig(1)
+		cfg.Policy = "kv"
+		if _, err := New(cfg); err != nil {
+			t.Fatal(err)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := smallConfig(1)
 			cfg.Policy = "kv"
 			tt.mutate(&cfg)
-			if _, err := New(cfg); err == nil {
-				t.Fatal("accepted")
+			if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one naming %q", err, tt.want)
 			}
 		})
 	}
@@ -290,22 +298,30 @@ func TestTargetBoundsComeFromTheCapacityRows(t *testing.T) {
 }
 
 func TestPlanRefusesAnEmptyQuestion(t *testing.T) {
+	// Each case is a valid question but for one thing, which the error must
+	// name: a Plan that skipped a check would fail later, for another reason.
+	valid := func(edit func(*PlanConfig)) PlanConfig {
+		pc := PlanConfig{Base: smallConfig(1), Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second}
+		edit(&pc)
+		return pc
+	}
 	tests := []struct {
 		name string
 		pc   PlanConfig
+		want string
 	}{
-		{"no policies", PlanConfig{Workers: []int{1}, PerWorker: 10, Measure: time.Second}},
-		{"neither worker counts nor a target", PlanConfig{Policies: []string{"kv"}, PerWorker: 10, Measure: time.Second}},
-		{"no measurement", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10}},
-		{"a grid coarser than 5 conversations", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Step: 10}},
-		{"fewer than 3 seeds", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Seeds: []uint64{1, 2}}},
-		{"a negative warmup", PlanConfig{Policies: []string{"kv"}, Workers: []int{1}, PerWorker: 10, Measure: time.Second, Warmup: -time.Second}},
+		{"no policies", valid(func(pc *PlanConfig) { pc.Policies = nil }), "no policies"},
+		{"neither worker counts nor a target", valid(func(pc *PlanConfig) { pc.Workers = nil }), "no worker counts and no target"},
+		{"no measurement", valid(func(pc *PlanConfig) { pc.Measure = 0 }), "measurement"},
+		{"a grid coarser than 5 conversations", valid(func(pc *PlanConfig) { pc.Step = 10 }), "a grid step of 10 conversations"},
+		{"fewer than 3 seeds", valid(func(pc *PlanConfig) { pc.Seeds = []uint64{1, 2} }), "2 seeds; an envelope needs at least 3"},
+		{"a negative warmup", valid(func(pc *PlanConfig) { pc.Warmup = -time.Second }), "must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Plan(context.Background(), tt.pc)
-			if err == nil {
-				t.Fatal("accepted")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one naming %q", err, tt.want)
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error is not one line: %q", err)
