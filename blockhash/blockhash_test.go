@@ -36,7 +36,7 @@ func TestChain(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if !tt.ok {
-				t.Fail()
+				t.Errorf("does not hold: chain of a %x, of b %x", ca, cb)
 			}
 		})
 	}

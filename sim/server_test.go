@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -485,6 +486,10 @@ func TestMetricsUseVLLMNamesAndPassPromtool(t *testing.T) {
 	}
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
+		// make test installs it and sets KVLENS_REQUIRE_PROMTOOL.
+		if os.Getenv("KVLENS_REQUIRE_PROMTOOL") != "" {
+			t.Fatal("promtool is required: not on PATH (Debian package prometheus)")
+		}
 		t.Skip("promtool not on PATH (Debian package prometheus)")
 	}
 	cmd := exec.Command(promtool, "check", "metrics")

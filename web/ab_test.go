@@ -379,6 +379,9 @@ func TestDeltaColoursOnlyDifferencesBeyondTheNoise(t *testing.T) {
 // two lanes of one policy show by chance.
 func TestEveryTileHasANoiseBand(t *testing.T) {
 	s, _, _, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	if n := len(s.metrics()); n != 11 {
+		t.Fatalf("%d tiles' metrics, want the page's 11 (all 12 tiles but Errors, which has its own rule)", n)
+	}
 	for _, m := range s.metrics() {
 		if m.noise <= 0 {
 			t.Errorf("tile %s has no noise band", m.id)

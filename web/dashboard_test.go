@@ -88,7 +88,11 @@ func TestTilesCompareWithTheBaselineOfTheLiveMode(t *testing.T) {
 func TestTilesWithoutDataShowDashes(t *testing.T) {
 	load := &fakeLoad{target: 60}
 	s := New(load, newFakeRouter("kv"), testOptions())
-	for _, x := range tilesNow(s).Tiles {
+	tiles := tilesNow(s).Tiles
+	if len(tiles) != 12 {
+		t.Fatalf("%d tiles, want the page's 12", len(tiles))
+	}
+	for _, x := range tiles {
 		if x.Value != "—" {
 			t.Errorf("tile %s = %q with an empty window, want a dash", x.ID, x.Value)
 		}

@@ -537,12 +537,15 @@ func TestFirstLoadIsLightAndSelfContained(t *testing.T) {
 
 func TestChangesBecomeChartMarks(t *testing.T) {
 	_, s, ts := newTestServer(t)
-	for _, step := range []struct{ path, body string }{
-		{"/api/concurrency", "concurrency=120"},
-		{"/api/stop", ""},
-		{"/api/start", ""},
+	for _, step := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/api/concurrency", url.Values{"concurrency": {"120"}}},
+		{"/api/stop", nil},
+		{"/api/start", nil},
 	} {
-		resp, err := http.PostForm(ts.URL+step.path, url.Values{"concurrency": {"120"}})
+		resp, err := http.PostForm(ts.URL+step.path, step.form)
 		if err != nil {
 			t.Fatal(err)
 		}
