@@ -383,13 +383,20 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 		s.replayed.Add(1)
 		s.deliver(c)
 	}
+	next := st.next
 	st.seen, st.next = true, seq+1
 	b, err := DecodeBatch(msg.Frames[2])
 	if err != nil {
-		// The message is lost to the index, so the next one must count it
-		// as missed: leave st.next where it was. A First that failed to
-		// decode leaves the stream unseen, so the next message is First.
-		st.next = seq
+		// The message is lost to the index, and so is any gap before it,
+		// which no update has told the index of: the next message must
+		// count both as missed, and counts the gap then, not twice. A
+		// First that failed to decode leaves the stream unseen, so the
+		// next message is First.
+		st.next = next
+		if u.Missed > 0 {
+			s.gaps.Add(^uint64(0))
+			s.missed.Add(-u.Missed)
+		}
 		if u.First {
 			st.seen = false
 		}
