@@ -299,3 +299,78 @@ func FuzzHostsAllows(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheck sends any Authorization header, operator cookie, Host and peer
+// address to a rule with a token, and holds Check to who may change the
+// demo: a request that neither carries the token (as a Bearer header or
+// the cookie derived from it) nor comes over loopback from an allowed host
+// is refused, and every refusal is one line.
+func FuzzCheck(f *testing.F) {
+	rule := Rule{Token: "s3cret-token", Hosts: mustHosts(f, "booth.example")}
+	good := rule.cookieValue()
+	f.Add("Bearer s3cret-token", "", "evil.example", "203.0.113.9:5000")
+	f.Add("bearer  s3cret-token ", "", "booth.example", "203.0.113.9:5000")
+	f.Add("", good, "booth.example:8080", "203.0.113.9:5000")
+	f.Add("", good, "evil.example", "203.0.113.9:5000")
+	f.Add("", "", "localhost:8080", "127.0.0.1:4000")
+	f.Add("", "", "localhost:8080", "[::1]:4000")
+	f.Add("Basic czNjcmV0", "", "localhost", "127.0.0.1:1")
+	f.Add("Bearer", "x", "", "")
+	f.Fuzz(func(t *testing.T, auth, cookie, host, remote string) {
+		r := httptest.NewRequest("POST", "/api/start", nil)
+		r.Host, r.RemoteAddr = host, remote
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		if cookie != "" {
+			r.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
+		}
+		err := rule.Check(r)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("a refusal of more than one line: %q", err)
+			}
+			return
+		}
+		tok, isBearer := bearer(r.Header.Get("Authorization"))
+		hasToken := isBearer && tok == rule.Token
+		hasCookie := cookie == good && rule.Hosts.Allows(host)
+		local := FromLoopback(r) && rule.Hosts.Allows(host)
+		if !hasToken && !hasCookie && !local {
+			t.Fatalf("let in a request with no token, cookie or loopback: Authorization %q, cookie %q, Host %q, from %q", auth, cookie, host, remote)
+		}
+	})
+}
+
+// FuzzParseList reads any --allow-host value: a list it accepts builds a
+// host set, and each name in it is then allowed.
+func FuzzParseList(f *testing.F) {
+	for _, s := range []string{"booth.example", "a.example, 192.168.1.20 ,*", "http://kvlens.example:8080/", ",,", "[::1]", "bad name", "é.example", "*"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		names, err := ParseList(s)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("ParseList(%q): an error of more than one line: %q", s, err)
+			}
+			return
+		}
+		var plain []string
+		for _, n := range names {
+			if n != "*" {
+				plain = append(plain, n)
+			}
+		}
+		h, err := NewHosts(plain...)
+		if err != nil {
+			t.Fatalf("ParseList(%q) accepted %q, which NewHosts refuses: %v", s, names, err)
+		}
+		for _, n := range plain {
+			norm, _ := normalize(n)
+			if !h.names[norm] {
+				t.Fatalf("ParseList(%q) accepted %q, which the hosts do not allow", s, n)
+			}
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -52,6 +53,10 @@ func parseModes(s string, external bool) ([]string, error) {
 			if _, err := router.NewPolicy(m); err != nil {
 				return nil, err
 			}
+		}
+		if strings.ContainsFunc(m, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			// An external router's mode goes into --mode-switch-cmd.
+			return nil, fmt.Errorf("mode %q has spaces or control characters", m)
 		}
 		if slices.Contains(modes, m) {
 			return nil, fmt.Errorf("%s is given twice", m)
