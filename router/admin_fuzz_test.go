@@ -1,0 +1,67 @@
+package router
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzPutPolicy sends any body to PUT /admin/router/policy: a body it
+// refuses gets 400 and one line and changes nothing; one it takes becomes
+// the router's settings, and the router still decides under them, whatever
+// the knobs (a weight of 1e308, a temperature of 1e-300).
+func FuzzPutPolicy(f *testing.F) {
+	for _, s := range []string{
+		`{"policy":"kv","weight":1,"temperature":0}`,
+		`{"policy":"dynamo","temperature":1e-300,"weight":1e308}`,
+		`{"policy":"dynamo_tuned","temperature":1e300}`,
+		`{"policy":"kv","admission":"shed","busy_threshold":1e-9}`,
+		`{"policy":"llmd"}`, `{"policy":"fastest"}`, `{"weight":-1}`, `{"busy_threshold":0}`,
+		`{"nope":1}`, `{"policy":"kv"}{"policy":"rr"}`, `[]`, `null`, ``, "{\"policy\":\"kv\n\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	ws, err := ParseWorkers([]string{"a=http://127.0.0.1:9", "b=http://127.0.0.1:9", "c=http://127.0.0.1:9"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		px := NewProxy(NewRouter(NewPool(ws), &KV{Weight: 1}, Config{}))
+		before := px.Router().Settings()
+		w := httptest.NewRecorder()
+		px.Admin().ServeHTTP(w, httptest.NewRequest("PUT", AdminPrefix+"/policy", bytes.NewReader(body)))
+		after := px.Router().Settings()
+		if w.Code != 200 {
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if w.Code != 400 || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Message == "" || strings.ContainsAny(e.Error.Message, "\r\n") {
+				t.Fatalf("refused with %d %q; want 400 and a one-line message", w.Code, w.Body)
+			}
+			if after != before {
+				t.Fatalf("a refused body changed the settings from %+v to %+v", before, after)
+			}
+			return
+		}
+		var got policyJSON
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Settings != after {
+			t.Fatalf("answered %s, the router holds %+v", w.Body, after)
+		}
+		for i := range 20 {
+			req := &Request{TokenIDs: make([]uint32, 64+i*16)}
+			b, err := px.Router().Decide(req, nil)
+			if errors.Is(err, ErrBusy) {
+				continue
+			}
+			if err != nil || b == nil {
+				t.Fatalf("under %+v, Decide: %v", after, err)
+			}
+			defer b.Release()
+		}
+	})
+}
