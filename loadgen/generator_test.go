@@ -121,33 +121,21 @@ func TestStopThenStartLeavesNothingOfTheOldRun(t *testing.T) {
 	}
 }
 
-func TestStartRate(t *testing.T) {
-	tests := []struct {
-		name    string
-		rate    float64
-		target  int
-		after   time.Duration
-		atLeast int
-		atMost  int
-	}{
-		// rate 0 is unpaced: every conversation starts at once
-		{"a rate of 0 starts the whole target at once", 0, 100, 200 * time.Millisecond, 100, 100},
-		// 10/s with a burst of 1 => 1 at once, then one per 100 ms
-		{"a rate of 10 per second paces starts", 10, 100, 250 * time.Millisecond, 2, 5},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tr := newGate()
-			cfg := testConfig(tt.target)
-			cfg.StartRate = tt.rate
-			g, _ := New(tr, cfg, nil)
-			g.Start()
-			defer g.Stop()
-			time.Sleep(tt.after)
-			if n := int(tr.open.Load()); n < tt.atLeast || n > tt.atMost {
-				t.Fatalf("%d conversations after %v, want %d..%d", n, tt.after, tt.atLeast, tt.atMost)
-			}
-		})
+// TestARateOfZeroStartsEveryConversationAtOnce: unpaced, the whole target
+// starts with the clock standing still. (A positive rate's pacing, one
+// start per 1/rate of clock time, is TestPacingAndThinkTimeRunOnTheGivenClock's.)
+func TestARateOfZeroStartsEveryConversationAtOnce(t *testing.T) {
+	clk := newManualClock()
+	tr := newGate()
+	cfg := testConfig(100)
+	cfg.StartRate = 0
+	cfg.Clock = clk
+	g, _ := New(tr, cfg, nil)
+	g.Start()
+	defer g.Stop()
+	waitFor(t, "100 conversations", func() bool { return tr.open.Load() == 100 })
+	if n := clk.pending(); n != 0 {
+		t.Fatalf("%d timers pending: an unpaced start waits for nothing", n)
 	}
 }
 

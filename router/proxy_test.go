@@ -6,19 +6,27 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// slowSSE answers with three SSE chunks 50 ms apart, naming itself in each.
-func slowSSE(name string) http.HandlerFunc {
+// lockstepSSE answers with three SSE chunks naming itself, and sends the
+// second only once the client has read the first (it closes read) or 5 s
+// have passed, which it then reports in held: a proxy that buffers the
+// stream makes it wait the 5 s.
+func lockstepSSE(name string, read <-chan struct{}, held *atomic.Bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range 3 {
 			io.WriteString(w, "data: "+name+"\n\n")
 			w.(http.Flusher).Flush()
-			if i < 2 {
-				time.Sleep(50 * time.Millisecond)
+			if i == 0 {
+				select {
+				case <-read:
+				case <-time.After(5 * time.Second):
+					held.Store(true)
+				}
 			}
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
@@ -26,16 +34,20 @@ func slowSSE(name string) http.HandlerFunc {
 }
 
 func TestProxyStreamsWithoutBufferingAndNamesWorker(t *testing.T) {
-	a := httptest.NewServer(slowSSE("a"))
+	readA, readB := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	a := httptest.NewServer(lockstepSSE("a", readA, &held))
 	defer a.Close()
-	b := httptest.NewServer(slowSSE("b"))
+	b := httptest.NewServer(lockstepSSE("b", readB, &held))
 	defer b.Close()
 	ws, _ := ParseWorkers([]string{a.URL, b.URL})
 	px := httptest.NewServer(New(ws, &RoundRobin{}))
 	defer px.Close()
 
-	for _, want := range []struct{ header, body string }{{"w0", "a"}, {"w1", "b"}} {
-		start := time.Now()
+	for _, want := range []struct {
+		header, body string
+		read         chan struct{}
+	}{{"w0", "a", readA}, {"w1", "b", readB}} {
 		resp, err := http.Post(px.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
@@ -43,15 +55,17 @@ func TestProxyStreamsWithoutBufferingAndNamesWorker(t *testing.T) {
 		if got := resp.Header.Get(HeaderWorker); got != want.header {
 			t.Errorf("%s = %q, want %q", HeaderWorker, got, want.header)
 		}
-		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
-		// The worker takes 100 ms in all; the first chunk must not wait for it.
-		if first := time.Since(start); first > 80*time.Millisecond {
-			t.Errorf("first chunk after %v: the proxy buffered the stream", first)
-		}
+		body := bufio.NewReader(resp.Body)
+		line, _ := body.ReadString('\n')
+		close(want.read)
 		if line != "data: "+want.body+"\n" {
 			t.Errorf("first line = %q", line)
 		}
+		io.Copy(io.Discard, body)
 		resp.Body.Close()
+		if held.Load() {
+			t.Fatalf("the first chunk reached the client only when the worker gave up waiting: the proxy buffered the stream")
+		}
 	}
 }
 
