@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/sim"
@@ -252,27 +253,43 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 	}
 }
 
-func TestPlanTablePrintsEachSeedsEnvelopeWhenAsked(t *testing.T) {
-	res := simulate.PlanResult{Capacities: []simulate.Capacity{
-		{Policy: "kv", Workers: 3, MaxConcurrency: 110, FirstFail: 115, FailSeed: 1, PerSeed: []int{110, 175, 185}},
-	}}
-	tests := []struct {
-		name    string
-		perSeed bool
-		want    bool
-	}{
-		{"with --per-seed the table gives each seed's envelope", true, true},
-		{"without it, no column", false, false},
+// TestPlanReport draws kvlens plan's report for an answer with every kind
+// of row (an envelope of 0, one that failed past its grid, one that never
+// failed, a policy that needs more workers than searched), with and
+// without each seed's envelope, and compares it with its golden file
+// (go test ./cmd/kvlens -run TestPlanReport -update rewrites it).
+func TestPlanReport(t *testing.T) {
+	hit := 99.1
+	res := simulate.PlanResult{
+		Capacities: []simulate.Capacity{
+			{Policy: "round_robin", Workers: 3, FirstFail: 5, FailSeed: 1, FailWhy: "TTFT p95 827 ms", PerSeed: []int{0, 0, 0}},
+			{Policy: "dynamo", Workers: 3, MaxConcurrency: 5, At: baselines.Level{Metrics: baselines.Metrics{TTFTP95: 538, TPOTP95: 31.2}}, FirstFail: 10, FailSeed: 2, FailWhy: "1.5% failed", PerSeed: []int{5, 165, 160}},
+			{Policy: "kv", Workers: 3, MaxConcurrency: 180, At: baselines.Level{Metrics: baselines.Metrics{TTFTP95: 582, TPOTP95: 44.9, KVHitRate: &hit}}, PerSeed: []int{180, 185, 180}},
+		},
+		Needed: map[string]int{"kv": 3},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pc := simulate.PlanConfig{Step: 5, Seeds: []uint64{1, 2, 3}, PerSeed: tt.perSeed, SLO: baselines.DefaultSLO}
+	for _, perSeed := range []bool{false, true} {
+		name := "plan"
+		if perSeed {
+			name = "plan_per_seed"
+		}
+		t.Run(name, func(t *testing.T) {
+			pc := simulate.PlanConfig{Policies: []string{"round_robin", "dynamo", "kv"}, Step: 5, Seeds: []uint64{1, 2, 3}, PerSeed: perSeed,
+				SLO: baselines.DefaultSLO, Warmup: time.Minute, Measure: 2 * time.Minute, Target: 120, MaxWorkers: 8}
 			var b strings.Builder
 			writePlan(&b, pc, sim.MustProfile(sim.DefaultProfile), "queue", res)
-			for _, s := range []string{"per seed", "110, 175, 185"} {
-				if strings.Contains(b.String(), s) != tt.want {
-					t.Errorf("the table says %q: %v, want %v:\n%s", s, !tt.want, tt.want, b.String())
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
 				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != string(want) {
+				t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, b.String(), want)
 			}
 		})
 	}

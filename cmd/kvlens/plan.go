@@ -178,12 +178,16 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 		}
 		fmt.Fprintln(tw, head)
 		for _, c := range res.Capacities {
-			fail := "none searched"
+			fail := "none, to the search's end"
 			if c.FirstFail > 0 {
 				fail = fmt.Sprintf("%d (seed %d: %s)", c.FirstFail, c.FailSeed, c.FailWhy)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.0f\t%.1f\t%s\t%s\t", c.Policy, c.Workers, c.MaxConcurrency,
-				float64(c.MaxConcurrency)/float64(c.Workers), c.At.TTFTP95, c.At.TPOTP95, opt(c.At.KVHitRate, "%.1f"), fail)
+			ttft, tpot, hit := "-", "-", "-" // an envelope of 0 has no level to describe
+			if c.MaxConcurrency > 0 {
+				ttft, tpot, hit = fmt.Sprintf("%.0f", c.At.TTFTP95), fmt.Sprintf("%.1f", c.At.TPOTP95), opt(c.At.KVHitRate, "%.1f")
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t", c.Policy, c.Workers, c.MaxConcurrency,
+				float64(c.MaxConcurrency)/float64(c.Workers), ttft, tpot, hit, fail)
 			if pc.PerSeed {
 				each := make([]string, len(c.PerSeed))
 				for i, n := range c.PerSeed {
