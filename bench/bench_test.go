@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,12 +148,25 @@ func TestTinyGridRunsAndReports(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !slices.Equal(back.Runs, res.Runs) {
 		t.Fatalf("JSON does not read back as the runs: %v", err)
 	}
-	var png bytes.Buffer
-	if err := WriteChart(&png, &res); err != nil {
+	var chart bytes.Buffer
+	if err := WriteChart(&chart, &res); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG")) {
-		t.Fatal("the chart is not a PNG")
+	img, err := png.Decode(&chart)
+	if err != nil {
+		t.Fatalf("the chart is not a PNG: %v", err)
+	}
+	// Each policy's line is drawn in its own colour.
+	drawn := map[color.RGBA]bool{}
+	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
+		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
+			drawn[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)] = true
+		}
+	}
+	for i, pol := range g.Policies {
+		if c := policyColors[i].(color.RGBA); !drawn[c] {
+			t.Errorf("the chart has no pixel of %s's colour %v", pol, c)
+		}
 	}
 }
 
