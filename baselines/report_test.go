@@ -2,13 +2,15 @@ package baselines
 
 import (
 	"bytes"
-	"image/png"
+	"image/color"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvlens/kvlens/internal/chartcheck"
 )
 
 // synthetic is a fixed two-mode sweep: KV halves RR's TTFT at 60 and gains
@@ -164,7 +166,7 @@ func TestWriteChart(t *testing.T) {
 	if err := WriteChart(&b, synthetic("round_robin", "kv"), DefaultSLO); err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&b)
+	img, drawn, err := chartcheck.Colours(&b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,17 +174,9 @@ func TestWriteChart(t *testing.T) {
 		t.Fatalf("size %v, want 1500×~844", sz)
 	}
 	// The lines are drawn: the KV green and the SLO red both appear.
-	found := map[string]bool{}
-	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
-		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
-			r, g, b, _ := img.At(x, y).RGBA()
-			switch {
-			case r>>8 == 0x76 && g>>8 == 0xb9 && b>>8 == 0x00:
-				found["kv"] = true
-			case r>>8 == 0xdc && g>>8 == 0x26 && b>>8 == 0x26:
-				found["slo"] = true
-			}
-		}
+	found := map[string]bool{
+		"kv":  drawn[color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff}],
+		"slo": drawn[color.RGBA{R: 0xdc, G: 0x26, B: 0x26, A: 0xff}],
 	}
 	if !found["kv"] || !found["slo"] {
 		t.Fatalf("colours found: %v; want the KV line and the SLO line", found)

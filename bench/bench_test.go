@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/internal/chartcheck"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 )
@@ -152,16 +152,10 @@ func TestTinyGridRunsAndReports(t *testing.T) {
 	if err := WriteChart(&chart, &res); err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&chart)
+	// Each policy's line is drawn in its own colour.
+	_, drawn, err := chartcheck.Colours(&chart)
 	if err != nil {
 		t.Fatalf("the chart is not a PNG: %v", err)
-	}
-	// Each policy's line is drawn in its own colour.
-	drawn := map[color.RGBA]bool{}
-	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
-		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
-			drawn[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)] = true
-		}
 	}
 	for i, pol := range g.Policies {
 		if c := policyColors[i].(color.RGBA); !drawn[c] {

@@ -3,8 +3,9 @@ package simulate
 import (
 	"bytes"
 	"image/color"
-	"image/png"
 	"testing"
+
+	"github.com/kvlens/kvlens/internal/chartcheck"
 )
 
 // TestPlanChartDrawsEachPolicy draws a plan over 1–3 workers for three
@@ -22,18 +23,12 @@ func TestPlanChartDrawsEachPolicy(t *testing.T) {
 	if err := WritePlanChart(&b, r, "3 × H200"); err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(&b)
+	img, drawn, err := chartcheck.Colours(&b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sz := img.Bounds().Size(); sz.X != 1500 || sz.Y < 840 || sz.Y > 845 {
 		t.Fatalf("size %v, want 1500×~844", sz)
-	}
-	drawn := map[color.RGBA]bool{}
-	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
-		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
-			drawn[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)] = true
-		}
 	}
 	for i, pol := range []string{"round_robin", "dynamo", "kv"} {
 		if c := planColors[i].(color.RGBA); !drawn[c] {
