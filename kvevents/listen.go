@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"slices"
@@ -48,7 +49,7 @@ func (t closingTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (
 	if err != nil {
 		return nil, err
 	}
-	return track(ctx, c), nil
+	return track(ctx, guard(c)), nil
 }
 
 type ctxListener struct {
@@ -65,7 +66,7 @@ func (l ctxListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	return track(l.ctx, c), nil
+	return track(l.ctx, guard(c)), nil
 }
 
 // connHookKey carries, in a socket's context, the func its transport calls
@@ -108,7 +109,8 @@ func listen(sock zmq4.Socket, endpoint string) error {
 	return nil
 }
 
-// hooked rewrites a tcp:// endpoint to go through closingTCP.
+// hooked rewrites a tcp:// endpoint to go through closingTCP, as every
+// socket this package opens must, for frameGuard.
 func hooked(endpoint string) string {
 	if rest, ok := strings.CutPrefix(endpoint, "tcp://"); ok {
 		return closingScheme + "://" + rest
@@ -125,6 +127,80 @@ func checkEndpoint(endpoint string) error {
 	}
 	if !slices.Contains(zmq4.Transports(), scheme) {
 		return fmt.Errorf("endpoint %q: unknown transport %q", endpoint, scheme)
+	}
+	return nil
+}
+
+// MaxFrame is the largest ZMTP frame a peer may send, in bytes. go-zeromq
+// allocates a frame's declared size before reading it, so one header that
+// declares 2^62 bytes would crash the process (makeslice) and one that
+// declares a gigabyte would take a gigabyte. An engine's KV-event batch is
+// kilobytes; a replay answer is one batch a frame.
+const MaxFrame = 64 << 20
+
+// errFrameTooLarge ends a connection whose peer declared a frame over
+// MaxFrame.
+var errFrameTooLarge = fmt.Errorf("kvevents: a peer declared a ZMTP frame over %d bytes", MaxFrame)
+
+// guard wraps c in a frameGuard.
+func guard(c net.Conn) net.Conn { return &frameGuard{Conn: c, greeting: zmtpGreeting} }
+
+// zmtpGreeting is the length of ZMTP 3's greeting, in bytes; frames follow.
+const zmtpGreeting = 64
+
+// frameGuard follows the ZMTP framing of what a peer sends (the greeting,
+// then frames of a flags byte, a size of 1 or, with the LONG flag, 8 bytes,
+// and a body) and fails the read that brings a frame header over MaxFrame,
+// before go-zeromq sees it. Everything else passes through unchanged.
+type frameGuard struct {
+	net.Conn
+	greeting int     // greeting bytes still to come
+	body     uint64  // body bytes of the current frame still to come
+	hdr      [9]byte // the frame header read so far
+	hdrN     int     // its length so far
+}
+
+func (g *frameGuard) Read(p []byte) (int, error) {
+	n, err := g.Conn.Read(p)
+	if ferr := g.scan(p[:n]); ferr != nil {
+		g.Conn.Close()
+		return 0, ferr
+	}
+	return n, err
+}
+
+// scan follows the framing over b, the next bytes the peer sent.
+func (g *frameGuard) scan(b []byte) error {
+	for len(b) > 0 {
+		switch {
+		case g.greeting > 0:
+			k := min(g.greeting, len(b))
+			g.greeting -= k
+			b = b[k:]
+		case g.body > 0:
+			k := int(min(g.body, uint64(len(b))))
+			g.body -= uint64(k)
+			b = b[k:]
+		default:
+			g.hdr[g.hdrN] = b[0]
+			g.hdrN++
+			b = b[1:]
+			need := 2
+			if g.hdr[0]&0x02 != 0 { // LONG: an 8-byte size
+				need = 9
+			}
+			if g.hdrN < need {
+				continue
+			}
+			size := uint64(g.hdr[1])
+			if need == 9 {
+				size = binary.BigEndian.Uint64(g.hdr[1:9])
+			}
+			if size > MaxFrame {
+				return errFrameTooLarge
+			}
+			g.body, g.hdrN = size, 0
+		}
 	}
 	return nil
 }

@@ -419,7 +419,7 @@ func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uin
 	defer cancel()
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(3), zmq4.WithDialerRetry(50*time.Millisecond))
 	defer sock.Close()
-	if err := sock.Dial(ep.Replay); err != nil {
+	if err := sock.Dial(hooked(ep.Replay)); err != nil {
 		s.log.Warn("kvevents: replay", "worker", worker, "err", err)
 		return nil
 	}

@@ -78,6 +78,12 @@ func FuzzRequestTokens(f *testing.F) {
 		}
 		want, ok := wholePrompt(path, body)
 		fits := limit == 0 || len(want) <= limit
+		var many *tokenizer.TooManyPiecesError
+		if chat && limit > 0 && errors.As(tokenizer.CheckPieces(body, limit), &many) {
+			// Refused before decoding, by its messages and parts: not a
+			// prompt judged by its tokens. That rule is CheckPieces's test.
+			return
+		}
 
 		ids, err := promptTokens(path, body, limit)
 		var tooLong *tokenizer.TooLongError

@@ -196,6 +196,11 @@ func checkIDs(ids []uint32, limit int) error {
 // promptTokens is PromptTokens for a model of at most limit tokens (0: no
 // limit), which it checks as tokenizer.EncodeLimit does.
 func promptTokens(path string, body []byte, limit int) ([]uint32, error) {
+	if path == "/v1/chat/completions" && limit > 0 {
+		if err := tokenizer.CheckPieces(body, limit); err != nil {
+			return nil, err
+		}
+	}
 	var req promptBody
 	if json.Unmarshal(body, &req) != nil {
 		return nil, nil
@@ -242,6 +247,11 @@ func promptTokens(path string, body []byte, limit int) ([]uint32, error) {
 // to the limit) before the decision instead.
 func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request, rest func() []uint32, err error) {
 	req = &Request{Path: r.URL.Path, Body: body}
+	if r.URL.Path == "/v1/chat/completions" {
+		if err := tokenizer.CheckPieces(body, limit); err != nil {
+			return nil, nil, err
+		}
+	}
 	var pb promptBody
 	if json.Unmarshal(body, &pb) != nil {
 		return req, nil, nil // the worker will judge the body

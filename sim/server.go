@@ -429,6 +429,9 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	var prompt string
 	var msgs []tokenizer.Message
 	if chat {
+		if err := tokenizer.CheckPieces(body, limit); err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
 		req, err := parseChatRequest(bytes.NewReader(body))
 		if err != nil {
 			return genRequest{}, http.StatusBadRequest, err
@@ -739,6 +742,10 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if err := tokenizer.CheckPieces(body, s.prof.MaxModelLen); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	text, special, err := parseTokenizeRequestWith(bytes.NewReader(body), s.tok)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

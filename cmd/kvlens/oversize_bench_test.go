@@ -69,6 +69,9 @@ func BenchmarkOversizedRequests(b *testing.B) {
 		{"prose at the token limit", chat(prose(limit-40), 0), false, http.StatusOK},
 		// One byte over the cap, with no Content-Length: read to the cap.
 		{"one byte over the body cap", chat(prose(int(cap/6)-100), cap+1), true, http.StatusRequestEntityTooLarge},
+		// Empty messages filling the body cap: cheap bytes that cost some
+		// 390 bytes each to decode, refused on their count before that.
+		{"empty messages at the body cap", []byte(`{"max_tokens":1,"messages":[` + strings.TrimSuffix(strings.Repeat("{},", int(cap)/3-20), ",") + `]}`), false, http.StatusBadRequest},
 		// What the hostile visitor sent: 8 MiB, refused on its
 		// Content-Length before it is read.
 		{"8 MiB of prose", chat(prose(8<<20/6), 0), false, http.StatusRequestEntityTooLarge},

@@ -1,0 +1,86 @@
+package kvevents
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// zmtpGreetingNull is a ZMTP 3.0 greeting offering the NULL mechanism.
+func zmtpGreetingNull() []byte {
+	g := make([]byte, zmtpGreeting)
+	g[0], g[9], g[10], g[11] = 0xff, 0x7f, 3, 0
+	copy(g[12:], "NULL")
+	return g
+}
+
+// header is a ZMTP frame header of size bytes with flags.
+func header(flags byte, size uint64) []byte {
+	if size > 255 {
+		return binary.BigEndian.AppendUint64([]byte{flags | 0x02}, size)
+	}
+	return []byte{flags, byte(size)}
+}
+
+func TestFrameGuardFollowsTheFraming(t *testing.T) {
+	stream := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	body := func(n int) []byte { return bytes.Repeat([]byte{0xee}, n) }
+	tests := []struct {
+		name    string
+		in      []byte
+		refused bool
+	}{
+		{"a greeting, a command and messages pass", stream(zmtpGreetingNull(), header(0x04, 5), body(5), header(0x01, 3), body(3), header(0x00, 300), body(300)), false},
+		{"an empty frame passes", stream(zmtpGreetingNull(), header(0x00, 0), header(0x00, 1), body(1)), false},
+		{"a frame of MaxFrame bytes is declared freely", stream(zmtpGreetingNull(), header(0x00, MaxFrame)), false},
+		{"a frame over MaxFrame is refused", stream(zmtpGreetingNull(), header(0x00, MaxFrame+1)), true},
+		{"a header of 2^62 bytes during the handshake is refused", stream(zmtpGreetingNull(), header(0x04, 1<<62)), true},
+		{"a huge size hidden in a body is only data", stream(zmtpGreetingNull(), header(0x00, 9), header(0x02, 1<<62)), false},
+		{"a huge header after a long body is refused", stream(zmtpGreetingNull(), header(0x00, 1000), body(1000), header(0x00, 1<<40)), true},
+	}
+	for _, tt := range tests {
+		for _, chunk := range []int{1, 7, 4096} { // however the reads split it
+			t.Run(tt.name, func(t *testing.T) {
+				g := &frameGuard{greeting: zmtpGreeting}
+				var err error
+				for in := tt.in; len(in) > 0 && err == nil; {
+					k := min(chunk, len(in))
+					err = g.scan(in[:k])
+					in = in[k:]
+				}
+				if refused := errors.Is(err, errFrameTooLarge); refused != tt.refused {
+					t.Fatalf("reads of %d bytes: err %v, want refused %v", chunk, err, tt.refused)
+				}
+			})
+		}
+	}
+}
+
+// TestAnOversizedFrameEndsOnlyItsConnection sends a bound subscriber the
+// header go-zeromq would allocate 2^62 bytes for (it crashed the process),
+// then has a publisher connect and publish as usual.
+func TestAnOversizedFrameEndsOnlyItsConnection(t *testing.T) {
+	addr := freeAddr(t)
+	_, u := newSub(t, Endpoint{Addr: addr, Bind: true})
+	c, err := net.Dial("tcp", strings.TrimPrefix(addr, "tcp://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(append(zmtpGreetingNull(), header(0x04, 1<<62)...)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, 256)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			break // the subscriber closed the connection
+		}
+	}
+	p := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "w"}, nil)
+	warm(t, p.Publish, u, "w")
+}
