@@ -445,7 +445,7 @@ func Start(cfg Config) (*Demo, error) {
 		mux.Handle(lanePrefix(l.id)+"/v1/", http.StripPrefix(lanePrefix(l.id), l.proxy))
 	}
 	mux.Handle("/", d.Web.Handler())
-	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ConnState: d.conns.track}
+	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnState: d.conns.track}
 	if rec != nil {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); rec.Run(ctx) }()

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -70,6 +71,13 @@ func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body
 			return nil, nil, ErrGone
 		}
 		release = func() { b.sem.Release(weight) }
+		// A client holding a share must send its body at a working pace,
+		// or it would hold the share, and those waiting behind it, as long
+		// as it liked.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(readTime(n))) == nil {
+			defer rc.SetReadDeadline(time.Time{})
+		}
 	}
 	// A known Content-Length sizes the buffer, so the body is read without
 	// growing copies of it.
@@ -102,4 +110,11 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 			return buf, err
 		}
 	}
+}
+
+// readTime is how long a large body of n bytes may take to arrive: 10 s,
+// plus its length at 256 KiB/s (18 s for a 16k-token model's 2 MiB cap),
+// well within a booth's Wi-Fi.
+var readTime = func(n int64) time.Duration {
+	return 10*time.Second + time.Duration(n)*time.Second/(256<<10)
 }

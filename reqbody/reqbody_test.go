@@ -3,7 +3,9 @@ package reqbody
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -98,4 +100,40 @@ func TestLargeBodiesWaitForTheBudget(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	rel()
+}
+
+// TestASlowSenderLosesItsShare: a client that declares a large body and
+// sends a few bytes of it is cut off when its read time ends, so the body
+// waiting behind it is read (without the deadline it waited for as long as
+// the slow client liked).
+func TestASlowSenderLosesItsShare(t *testing.T) {
+	defer func(f func(int64) time.Duration) { readTime = f }(readTime)
+	readTime = func(int64) time.Duration { return 200 * time.Millisecond }
+	b := NewBudget(Small + 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, release, err := b.Read(w, r, 1<<20)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		release()
+	}))
+	defer srv.Close()
+	// The slow client: Small+1 bytes declared, 10 sent, then nothing.
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n0123456789", Small+1)
+	time.Sleep(50 * time.Millisecond) // let it take the share
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("x", Small+1)))
+	if err != nil {
+		t.Fatalf("the body behind the slow one: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the body behind the slow one got %d", resp.StatusCode)
+	}
 }

@@ -160,7 +160,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 			}
 			return nil, fmt.Errorf("sim: listen for worker %d: %w", i, err)
 		}
-		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		f.Workers = append(f.Workers, w)
 		f.servers = append(f.servers, srv)
 		f.URLs = append(f.URLs, "http://"+ln.Addr().String())
