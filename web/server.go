@@ -257,7 +257,7 @@ func (s *Server) pages(r chi.Router) {
 	r.Get("/", s.page)
 	r.Post("/api/login", s.login)
 	r.Group(func(r chi.Router) {
-		r.Use(s.rule.Require)
+		r.Use(s.rule.Require, smallForms)
 		r.Group(func(r chi.Router) {
 			// The live demo's controls wait for the warm-up; a
 			// simulated curve would take its CPU.
