@@ -153,10 +153,13 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	mux.HandleFunc("POST /v1/chat/completions", s.completions(true))
 	mux.HandleFunc("POST /v1/completions", s.completions(false))
 	mux.HandleFunc("POST /tokenize", s.tokenize)
-	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
+	// vLLM's reset is open to any client, and so is this one, the router
+	// among them, wherever it runs; but not to a web page in a browser on
+	// the booth machine, which could otherwise wipe the demo's caches.
+	mux.Handle("POST /reset_prefix_cache", access.CrossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.runner.ResetPrefixCache()
 		w.WriteHeader(http.StatusOK)
-	})
+	})))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /inference/v1/config", s.inferenceConfig)
 	mux.HandleFunc("GET /get_server_info", s.serverInfo)

@@ -443,7 +443,20 @@ func TestResetPrefixCachePublishesAllBlocksCleared(t *testing.T) {
 	if _, err := streamChat(t, srv.URL, strings.Repeat("cache me ", 100), 2); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(srv.URL+"/reset_prefix_cache", "", nil)
+	// A web page's request, as a browser on the booth machine sends it, is
+	// refused and clears nothing.
+	page, _ := http.NewRequest("POST", srv.URL+"/reset_prefix_cache", nil)
+	page.Header.Set("Origin", "http://evil.example")
+	page.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := http.DefaultClient.Do(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || ev.kinds()["AllBlocksCleared"] != 0 {
+		t.Fatalf("a cross-site page's reset: status %d, events %v; want 403 and nothing cleared", resp.StatusCode, ev.kinds())
+	}
+	resp, err = http.Post(srv.URL+"/reset_prefix_cache", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
