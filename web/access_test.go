@@ -16,7 +16,7 @@ import (
 // loopback names only, over real HTTP on this machine.
 func frontDoorServer(t *testing.T) (*fakeLoad, *httptest.Server) {
 	t.Helper()
-	load := &fakeLoad{target: 60}
+	load := &fakeLoad{target: 60, stopped: true}
 	opts := testOptions()
 	opts.Access = Access{Token: "s3cret"}
 	opts.Hosts = mustHosts()

@@ -152,6 +152,11 @@ func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
 		w := snaps[i].Window
 		out[i] = side{policy: l.Router.PolicyName(), window: w, target: snaps[i].Target,
 			shed: l.Router.Counts().Shed, settling: settling(w), answering: answering(w)}
+		if !snaps[i].Running {
+			// A stopped lane's window runs on with nothing sent: its rates
+			// only fall. Its figures stay, compared with nothing.
+			out[i].settling, out[i].answering = "stopped", "stopped"
+		}
 		if s.warming() {
 			// The warm-up's figures are the cold start: none is shown.
 			out[i].settling, out[i].none = fmt.Sprintf("warm-up: %d s left", s.warmLeft()), true

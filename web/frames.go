@@ -120,6 +120,11 @@ type LivePoint struct {
 func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
 	w := snap.Window
 	lp := &LivePoint{Conversations: snap.Live, Compare: BaselineMode(policy), Values: map[string]float64{}}
+	if snap.Live == 0 {
+		// Stopped, or not yet started: no conversation runs, and a window
+		// that runs on with nothing sent is no point at 0 on any curve.
+		return lp
+	}
 	if w.TTFT.Count > 0 {
 		lp.Values["ttft_p50_ms"], lp.Values["ttft_p95_ms"] = w.TTFT.P50, w.TTFT.P95
 	}

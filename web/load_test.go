@@ -53,7 +53,7 @@ func (c countingConn) Read(p []byte) (int, error) {
 }
 
 func benchmarkHub(b *testing.B, browsers int, deflate bool) {
-	load := &fakeLoad{target: 120, running: true}
+	load := &fakeLoad{target: 120}
 	load.snap.Window = loadgen.Stats{
 		TTFT:       loadgen.Quantiles{Count: 900, P50: 250, P95: 580, P99: 700, Mean: 300},
 		TPOT:       loadgen.Quantiles{Count: 800, P50: 30, P95: 45, P99: 50, Mean: 32},

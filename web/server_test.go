@@ -28,15 +28,15 @@ import (
 // fakeLoad is a Loadgen whose state the test sets and reads.
 type fakeLoad struct {
 	mu      sync.Mutex
-	running bool
+	stopped bool // the zero fakeLoad runs, as a dashboard's load does
 	target  int
 	snap    loadgen.Snapshot
 	resets  int
 	convs   []loadgen.ConversationLog
 }
 
-func (f *fakeLoad) Start() { f.mu.Lock(); f.running = true; f.mu.Unlock() }
-func (f *fakeLoad) Stop()  { f.mu.Lock(); f.running = false; f.mu.Unlock() }
+func (f *fakeLoad) Start() { f.mu.Lock(); f.stopped = false; f.mu.Unlock() }
+func (f *fakeLoad) Stop()  { f.mu.Lock(); f.stopped = true; f.mu.Unlock() }
 func (f *fakeLoad) SetConcurrency(n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -47,7 +47,7 @@ func (f *fakeLoad) Snapshot() loadgen.Snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.snap
-	s.Running, s.Target, s.Time = f.running, f.target, time.Now()
+	s.Running, s.Target, s.Time = !f.stopped, f.target, time.Now()
 	return s
 }
 
@@ -295,7 +295,10 @@ func TestWebsocketRefusesForeignOrigin(t *testing.T) {
 }
 
 func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
-	_, s, ts := newTestServer(t)
+	load, s, ts := newTestServer(t)
+	load.mu.Lock()
+	load.snap.Live = 60
+	load.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Hub().Run(ctx)
@@ -324,7 +327,7 @@ func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
 	}
 	// The baseline chart's live point: TTFT under the stored curves' keys,
 	// compared with the round-robin curve; TPOT has no data, so it is absent.
-	if !strings.Contains(got[2], `"live":{"c":0,"compare":"round_robin","values":{"ttft_p50_ms":250,"ttft_p95_ms":580}}`) {
+	if !strings.Contains(got[2], `"live":{"c":60,"compare":"round_robin","values":{"ttft_p50_ms":250,"ttft_p95_ms":580}}`) {
 		t.Errorf("tick frame lacks the live point: %s", got[2])
 	}
 	for _, id := range []string{`id="live-count"`, `id="workers-panel"`} {
@@ -363,7 +366,7 @@ func TestProbes(t *testing.T) {
 }
 
 func TestViewerCannotChangeAnything(t *testing.T) {
-	load := &fakeLoad{target: 60}
+	load := &fakeLoad{target: 60, stopped: true}
 	opts := testOptions()
 	opts.Access = Access{Token: "s3cret"}
 	srv := New(load, newFakeRouter("round_robin"), opts)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,38 @@ func TestTheErrorsTileIsRedOnlyForARateItShows(t *testing.T) {
 				t.Fatalf("errors tile %q, %q, %q; want %q, %q, %q", x.Value, x.Note, x.Level, tt.value, tt.note, tt.level)
 			}
 		})
+	}
+}
+
+// TestAStoppedDemoComparesNothing stops both lanes of a settled A/B view:
+// their windows run on with nothing sent, so every tile keeps its figure
+// but shows no difference and no colour, and says why.
+func TestAStoppedDemoComparesNothing(t *testing.T) {
+	s, la, lb, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	for _, x := range tilesNow(s).Tiles {
+		if x.ID == "ttft-p95" && x.Delta == "" {
+			t.Fatalf("running, the TTFT tile shows no difference: %+v", x)
+		}
+	}
+	la.Stop()
+	lb.Stop()
+	for _, x := range tilesNow(s).Tiles {
+		if x.Delta != "" || x.Level != "none" || !strings.Contains(x.Settling, "stopped") {
+			t.Errorf("stopped, tile %s shows %q, level %q, settling %q; want no difference, no colour and \"stopped\"", x.ID, x.Delta, x.Level, x.Settling)
+		}
+	}
+}
+
+// TestNoLivePointWithoutConversations: a stopped lane's window still has
+// figures, but no conversation runs, so the baseline chart gets no point
+// (it drew one at 0 conversations, stretching its axis to 0).
+func TestNoLivePointWithoutConversations(t *testing.T) {
+	snap := loadgen.Snapshot{Window: settled(window(561, 0.86))}
+	if lp := livePoint(snap, "kv"); len(lp.Values) != 0 {
+		t.Errorf("with no conversation running, the live point has values %v", lp.Values)
+	}
+	snap.Live = 60
+	if lp := livePoint(snap, "kv"); lp.Values["ttft_p95_ms"] != 561 || lp.Conversations != 60 {
+		t.Errorf("with 60 running, the live point is %+v; want TTFT p95 561 at 60", lp)
 	}
 }

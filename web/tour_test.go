@@ -28,7 +28,7 @@ func mustTour(t *testing.T, text string) *tour.Script {
 // the tour given, played until the test ends.
 func tourServer(t *testing.T, script string) (*Server, *fakeLoad, *fakeLoad, *fakeRouter, *fakeRouter, *fakeFaults) {
 	t.Helper()
-	la, lb := &fakeLoad{target: 60, running: true}, &fakeLoad{target: 60, running: true}
+	la, lb := &fakeLoad{target: 60}, &fakeLoad{target: 60}
 	ra, rb := newFakeRouter("round_robin"), newFakeRouter("kv")
 	ra.workers, rb.workers = fakeWorkers("sim-0", "sim-1"), fakeWorkers("sim-2", "sim-3")
 	faults := &fakeFaults{}

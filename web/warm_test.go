@@ -70,7 +70,7 @@ func warmServer(t *testing.T, behind, script string) (*Server, *manualClock, *fa
 	base := &manualClock{now: time.Unix(1_750_000_000, 0)}
 	warp := clock.NewWarp(base, 2*time.Minute, 4)
 	base.advance(12 * time.Second)
-	la, lb := &fakeLoad{target: 60, running: true}, &fakeLoad{target: 60, running: true}
+	la, lb := &fakeLoad{target: 60}, &fakeLoad{target: 60}
 	for _, l := range []*fakeLoad{la, lb} {
 		l.snap.Window = settled(loadgen.Stats{TTFT: loadgen.Quantiles{Count: 100, P50: 900, P95: 1500}})
 	}
@@ -217,8 +217,8 @@ func TestControlsWaitForTheWarmUp(t *testing.T) {
 			}
 		})
 	}
-	if la.target != 60 || la.resets != 0 || !la.running {
-		t.Fatalf("a refused control changed lane A: target %d, %d new windows, running %v", la.target, la.resets, la.running)
+	if la.target != 60 || la.resets != 0 || la.stopped {
+		t.Fatalf("a refused control changed lane A: target %d, %d new windows, running %v", la.target, la.resets, !la.stopped)
 	}
 	// Another handler guarded likewise (the router's admin API): reads pass.
 	admin := s.AfterWarmUp(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
