@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -41,8 +42,17 @@ func (px *Proxy) putPolicy(w http.ResponseWriter, r *http.Request) {
 	s := px.rt.Settings()
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		writeError(w, http.StatusBadRequest, "router: policy settings: "+err.Error())
+	err := dec.Decode(&s)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "router: policy settings: over 64 KiB; they are a few short fields")
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "router: policy settings: "+oneLine(err))
 		return
 	}
 	if err := px.rt.Apply(s); err != nil {

@@ -40,8 +40,8 @@ func FuzzPutPolicy(f *testing.F) {
 					Message string `json:"message"`
 				} `json:"error"`
 			}
-			if w.Code != 400 || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Message == "" || strings.ContainsAny(e.Error.Message, "\r\n") {
-				t.Fatalf("refused with %d %q; want 400 and a one-line message", w.Code, w.Body)
+			if (w.Code != 400 && w.Code != 413) || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Message == "" || strings.ContainsAny(e.Error.Message, "\r\n") {
+				t.Fatalf("refused with %d %q; want 400 or 413 and a one-line message", w.Code, w.Body)
 			}
 			if after != before {
 				t.Fatalf("a refused body changed the settings from %+v to %+v", before, after)
@@ -64,4 +64,31 @@ func FuzzPutPolicy(f *testing.F) {
 			defer b.Release()
 		}
 	})
+}
+
+func TestPutPolicyRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want int
+		says string
+	}{
+		{"a body over 64 KiB is too large", `{"policy":"kv","x":"` + strings.Repeat("y", 70<<10) + `"}`, 413, "over 64 KiB"},
+		{"trailing garbage is refused", `{"policy":"kv"} garbage`, 400, "more than one JSON value"},
+		{"a second object is refused", `{"policy":"kv"}{"policy":"random"}`, 400, "more than one JSON value"},
+		{"one object is taken", `{"policy":"random"}`, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			px := NewProxy(NewRouter(NewPool(nil), &KV{Weight: 1}, Config{}))
+			w := httptest.NewRecorder()
+			px.Admin().ServeHTTP(w, httptest.NewRequest("PUT", AdminPrefix+"/policy", strings.NewReader(tt.body)))
+			if w.Code != tt.want || !strings.Contains(w.Body.String(), tt.says) {
+				t.Fatalf("%d %s; want %d saying %q", w.Code, w.Body, tt.want, tt.says)
+			}
+			if got := px.Router().Settings().Policy; (tt.want == 200) != (got == "random") {
+				t.Fatalf("policy %q after %d", got, w.Code)
+			}
+		})
+	}
 }

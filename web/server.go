@@ -383,8 +383,11 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 // ParseConcurrency checks a slider value against the slider's scale.
 func (o Options) ParseConcurrency(raw string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(raw))
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("concurrency %.20q is outside %d..%d", raw, o.SliderMin, o.SliderMax)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("concurrency %q is not a whole number", raw)
+		return 0, fmt.Errorf("concurrency %.20q is not a whole number", raw)
 	}
 	if n < o.SliderMin || n > o.SliderMax {
 		return 0, fmt.Errorf("concurrency %d is outside %d..%d", n, o.SliderMin, o.SliderMax)
