@@ -258,12 +258,14 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 	}
 	n := pb.textBytes(r.URL.Path)
 	if n < 0 {
-		if _, ids, ok := pb.completionPrompt(); ok && r.URL.Path != "/v1/chat/completions" && ids != nil {
-			// Token ids are what every tokenizer would give: none is asked.
-			if err := checkIDs(ids, limit); err != nil {
-				return nil, nil, err
+		if r.URL.Path != "/v1/chat/completions" {
+			if _, ids, ok := pb.completionPrompt(); ok && ids != nil {
+				// Token ids are what every tokenizer would give: none is asked.
+				if err := checkIDs(ids, limit); err != nil {
+					return nil, nil, err
+				}
+				req.TokenIDs = ids
 			}
-			req.TokenIDs = ids
 		}
 		return req, nil, nil // else the worker will judge the body
 	}
