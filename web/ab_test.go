@@ -415,3 +415,33 @@ func TestAHitRateTheWorkersDoNotReportIsNotZero(t *testing.T) {
 	}
 	t.Fatal("no cache-hit tile")
 }
+
+// TestFiguresThatReadTheSameAreEven: a loaded client reads chunks in bursts,
+// so both lanes' chunk gaps fall under a millisecond and read "0 ms"; a
+// difference between them must not show, let alone be coloured.
+func TestFiguresThatReadTheSameAreEven(t *testing.T) {
+	tests := []struct {
+		name       string
+		a, b       float64 // chunk gap p50 in lanes A and B, ms
+		wantDelta  string
+		wantBetter bool
+		wantEven   bool
+	}{
+		{"0.46 against 0.45 ms both read 0 ms: even", 0.46, 0.45, "±0%", false, true},
+		{"29.6 against 30.4 ms both read 30 ms: even", 29.6, 30.4, "±0%", false, true},
+		{"figures that read differently keep their difference", 30, 27, "−10%", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := settled(window(561, 0.86)), settled(window(372, 0.98))
+			a.InterChunk = loadgen.Quantiles{Count: 1000, P50: tt.a, P95: 2 * tt.a}
+			b.InterChunk = loadgen.Quantiles{Count: 1000, P50: tt.b, P95: 2 * tt.b}
+			s, _, _, _, _ := abServer(t, a, b)
+			got := tile(tilesNow(s), "chunk-gap-p50")
+			if got.Delta != tt.wantDelta || got.Better != tt.wantBetter || got.Even != tt.wantEven {
+				t.Fatalf("chunk gap %s, %s: delta %q better %v even %v; want %q %v %v",
+					got.Value, got.Baseline, got.Delta, got.Better, got.Even, tt.wantDelta, tt.wantBetter, tt.wantEven)
+			}
+		})
+	}
+}
