@@ -97,7 +97,7 @@ func (a *alternator) due(now time.Time, live string, w loadgen.Stats, shed int64
 	if now.Sub(a.turnAt) < a.every {
 		return live, false
 	}
-	if answering(w) == "" {
+	if flowing(w) == "" {
 		a.kept[cur] = &keptWindow{window: w, shed: shed, at: now}
 	}
 	a.turnAt = now
@@ -125,7 +125,7 @@ func (a *alternator) sides(now time.Time, live string, snap loadgen.Snapshot, sh
 		switch k := a.kept[i]; {
 		case p == live:
 			out[i].window, out[i].shed = snap.Window, shed
-			out[i].settling, out[i].answering = settling(snap.Window), answering(snap.Window)
+			out[i].settling, out[i].answering, out[i].rates = settling(snap.Window), answering(snap.Window), flowing(snap.Window)
 		case k != nil:
 			out[i].window, out[i].shed, out[i].ago = k.window, k.shed, ago(now.Sub(k.at))
 		default:
@@ -135,7 +135,7 @@ func (a *alternator) sides(now time.Time, live string, snap loadgen.Snapshot, sh
 				left = max(0, a.every-now.Sub(a.turnAt))
 			}
 			out[i].settling = fmt.Sprintf("its turn comes in %d s", int(left.Round(time.Second)/time.Second))
-			out[i].answering = out[i].settling
+			out[i].answering, out[i].rates = out[i].settling, out[i].settling
 		}
 	}
 	return out

@@ -130,10 +130,10 @@ type side struct {
 	window loadgen.Stats
 	target int
 	shed   int64
-	// settling says why its TTFT and rates cannot be compared yet, and
-	// answering why its figures read at an answer's end cannot; "" once
-	// they can.
-	settling, answering string
+	// settling says why its TTFT cannot be compared yet, answering why
+	// its figures read at an answer's end cannot, and rates why its rates
+	// cannot; "" once they can.
+	settling, answering, rates string
 	// ago is a kept window's age, such as "2 min ago"; "" for a live one.
 	ago string
 	// none says there is no window at all yet.
@@ -151,16 +151,16 @@ func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
 	for i, l := range s.lanes {
 		w := snaps[i].Window
 		out[i] = side{policy: l.Router.PolicyName(), window: w, target: snaps[i].Target,
-			shed: l.Router.Counts().Shed, settling: settling(w), answering: answering(w)}
+			shed: l.Router.Counts().Shed, settling: settling(w), answering: answering(w), rates: flowing(w)}
 		if !snaps[i].Running {
 			// A stopped lane's window runs on with nothing sent: its rates
 			// only fall. Its figures stay, compared with nothing.
-			out[i].settling, out[i].answering = "stopped", "stopped"
+			out[i].settling, out[i].answering, out[i].rates = "stopped", "stopped", "stopped"
 		}
 		if s.warming() {
 			// The warm-up's figures are the cold start: none is shown.
 			out[i].settling, out[i].none = fmt.Sprintf("warm-up: %d s left", s.warmLeft()), true
-			out[i].answering = out[i].settling
+			out[i].answering, out[i].rates = out[i].settling, out[i].settling
 		}
 	}
 	return out
@@ -214,6 +214,9 @@ type metric struct {
 	// answers says the figure is read at an answer's end, and so settles
 	// on the answers (answering), not on the window's age alone.
 	answers bool
+	// rate says the figure is a rate, and so settles once the window's
+	// answers are its own (flowing).
+	rate bool
 	// noise is the figure's noise band, in percent (points when points):
 	// two lanes running one policy on the same conversations differ by up
 	// to this in 9 windows of 10 (docs/dashboard.md). A difference no
@@ -267,9 +270,9 @@ func (s *Server) metrics() []metric {
 		{id: "chunk-gap-p50", get: quantile(gap, false), format: msf, answers: true, noise: 1},
 		{id: "e2e-p50", key: "latency_p50_ms", get: quantile(e2e, false), format: msf, answers: true, noise: 4},
 		{id: "e2e-p95", key: "latency_p95_ms", get: quantile(e2e, true), format: msf, answers: true, noise: 3},
-		{id: "tops", key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true, noise: 6},
-		{id: "rps", key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true, noise: 6},
-		{id: "goodput", key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true, noise: 8},
+		{id: "tops", rate: true, key: "tops", get: rate(func(w loadgen.Stats) float64 { return w.OutputTokensPerSec }), format: fixed(0), higher: true, noise: 6},
+		{id: "rps", rate: true, key: "actual_rps", get: rate(func(w loadgen.Stats) float64 { return w.RequestsPerSec }), format: fixed(2), higher: true, noise: 6},
+		{id: "goodput", rate: true, key: "goodput", get: rate(func(w loadgen.Stats) float64 { return w.GoodputPerSec }), format: fixed(2), higher: true, noise: 8},
 		{id: "kv-hit", key: "kv_hit_rate_pct", get: func(w loadgen.Stats) (float64, bool) { return 100 * w.KVHitRate, w.KVHitRequests > 0 },
 			format: func(v float64) string { return fmt.Sprintf("%.0f%%", v) }, higher: true, points: true, answers: true, noise: 3,
 			missing: func(w loadgen.Stats) string {
@@ -319,13 +322,16 @@ func (s *Server) tiles(sides []side) components.TilesData {
 		return m.get(sd.window)
 	}
 	// waitFor says why a tile cannot be compared yet, from either side.
-	waitFor := func(answers bool) string {
+	waitFor := func(m metric) string {
 		for _, sd := range []*side{&main, other} {
 			if sd == nil {
 				continue
 			}
 			w := sd.settling
-			if answers {
+			switch {
+			case m.rate:
+				w = sd.rates
+			case m.answers:
 				w = sd.answering
 			}
 			if w != "" {
@@ -341,9 +347,9 @@ func (s *Server) tiles(sides []side) components.TilesData {
 	// The tiles as a whole settle with the last of them. While warming, the
 	// line still says what the tiles will compare: the headline above them
 	// and every tile already say how long the warm-up has left.
-	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: waitFor(true)}
+	d := components.TilesData{Lanes: s.laneNames(), Compare: s.compareText(sides), Settling: waitFor(metric{rate: true})}
 	for _, m := range s.metrics() {
-		wait := waitFor(m.answers)
+		wait := waitFor(m)
 		t := components.Tile{ID: m.id, Label: label(m.id), Value: "—", Baseline: "—", Level: "none", Settling: wait}
 		v, has := value(&main, m)
 		if has {
@@ -378,7 +384,7 @@ func (s *Server) tiles(sides []side) components.TilesData {
 	// The error rate is read at an answer's end; the count of failures
 	// beside it reports each at once. The colour follows the figure
 	// shown: "0.0%" is never red.
-	wait := d.Settling
+	wait := waitFor(metric{answers: true})
 	errs := components.Tile{ID: "errors", Label: label("errors"), Value: "—", Baseline: "—", Level: "none", Settling: wait,
 		Note: fmt.Sprintf("%d failed · %d shed", main.window.Errors, main.shed)}
 	if main.window.Answers > 0 && !main.none {

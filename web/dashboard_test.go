@@ -38,7 +38,7 @@ func tilesNow(s *Server) components.TilesData { return s.tiles(s.sides(time.Now(
 // settled is a window old and full enough to compare (SettleTime,
 // SettleRequests).
 func settled(w loadgen.Stats) loadgen.Stats {
-	w.Covered, w.Completed, w.Answers = time.Minute, 100, 100
+	w.Covered, w.Answered, w.Completed, w.Answers = time.Minute, time.Minute, 100, 100
 	return w
 }
 

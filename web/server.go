@@ -609,11 +609,12 @@ type laneState struct {
 	Policy string `json:"policy"`
 	// Name is the side's router and source, as the page names it.
 	Name string `json:"name"`
-	// Settling says why the window's TTFT and rates cannot be compared yet,
-	// and AnswersSettling why its figures read at an answer's end cannot;
-	// each absent once they can.
+	// Settling says why the window's TTFT cannot be compared yet,
+	// AnswersSettling why its figures read at an answer's end cannot, and
+	// RatesSettling why its rates cannot; each absent once they can.
 	Settling        string `json:"settling,omitempty"`
 	AnswersSettling string `json:"answers_settling,omitempty"`
+	RatesSettling   string `json:"rates_settling,omitempty"`
 	// Ago is a kept window's age, in the alternating view.
 	Ago string `json:"ago,omitempty"`
 	// Window is the side's window, absent when it has none yet.
@@ -632,7 +633,7 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 			st.Alternating = s.alt.every.Seconds()
 		}
 		for i, sd := range s.sides(time.Now(), snaps) {
-			ls := laneState{Lane: laneID(i), Policy: sd.policy, Name: s.laneName(sd.policy), Settling: sd.settling, AnswersSettling: sd.answering, Ago: sd.ago}
+			ls := laneState{Lane: laneID(i), Policy: sd.policy, Name: s.laneName(sd.policy), Settling: sd.settling, AnswersSettling: sd.answering, RatesSettling: sd.rates, Ago: sd.ago}
 			if !sd.none {
 				ls.Window = &sd.window
 			}

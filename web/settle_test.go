@@ -62,6 +62,62 @@ func TestAnswering(t *testing.T) {
 	}
 }
 
+func TestFlowing(t *testing.T) {
+	tests := []struct {
+		name              string
+		covered, answered time.Duration
+		answers           int
+		want              string
+	}{
+		{"a young window says its seconds, as for TTFT", 12 * time.Second, 0, 0, "settling (12 s of 30)"},
+		{"thirty seconds without twenty answers wait for them first", 35 * time.Second, 2 * time.Second, 3, "answers (3 of 20)"},
+		// 30 s after a start or a change the answers that ended are mostly
+		// those sent before it, or the first wave of an empty loop
+		{"answers whose first 30 s have not all ended hold the rates", 40 * time.Second, 12500 * time.Millisecond, 60, "rates (answered 12 s of 30)"},
+		{"every request of the window's first 30 s ended: the rates compare", 58 * time.Second, SettleTime, 150, ""},
+		{"a window that began long ago has its rates", time.Minute, time.Minute, 300, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := loadgen.Stats{Covered: tt.covered, Answered: tt.answered, TTFT: loadgen.Quantiles{Count: 500}, Completed: 100, Answers: tt.answers}
+			if got := flowing(w); got != tt.want {
+				t.Fatalf("flowing = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRatesSettleLastAfterAChange: 40 s after a change TTFT and the
+// figures read at an answer's end compare, the rates not yet: they count
+// answers sent before the change.
+func TestRatesSettleLastAfterAChange(t *testing.T) {
+	young := func(w loadgen.Stats) loadgen.Stats {
+		w = settled(w)
+		w.Covered, w.Answered = 40*time.Second, 12*time.Second
+		w.OutputTokensPerSec, w.RequestsPerSec, w.GoodputPerSec = 1500, 1.8, 1.8
+		return w
+	}
+	a, b := young(window(561, 0.86)), young(window(372, 0.98))
+	b.OutputTokensPerSec = 1900
+	s, _, _, _, _ := abServer(t, a, b)
+	td := tilesNow(s)
+	for _, tt := range []struct {
+		tile        string
+		wantCompare bool
+	}{{"ttft-p95", true}, {"kv-hit", true}, {"tops", false}, {"rps", false}, {"goodput", false}} {
+		got := tile(td, tt.tile)
+		if compared := got.Delta != ""; compared != tt.wantCompare {
+			t.Errorf("tile %s: delta %q, settling %q; want compared %v", tt.tile, got.Delta, got.Settling, tt.wantCompare)
+		}
+		if !tt.wantCompare && got.Settling != "rates (answered 12 s of 30)" {
+			t.Errorf("tile %s says %q, want the rates' wait", tt.tile, got.Settling)
+		}
+	}
+	if td.Settling == "" {
+		t.Error("the tiles as a whole count as settled while their rates wait")
+	}
+}
+
 func TestRatesWaitForAFewSecondsOfWindow(t *testing.T) {
 	tests := []struct {
 		name    string
