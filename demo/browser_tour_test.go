@@ -83,7 +83,22 @@ func TestBrowserTour(t *testing.T) {
 	var order []int
 	position := regexp.MustCompile(`^step ([1-9]) of ` + fmt.Sprint(want) + ` · \d+ s left$`)
 	limit := time.Now().Add(2*script.Length()/tourSpeed + 20*time.Second)
+	var behind time.Time // since when the slider has not shown the tour's concurrency
 	for {
+		// The slider and its target follow the tour's changes within the
+		// next ticks, as they follow another browser's.
+		shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=concurrency-slider]').value + "/" + document.querySelector('[data-testid=concurrency-target]').textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if target := fmt.Sprintf("%d/%d", d.Gen.Snapshot().Target, d.Gen.Snapshot().Target); shown == target {
+			behind = time.Time{}
+		} else if behind.IsZero() {
+			behind = time.Now()
+		} else if time.Since(behind) > 3*time.Second {
+			screenshot(t, ctx, "tour-slider-behind.png", false)
+			t.Fatalf("the slider and target read %s for %s while the tour runs %s", shown, time.Since(behind).Round(time.Second), target)
+		}
 		b := readBar(t, ctx)
 		if b.Paused != "false" {
 			t.Fatalf("the tour paused by itself: %+v", b)

@@ -355,7 +355,8 @@ func (s *Server) panels(now time.Time, snaps []loadgen.Snapshot) Panels {
 }
 
 // panelsHTML is one HTML frame of out-of-band swaps: the headline and
-// tiles, the live conversation count and the workers panel.
+// tiles, the live conversation count, the Start/Stop control and the
+// workers panel.
 func (s *Server) panelsHTML(snaps []loadgen.Snapshot, p Panels) []byte {
 	var b bytes.Buffer
 	ctx := context.Background()
@@ -365,6 +366,7 @@ func (s *Server) panelsHTML(snaps []loadgen.Snapshot, p Panels) []byte {
 	}
 	components.Tiles(p.Tiles).Render(ctx, &b)
 	components.LiveCount(liveCounts(snaps)).Render(ctx, &b)
+	components.RunStatePush(snaps[0].Running).Render(ctx, &b)
 	components.Workers(s.workers(snaps)).Render(ctx, &b)
 	components.BlindBanner(s.blind()).Render(ctx, &b)
 	if s.tour != nil {

@@ -860,3 +860,33 @@ func TestPagesAndFragmentsAreHTML(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryPageFollowsAStartOrStopMadeElsewhere: a Stop pressed in one
+// browser (or by the tour's owner) reaches every other page in the next
+// tick, as an out-of-band Start/Stop control that an operator's page
+// enables and a viewer's keeps disabled.
+func TestEveryPageFollowsAStartOrStopMadeElsewhere(t *testing.T) {
+	_, s, ts := newTestServer(t)
+	for _, step := range []struct {
+		path, running, button string
+	}{{"/api/stop", `data-running="false"`, `data-testid="start" data-operator-only="true" disabled`},
+		{"/api/start", `data-running="true"`, `data-testid="stop" data-operator-only="true" disabled`}} {
+		resp, err := http.Post(ts.URL+step.path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		frames := s.frames()
+		html := string(frames[len(frames)-1])
+		i := strings.Index(html, `<div id="run-state"`)
+		if i < 0 {
+			t.Fatalf("after %s the tick's HTML frame has no Start/Stop control", step.path)
+		}
+		ctl := html[i : i+strings.Index(html[i:], "</div>")]
+		for _, want := range []string{`hx-swap-oob="true"`, step.running, step.button} {
+			if !strings.Contains(ctl, want) {
+				t.Errorf("after %s the pushed control %s lacks %s", step.path, ctl, want)
+			}
+		}
+	}
+}

@@ -37,6 +37,21 @@
     });
   }
 
+  // syncTarget keeps the slider and the target beside it in step with a
+  // change made elsewhere (the tour, another browser), leaving alone a
+  // slider moved here in the last 3 s: its own request may not have landed.
+  const slider = document.querySelector("[data-testid=concurrency-slider]");
+  let moved = 0;
+  if (slider) slider.addEventListener("input", () => { moved = Date.now(); });
+  function syncTarget(points) {
+    const last = points && points[points.length - 1];
+    if (!slider || !last || !(last.target > 0) || Date.now() - moved < 3000) return;
+    const n = String(last.target);
+    if (slider.value !== n) slider.value = n;
+    const out = document.getElementById("concurrency-target");
+    if (out && out.textContent !== n) out.textContent = n;
+  }
+
   body.addEventListener("htmx:wsBeforeMessage", (e) => {
     const msg = e.detail.message;
     if (typeof msg !== "string" || msg[0] !== "{") return; // HTML: htmx swaps it
@@ -51,6 +66,7 @@
       syncMode(f.mode);
       document.title = "kvlens · " + f.mode_text;
     }
+    syncTarget(f.points);
     charts.setLanes(1 + more.length);
     if (f.type === "history") charts.setMarks(f.marks);
     else charts.addMarks(f.marks);
