@@ -281,17 +281,13 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 // view, ends a turn that is due.
 func (s *Server) frames() [][]byte {
 	now, at := time.Now(), s.now()
-	snaps := s.snapshots()
-	changed := s.watch(now, snaps)
-	if changed {
+	if s.watch(now) {
 		// Someone changed the demo behind the dashboard's back (the
 		// router's admin API): an operator action like any other.
 		s.operatorTakes()
 	}
+	snaps := s.snapshots()
 	if s.alt != nil && s.alternate(now, snaps[0]) {
-		changed = true
-	}
-	if changed {
 		snaps = s.snapshots()
 	}
 	points := make([]Point, len(s.lanes))

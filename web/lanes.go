@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvlens/kvlens/loadgen"
 )
 
 // Lane is one fleet the dashboard shows: the load generator that drives it
@@ -91,7 +90,12 @@ func (s *Server) recordSeenLocked() {
 // watch begins a new window when a lane's policy or concurrency changed
 // since the dashboard last looked, as when the router's admin API switched
 // it, and says whether it did; it runs every tick.
-func (s *Server) watch(now time.Time, snaps []loadgen.Snapshot) bool {
+//
+// It reads each lane's target under the lock that a change holds: a
+// snapshot taken before the lock could predate a change the dashboard
+// itself made meanwhile (a tour's step), which would then read as made
+// behind its back and pause the tour.
+func (s *Server) watch(now time.Time) bool {
 	s.seen.mu.Lock()
 	defer s.seen.mu.Unlock()
 	if len(s.seen.policies) != len(s.lanes) {
@@ -103,8 +107,8 @@ func (s *Server) watch(now time.Time, snaps []loadgen.Snapshot) bool {
 			s.beginLocked(now, s.laneMark(i, "mode", s.opts.Describe(p)))
 			return true
 		}
-		if snaps[i].Target != s.seen.targets[i] {
-			s.beginLocked(now, Mark{Kind: "concurrency", Label: fmt.Sprintf("→ %d", snaps[i].Target)})
+		if n := l.Gen.Snapshot().Target; n != s.seen.targets[i] {
+			s.beginLocked(now, Mark{Kind: "concurrency", Label: fmt.Sprintf("→ %d", n)})
 			return true
 		}
 	}

@@ -890,3 +890,47 @@ func TestEveryPageFollowsAStartOrStopMadeElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// raceLoad is a fakeLoad on which the dashboard's own change (a tour's
+// step to 120) lands right after a snapshot is taken outside the lock that
+// changes hold: that snapshot predates it.
+type raceLoad struct {
+	*fakeLoad
+	s     *Server
+	armed bool
+}
+
+func (r *raceLoad) Snapshot() loadgen.Snapshot {
+	snap := r.fakeLoad.Snapshot()
+	if r.armed && r.s.seen.mu.TryLock() {
+		r.s.seen.mu.Unlock()
+		r.armed = false
+		r.s.setConcurrency(120)
+	}
+	return snap
+}
+
+// TestATickDoesNotTakeTheDashboardsOwnChangeForAnOutsideOne: a change the
+// dashboard makes between a tick's snapshot and its look for changes made
+// behind its back is one change, with one mark; before, the tick compared
+// the older snapshot with the new settings, marked a second "→ 120" and,
+// as for the router's admin API, paused the tour.
+func TestATickDoesNotTakeTheDashboardsOwnChangeForAnOutsideOne(t *testing.T) {
+	load := &raceLoad{fakeLoad: &fakeLoad{target: 60}}
+	s := New(load, newFakeRouter("round_robin"), testOptions())
+	load.s = s
+	s.frames() // the first look records the settings
+	load.armed = true
+	s.frames()
+	s.frames()
+	if load.armed {
+		t.Fatal("the change never landed")
+	}
+	var marks []string
+	for _, m := range s.history.allMarks() {
+		marks = append(marks, m.Label)
+	}
+	if len(marks) != 1 || marks[0] != "→ 120" {
+		t.Fatalf("marks %q; want the one change, → 120", marks)
+	}
+}
