@@ -456,6 +456,8 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, `document.getElementById('notice').textContent.startsWith('Caches reset on 3 workers')`, 10*time.Second, "the reset did not report 3 workers")
+	// and the line goes by itself, the chart's mark keeping the reset.
+	waitJS(t, ctx, `document.getElementById('notice').textContent === ''`, 15*time.Second, "the reset's notice stayed past 15 s")
 
 	replaySession(t, ctx, d)
 }
@@ -635,12 +637,19 @@ func playheadT(t *testing.T, ctx context.Context) int64 {
 func checkBoardFits(t *testing.T, ctx context.Context) {
 	t.Helper()
 	// The page's own banners are redrawn by every frame, so the test adds
-	// copies styled the same: none, the stale one, or both.
+	// copies styled the same: none, the stale one, or both; with both, a
+	// control's notice (a cache reset's, the longest a success writes) and
+	// a fault's line above the workers too. The page must fit again without
+	// a resize: the test dispatches none.
 	const banners = `(n) => { document.querySelectorAll('.test-banner').forEach((e) => e.remove());
 		const html = ['<div class="stale test-banner">Live data is stale: reconnecting…</div>',
 			'<div class="blind test-banner">KV routing is blind: predicted 0 cached tokens in 30 s while the workers reported 120000; the router tokenizes differently from the engine</div>'];
 		document.querySelector('header').insertAdjacentHTML('beforeend', html.slice(0, n).join(''));
-		window.dispatchEvent(new Event('resize')); return true; }`
+		const notice = document.getElementById('notice');
+		if (notice) notice.textContent = n >= 2 ? 'Caches reset on 6 workers; index and window cleared.' : '';
+		const workers = document.getElementById('workers-panel');
+		if (n >= 2 && workers) workers.insertAdjacentHTML('beforebegin', '<p class="fault-on test-banner">Injected 10% HTTP 503 on every worker</p>');
+		return true; }`
 	// layout names the bottom of each block, for a failure to say what grew.
 	const layout = `(() => { const b = (s) => { const e = document.querySelector(s); return e ? Math.round(e.getBoundingClientRect().bottom) : -1; };
 		return 'header ' + b('header') + ', controls ' + b('.controls') + ', tiles ' + b('.tiles') + ', charts ' + b('.charts') +

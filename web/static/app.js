@@ -88,6 +88,16 @@
     const verb = e.detail.requestConfig && e.detail.requestConfig.verb;
     if (e.detail.successful && verb !== "get" && e.detail.target !== notice) notice.textContent = "";
   });
+  // A control's success ("Caches reset on 6 workers; …") goes after 10 s:
+  // the charts' marks keep the change, and a line left under the controls
+  // for minutes reads as news. A refusal stays until the next change.
+  let cleared = 0;
+  body.addEventListener("htmx:afterSwap", (e) => {
+    if (e.detail.target !== notice || !e.detail.successful) return;
+    const text = notice.textContent;
+    clearTimeout(cleared);
+    cleared = setTimeout(() => { if (notice.textContent === text) notice.textContent = ""; }, 10000);
+  });
 })();
 
 // Fragments pushed to every browser are rendered as for a viewer; on an
