@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
 )
 
 // Lane is one fleet the dashboard shows: the load generator that drives it
