@@ -673,7 +673,9 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(`+strconv.Itoa(size.banners)+`)`)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(700 * time.Millisecond)
+		// The side column fits its baseline chart again at each frame
+		// (charts.js, fitBaseline), once a second: wait for one.
+		time.Sleep(1500 * time.Millisecond)
 		fits, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('.board').getBoundingClientRect().bottom <= window.innerHeight`))
 		// 150 px leave the baseline's plot about 50 px: its curves apart.
 		base, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.getElementById('baseline-chart').dataset.height)`))

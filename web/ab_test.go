@@ -180,7 +180,8 @@ func TestModeNamesItsLane(t *testing.T) {
 	}{
 		{"lane b switches lane B only", url.Values{"mode": {"dynamo"}, "lane": {"b"}}, 200, "round_robin", "dynamo", `data-testid="pair-b"`},
 		{"no lane is lane A", url.Values{"mode": {"random"}}, 200, "random", "kv", `data-testid="pair-a"`},
-		{"an unknown lane is refused in one line", url.Values{"mode": {"kv"}, "lane": {"z"}}, 400, "round_robin", "kv", `lane "z" is unknown`},
+		{"an unknown lane is refused in one line", url.Values{"mode": {"kv"}, "lane": {"z"}}, 400, "round_robin", "kv", `lane "z" is unknown: this dashboard's lanes are "a" and "b"`},
+		{"a lane's letter in capitals is refused with the names to use", url.Values{"mode": {"kv"}, "lane": {"B"}}, 400, "round_robin", "kv", `lane "B" is unknown: this dashboard's lanes are "a" and "b"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

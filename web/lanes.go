@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,11 @@ func (s *Server) laneIndex(id string) (int, error) {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("lane %q is unknown (this dashboard has %d)", id, len(s.lanes))
+	ids := make([]string, len(s.lanes))
+	for i := range s.lanes {
+		ids[i] = strconv.Quote(laneID(i))
+	}
+	return 0, fmt.Errorf("lane %.20q is unknown: this dashboard's lanes are %s", id, strings.Join(ids, " and "))
 }
 
 // ab says whether the page compares two policies: two lanes side by side,

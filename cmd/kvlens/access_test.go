@@ -176,6 +176,10 @@ func TestServePrintsNoTokenItWasGiven(t *testing.T) {
 	if strings.Contains(out, "from-the-secret") || !strings.Contains(out, "operator token from $KVLENS_CONTROL_TOKEN") {
 		t.Fatalf("startup:\n%s\nwant the token's source named and the token itself never printed", out)
 	}
+	// With --no-start nothing runs until Start: the last line says so.
+	if !strings.Contains(lines[len(lines)-1], "waiting for Start on the dashboard") {
+		t.Errorf("with --no-start the start ends %q; want it to say the load waits for Start", lines[len(lines)-1])
+	}
 
 	// Sad path: two token flags stop the start with one line.
 	bad, err := kvlens("--control-token", "a", "--control-token-file", "/dev/null").CombinedOutput()

@@ -300,7 +300,11 @@ func serve(args []string) int {
 	for _, l := range serveAccessLines(d.Web.Rule(), source) {
 		fmt.Println("kvlens: " + l)
 	}
-	fmt.Printf("kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
+	if cfg.NoStart {
+		fmt.Printf("kvlens: waiting for Start on the dashboard (%d conversations then), press Ctrl-C to stop\n", cfg.Load.Concurrency)
+	} else {
+		fmt.Printf("kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
+	}
 	go d.Report(ctx, os.Stdout, 5*time.Second)
 
 	<-ctx.Done()
