@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -112,29 +113,55 @@ func (a Rule) ValidToken(tok string) bool {
 	return a.Token != "" && hmac.Equal([]byte(tok), []byte(a.Token))
 }
 
+// CookieLife is how long an operator cookie is honoured: the browser is
+// told to keep it this long, and the server refuses it after, so a cookie
+// copied off a booth laptop does not open the controls for good while the
+// token stays (a Kubernetes Secret's, say).
+const CookieLife = 30 * 24 * time.Hour
+
+// now is the clock cookies are stamped and checked with; tests move it.
+var now = time.Now
+
 // Cookie is the operator cookie to set once a browser has entered the token.
 func (a Rule) Cookie() *http.Cookie {
+	at := now()
 	return &http.Cookie{
 		Name:     CookieName,
-		Value:    a.cookieValue(),
+		Value:    a.cookieValue(at.Unix()),
 		Path:     "/",
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Expires:  time.Now().Add(30 * 24 * time.Hour),
+		Expires:  at.Add(CookieLife),
 	}
 }
 
-// cookieValue is what the operator cookie holds: an HMAC of the token, so the
-// cookie proves knowledge of the token without carrying it.
-func (a Rule) cookieValue() string {
+// cookieValue is what the operator cookie holds: the Unix second it was
+// issued, a dot, and an HMAC of both under the token, so the cookie proves
+// knowledge of the token without carrying it, and says its own age.
+func (a Rule) cookieValue(issued int64) string {
 	m := hmac.New(sha256.New, []byte(a.Token))
-	m.Write([]byte("kvlens operator"))
-	return hex.EncodeToString(m.Sum(nil))
+	fmt.Fprintf(m, "kvlens operator %d", issued)
+	return strconv.FormatInt(issued, 10) + "." + hex.EncodeToString(m.Sum(nil))
 }
 
+// validCookie reports whether r carries an operator cookie made with this
+// token and issued within CookieLife (and not in the future, beyond a
+// minute of clock skew).
 func (a Rule) validCookie(r *http.Request) bool {
 	c, err := r.Cookie(CookieName)
-	return err == nil && hmac.Equal([]byte(c.Value), []byte(a.cookieValue()))
+	if err != nil {
+		return false
+	}
+	stamp, _, ok := strings.Cut(c.Value, ".")
+	issued, err := strconv.ParseInt(stamp, 10, 64)
+	if !ok || err != nil || len(stamp) > 12 {
+		return false
+	}
+	at, t := time.Unix(issued, 0), now()
+	if t.Sub(at) > CookieLife || at.Sub(t) > time.Minute {
+		return false
+	}
+	return hmac.Equal([]byte(c.Value), []byte(a.cookieValue(issued)))
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" value; the

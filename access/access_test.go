@@ -1,12 +1,16 @@
 package access
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustHosts(t testing.TB, names ...string) *Hosts {
@@ -84,6 +88,49 @@ func TestCookieDoesNotCarryTheToken(t *testing.T) {
 	}
 	if (Rule{Token: "other"}).Cookie().Value == c.Value {
 		t.Fatal("two tokens give the same cookie")
+	}
+}
+
+// TestOperatorCookieLastsItsLife: the server honours a cookie for
+// CookieLife from its issue, as the browser keeps it, and not a cookie
+// whose stamp was changed, nor one of the unstamped kind before.
+func TestOperatorCookieLastsItsLife(t *testing.T) {
+	rule := Rule{Token: "s3cret", Hosts: mustHosts(t, "booth.example")}
+	issued := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	now = func() time.Time { return issued }
+	t.Cleanup(func() { now = time.Now })
+	c := rule.Cookie()
+	if !c.Expires.Equal(issued.Add(CookieLife)) {
+		t.Fatalf("the browser keeps the cookie until %s, want %s", c.Expires, issued.Add(CookieLife))
+	}
+	stamp, mac, _ := strings.Cut(c.Value, ".")
+	unstamped := hmac.New(sha256.New, []byte("s3cret"))
+	unstamped.Write([]byte("kvlens operator"))
+	tests := []struct {
+		name  string
+		value string
+		at    time.Time
+		want  bool
+	}{
+		{"just issued", c.Value, issued, true},
+		{"a day short of its life", c.Value, issued.Add(CookieLife - 24*time.Hour), true},
+		{"past its life", c.Value, issued.Add(CookieLife + time.Second), false},
+		{"issued over a minute in the future", c.Value, issued.Add(-2 * time.Minute), false},
+		{"its stamp moved on, its MAC kept", "9" + stamp + "." + mac, issued, false},
+		{"the unstamped cookie kvlens gave before", hex.EncodeToString(unstamped.Sum(nil)), issued, false},
+		{"no stamp", "." + mac, issued, false},
+		{"a stamp too long to be a time", "1234567890123." + mac, issued, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now = func() time.Time { return tt.at }
+			r := httptest.NewRequest("POST", "/api/start", nil)
+			r.Host, r.RemoteAddr = "booth.example", "203.0.113.9:5000"
+			r.AddCookie(&http.Cookie{Name: CookieName, Value: tt.value})
+			if got := rule.Check(r) == nil; got != tt.want {
+				t.Fatalf("cookie %q at %s: operator %v, want %v", tt.value, tt.at, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -307,7 +354,7 @@ func FuzzHostsAllows(f *testing.F) {
 // is refused, and every refusal is one line.
 func FuzzCheck(f *testing.F) {
 	rule := Rule{Token: "s3cret-token", Hosts: mustHosts(f, "booth.example")}
-	good := rule.cookieValue()
+	good := rule.cookieValue(now().Unix())
 	f.Add("Bearer s3cret-token", "", "evil.example", "203.0.113.9:5000")
 	f.Add("bearer  s3cret-token ", "", "booth.example", "203.0.113.9:5000")
 	f.Add("", good, "booth.example:8080", "203.0.113.9:5000")
