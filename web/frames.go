@@ -304,7 +304,9 @@ func (s *Server) frames() [][]byte {
 	js, _ := json.Marshal(f)
 	p := s.panels(now, snaps)
 	if s.opts.Record != nil {
-		p.T = now.Unix()
+		// The panels name the second of the tick's points: a warm-up's
+		// are in the past, not at now.
+		p.T = at.Unix()
 		s.record(js, p)
 	}
 	return [][]byte{js, s.panelsHTML(snaps, p)}

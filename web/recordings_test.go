@@ -475,3 +475,109 @@ func gzipped(t *testing.T, b []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestReplayShowsTheWarmUpAsTheWarmUp records a warm-up's ticks and one
+// after it, as the demo does, and replays them: the warm-up's seconds show
+// the headline and tiles the live page showed then (warming up, so many
+// seconds left), not dashes blamed on an older kvlens. A warm-up's points
+// sit at the warm-up's own time, in the past, while kvlens before this
+// stamped its panels with the wall clock; a recording made so replays the
+// same.
+func TestReplayShowsTheWarmUpAsTheWarmUp(t *testing.T) {
+	ctx := context.Background()
+	s, base, _, _ := warmServer(t, "", "")
+	_, db := recordingServer(t)
+	var recorded []store.Frame
+	s.opts.Record = func(kind string, body []byte) {
+		recorded = append(recorded, store.Frame{T: time.Now(), Kind: kind, Body: body})
+	}
+	s.opts.Recordings = db
+
+	var pushed []string // the panels' HTML each tick sent to the browsers
+	tick := func() { pushed = append(pushed, string(s.frames()[1])) }
+	tick()
+	base.advance(time.Second)
+	tick()
+	endWarmUp(t, s, base)
+	tick()
+
+	for i, f := range recorded {
+		if f.Kind != "panels" {
+			continue
+		}
+		var snap Frame
+		var p Panels
+		if json.Unmarshal(recorded[i-1].Body, &snap) != nil || json.Unmarshal(f.Body, &p) != nil || len(snap.Points) == 0 {
+			t.Fatalf("frame %d or the snapshot before it cannot be read", i)
+		}
+		if p.T != snap.Points[0].T {
+			t.Errorf("frame %d: panels of second %d after a snapshot whose points are at %d; want its points' second", i, p.T, snap.Points[0].T)
+		}
+	}
+
+	// The same ticks as kvlens recorded them before: each warm-up panels
+	// frame stamped with the wall clock's second, not its points'. (After
+	// the warm-up the two were the same second, as the warp is then the
+	// wall clock; here its base is the test's clock, so those are kept.)
+	var legacy []store.Frame
+	for i, f := range recorded {
+		if f.Kind == "panels" && strings.Contains(string(recorded[i-1].Body), `"warming":true`) {
+			var p map[string]json.RawMessage
+			if err := json.Unmarshal(f.Body, &p); err != nil {
+				t.Fatal(err)
+			}
+			p["t"] = json.RawMessage(fmt.Sprint(f.T.Unix()))
+			f.Body, _ = json.Marshal(p)
+		}
+		legacy = append(legacy, f)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		frames []store.Frame
+	}{
+		{"recorded now", recorded},
+		{"recorded before the warm-up's panels took its points' time", legacy},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := db.CreateRecording(ctx, "warm start", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.AppendFrames(ctx, id, tt.frames); err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, f := range tt.frames {
+				kinds = append(kinds, f.Kind)
+			}
+			if got := strings.Join(kinds, ","); got != "baseline,snapshot,panels,snapshot,panels,snapshot,panels" {
+				t.Fatalf("recorded %s", got)
+			}
+			for i, seq := range []int{1, 3, 5} {
+				w := serve(s, "GET", fmt.Sprintf("/recordings/%d/frames/%d/panels", id, seq), false)
+				if w.Code != 200 {
+					t.Fatalf("panels of frame %d = %d %q", seq, w.Code, w.Body.String())
+				}
+				got, _ := goquery.NewDocumentFromReader(w.Body)
+				live, _ := goquery.NewDocumentFromReader(strings.NewReader(pushed[i]))
+				if says := got.Find(`[data-testid=compare]`).Text(); strings.Contains(says, "older kvlens") {
+					t.Errorf("tick %d replays as made by an older kvlens: %q", i, says)
+				}
+				for _, sel := range []string{"#tiles", "#headline"} {
+					g, _ := goquery.OuterHtml(got.Find(sel))
+					if want, _ := goquery.OuterHtml(live.Find(sel)); want == "" || g != want {
+						t.Errorf("tick %d's %s replays as %q, want what the browsers got: %q", i, sel, got.Find(sel).Text(), live.Find(sel).Text())
+					}
+				}
+				warming := got.Find(`[data-testid=headline-warming]`).Text()
+				if i < 2 && (!strings.HasPrefix(warming, "Warming up: the fleets run 2 min of traffic ahead") || got.Find(`[data-testid=ttft-p95]`).Text() != "—") {
+					t.Errorf("warm-up tick %d replays with the headline %q, TTFT p95 %q; want warming up, and no figure", i, warming, got.Find(`[data-testid=ttft-p95]`).Text())
+				}
+				if i == 2 && warming != "" {
+					t.Errorf("the tick after the warm-up replays as warming: %q", warming)
+				}
+			}
+		})
+	}
+}
