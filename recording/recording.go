@@ -111,17 +111,24 @@ func Name(t time.Time) string { return fmt.Sprintf("session %s", t.Format("2006-
 const Quiet = 6 * FlushEvery
 
 // Length says how long a recording is, or that it is still going on, or
-// that it was cut off: the column people read in a list of recordings.
-// current says that this process is the one recording it.
+// that it was cut off, or that it holds nothing: the column people read in
+// a list of recordings. current says that this process is the one
+// recording it. A finished recording with no frame has no length to give,
+// however long its session ran.
 func Length(rec store.Recording, current bool, now time.Time) string {
 	switch {
 	case current:
 		return "recording now"
+	case !rec.Ended.IsZero() && rec.Frames == 0:
+		return "nothing recorded"
 	case !rec.Ended.IsZero():
 		return rec.Ended.Sub(rec.Started).Round(time.Second).String()
 	}
 	if Live(rec, now) {
 		return "recording (another kvlens)"
+	}
+	if rec.Frames == 0 {
+		return "nothing recorded (cut off: no end recorded)"
 	}
 	return fmt.Sprintf("cut off after %s (no end recorded)", lastWrite(rec).Sub(rec.Started).Round(time.Second))
 }

@@ -119,11 +119,12 @@ func TestLengthTellsACutOffRecordingFromALiveOne(t *testing.T) {
 		current bool
 		want    string
 	}{
-		{"an ended recording gives its length", store.Recording{Started: start, Ended: start.Add(90 * time.Second), LastFrame: start.Add(89 * time.Second)}, false, "1m30s"},
+		{"an ended recording gives its length", store.Recording{Started: start, Ended: start.Add(90 * time.Second), Frames: 180, LastFrame: start.Add(89 * time.Second)}, false, "1m30s"},
 		{"this process's recording is recording now", store.Recording{Started: start, LastFrame: now}, true, "recording now"},
-		{"a recording with a fresh frame is another kvlens's", store.Recording{Started: start, LastFrame: now.Add(-15 * time.Second)}, false, "recording (another kvlens)"},
-		{"a recording silent past Quiet was cut off at its last frame", store.Recording{Started: start, LastFrame: start.Add(12*time.Minute + 30*time.Second)}, false, "cut off after 12m30s (no end recorded)"},
-		{"a recording with no frame, started long ago, was cut off at once", store.Recording{Started: start}, false, "cut off after 0s (no end recorded)"},
+		{"a recording with a fresh frame is another kvlens's", store.Recording{Started: start, Frames: 14000, LastFrame: now.Add(-15 * time.Second)}, false, "recording (another kvlens)"},
+		{"a recording silent past Quiet was cut off at its last frame", store.Recording{Started: start, Frames: 1500, LastFrame: start.Add(12*time.Minute + 30*time.Second)}, false, "cut off after 12m30s (no end recorded)"},
+		{"an ended recording with no frame has nothing, whatever its session's length", store.Recording{Started: start, Ended: start.Add(12 * time.Second)}, false, "nothing recorded"},
+		{"a recording with no frame, started long ago, was cut off with nothing", store.Recording{Started: start}, false, "nothing recorded (cut off: no end recorded)"},
 		{"a recording with no frame, started a moment ago, is going on", store.Recording{Started: now.Add(-5 * time.Second)}, false, "recording (another kvlens)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,19 +38,26 @@ func TestPagesMatchTheirGoldenFiles(t *testing.T) {
 				t.Fatalf("GET %s: %d %s", tt.path, w.Code, w.Body)
 			}
 			got, _ := io.ReadAll(w.Body)
-			path := filepath.Join("testdata", tt.name+".golden.html")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("GET %s differs from %s (rerun with -update and review the diff):\n%s", tt.path, path, got)
-			}
+			golden(t, tt.name, tt.path, got)
 		})
+	}
+}
+
+// golden compares the page GET path answered with testdata/name.golden.html,
+// or rewrites that file with -update.
+func golden(t *testing.T, name, path string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name+".golden.html")
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("GET %s differs from %s (rerun with -update and review the diff):\n%s", path, file, got)
 	}
 }

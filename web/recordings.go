@@ -89,11 +89,18 @@ func (s *Server) replayPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	render(w, r, components.Replay(components.ReplayData{
+	d := components.ReplayData{
 		ID: rec.ID, Name: rec.Name, Started: rec.Started.UTC().Format(time.RFC3339),
 		SLOTTFTms: ms(s.opts.SLOTTFT), SLOTPOTms: ms(s.opts.SLOTPOT),
 		Tiles: s.blankTiles("loading the tiles at the playhead…"),
-	}))
+	}
+	if rec.Frames == 0 {
+		d.Empty = "Nothing was recorded: this recording has no frames to play."
+		if rec.ID == s.opts.CurrentRecording || recording.Live(rec, time.Now()) {
+			d.Empty = fmt.Sprintf("Nothing recorded yet: the recorder writes its frames every %.0f s. Reload the page in a moment.", recording.FlushEvery.Seconds())
+		}
+	}
+	render(w, r, components.Replay(d))
 }
 
 // noPanels says why a replay's tiles are dashes: the frame is older than

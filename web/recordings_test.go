@@ -581,3 +581,75 @@ func TestReplayShowsTheWarmUpAsTheWarmUp(t *testing.T) {
 		})
 	}
 }
+
+// TestAnEmptyRecordingSaysNothingWasRecorded: a session that ended before
+// its first frame reached the store is listed as holding nothing, not with
+// the length its session ran beside 0 frames, and its page says that
+// alone: no player that reads "loading" beside "no frames". The session
+// being recorded, with none written yet, says they are coming.
+func TestAnEmptyRecordingSaysNothingWasRecorded(t *testing.T) {
+	s, db := recordingServer(t)
+	ctx := context.Background()
+	ended, err := db.CreateRecording(ctx, "closed at once", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := db.Recording(ctx, ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.EndRecording(ctx, ended, rec.Started.Add(12*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := db.CreateRecording(ctx, "just started", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.opts.CurrentRecording = fresh
+
+	list, _ := goquery.NewDocumentFromReader(serve(s, "GET", "/recordings", false).Body)
+	for _, tt := range []struct {
+		name           string
+		id             int64
+		length, frames string
+	}{
+		{"the ended one holds nothing", ended, "nothing recorded", "0"},
+		{"this session's is recording", fresh, "recording now", "0"},
+	} {
+		row := list.Find(fmt.Sprintf(`[data-testid=recording-row][data-id="%d"]`, tt.id))
+		if l, f := row.Find(`[data-testid=recording-length]`).Text(), row.Find(`[data-testid=recording-frames]`).Text(); l != tt.length || f != tt.frames {
+			t.Errorf("%s: listed with length %q and %q frames; want %q and %q", tt.name, l, f, tt.length, tt.frames)
+		}
+	}
+
+	for _, tt := range []struct {
+		name string
+		id   int64
+		says string
+	}{
+		{"replay_empty", ended, "Nothing was recorded: this recording has no frames to play."},
+		{"replay_empty_current", fresh, "Nothing recorded yet: the recorder writes its frames every 10 s. Reload the page in a moment."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := fmt.Sprintf("/recordings/%d", tt.id)
+			w := serve(s, "GET", path, false)
+			if w.Code != 200 {
+				t.Fatalf("GET %s = %d %q", path, w.Code, w.Body.String())
+			}
+			page := w.Body.Bytes()
+			golden(t, tt.name, path, page)
+			doc, _ := goquery.NewDocumentFromReader(bytes.NewReader(page))
+			if got := doc.Find(`[data-testid=replay-empty]`).Text(); got != tt.says {
+				t.Errorf("the page says %q, want %q", got, tt.says)
+			}
+			for _, id := range []string{"play", "timeline", "playhead", "compare", "ttft-chart"} {
+				if doc.Find(`[data-testid=`+id+`]`).Length() != 0 {
+					t.Errorf("the page of an empty recording has a %s", id)
+				}
+			}
+			if strings.Contains(string(page), "loading") {
+				t.Error("the page of an empty recording says something is loading")
+			}
+		})
+	}
+}

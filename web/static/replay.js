@@ -140,7 +140,11 @@
       frames.sort((a, b) => a.t - b.t);
       marks.sort((a, b) => a.t - b.t);
       if (!frames.length) {
-        playhead.textContent = "this recording has no frames";
+        // Frames, but not one second of the charts: the tiles' line says
+        // the same as the playhead, not that they are loading.
+        const why = "nothing to play: this recording kept no second of the charts";
+        playhead.textContent = why;
+        document.querySelector("#tiles .compare-text").textContent = why;
         return;
       }
       timeline.max = String(frames.length - 1);
