@@ -20,7 +20,9 @@
   let marks = []; // every mark of the recording, by time
   const bases = []; // the recording's baseline frames' bodies, in order
   let shownBase = null; // the index in bases drawn, -1 for none
-  let panels = null; // the fetch of the playhead's panels in flight
+  let panelsWanted = null; // the seq of the frame whose panels the playhead wants
+  let panelsShown = null; // the seq of the frame whose panels are shown
+  let panelsBusy = false; // a fetch of panels is in flight
   let at = 0; // the playhead, an index into frames
   let speed = 1;
   let timer = null;
@@ -64,13 +66,23 @@
     fetchPanels(f.seq);
   }
 
-  // fetchPanels swaps in the headline and tiles recorded with frame seq,
-  // drawn by the server with the live page's components; a newer playhead
-  // cancels an older fetch.
+  // fetchPanels asks for the headline and tiles recorded with frame seq,
+  // drawn by the server with the live page's components. One fetch is in
+  // flight at a time, and none is cancelled: while it is, the playhead
+  // moves on, and when it returns the next fetch is of wherever the
+  // playhead is then. At 16x the playhead moves every 62.5 ms; a fetch that
+  // a newer one cancelled (as before) never returned, and the headline
+  // stood still until the player stopped.
   function fetchPanels(seq) {
-    if (panels) panels.abort();
-    const ctl = (panels = new AbortController());
-    fetch(`${document.body.dataset.frames}/${seq}/panels`, { signal: ctl.signal })
+    panelsWanted = seq;
+    if (!panelsBusy && seq !== panelsShown) pullPanels();
+  }
+
+  function pullPanels() {
+    const seq = panelsWanted;
+    panelsBusy = true;
+    // A fetch that hangs would hold up every later one: give up on it.
+    fetch(`${document.body.dataset.frames}/${seq}/panels`, { signal: AbortSignal.timeout(10000) })
       .then((r) => (r.ok ? r.text() : r.text().then((t) => Promise.reject(new Error(t.trim())))))
       .then((html) => {
         const tpl = document.createElement("template");
@@ -79,10 +91,16 @@
           const old = el.id && document.getElementById(el.id);
           if (old) old.replaceWith(el);
         }
+        panelsShown = seq;
         document.body.dataset.panelsSeq = String(seq);
+        if (notice.textContent.startsWith("Cannot load the tiles")) notice.textContent = "";
       })
       .catch((e) => {
-        if (e.name !== "AbortError") notice.textContent = "Cannot load the tiles: " + e.message;
+        notice.textContent = "Cannot load the tiles: " + (e.name === "TimeoutError" ? "no answer in 10 s" : e.message);
+      })
+      .finally(() => {
+        panelsBusy = false;
+        if (panelsWanted !== panelsShown && panelsWanted !== seq) pullPanels();
       });
   }
 
