@@ -147,27 +147,12 @@ type promptBody struct {
 	Prompt   json.RawMessage     `json:"prompt"`
 }
 
-// completionPrompt reads a completion request's prompt in the shapes the
-// OpenAI API allows for one prompt, all of which vLLM serves: a string,
-// token ids, or an array holding one of either. ok is false for anything
-// else, a batch of several prompts among them: the worker judges those, and
+// completionPrompt reads a completion request's prompt (see
+// tokenizer.CompletionPrompt). ok is false for anything the router does not
+// read, a batch of several prompts among them: the worker judges those, and
 // the router routes them without cache affinity.
 func (b *promptBody) completionPrompt() (text string, ids []uint32, ok bool) {
-	if json.Unmarshal(b.Prompt, &text) == nil {
-		return text, nil, true
-	}
-	if json.Unmarshal(b.Prompt, &ids) == nil {
-		return "", ids, len(ids) > 0
-	}
-	var texts []string
-	if json.Unmarshal(b.Prompt, &texts) == nil && len(texts) == 1 {
-		return texts[0], nil, true
-	}
-	var batch [][]uint32
-	if json.Unmarshal(b.Prompt, &batch) == nil && len(batch) == 1 {
-		return "", batch[0], len(batch[0]) > 0
-	}
-	return "", nil, false
+	return tokenizer.CompletionPrompt(b.Prompt)
 }
 
 // textBytes is the length in bytes of the prompt the workers will tokenize,
@@ -183,14 +168,6 @@ func (b *promptBody) textBytes(path string) int {
 		return len(s)
 	}
 	return -1
-}
-
-// checkIDs refuses a prompt given as more token ids than limit.
-func checkIDs(ids []uint32, limit int) error {
-	if len(ids) > limit {
-		return &tokenizer.TooLongError{AtLeast: len(ids), Limit: limit}
-	}
-	return nil
 }
 
 // promptTokens is PromptTokens for a model of at most limit tokens (0: no
@@ -223,7 +200,7 @@ func promptTokens(path string, body []byte, limit int) ([]uint32, error) {
 	case !ok:
 		return nil, nil
 	case ids != nil:
-		if err := checkIDs(ids, limit); err != nil {
+		if err := tokenizer.CheckIDs(ids, limit); err != nil {
 			return nil, err
 		}
 		return ids, nil
@@ -261,7 +238,7 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 		if r.URL.Path != "/v1/chat/completions" {
 			if _, ids, ok := pb.completionPrompt(); ok && ids != nil {
 				// Token ids are what every tokenizer would give: none is asked.
-				if err := checkIDs(ids, limit); err != nil {
+				if err := tokenizer.CheckIDs(ids, limit); err != nil {
 					return nil, nil, err
 				}
 				req.TokenIDs = ids

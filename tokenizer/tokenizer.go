@@ -92,9 +92,15 @@ type TooLongError struct {
 	// Bytes is the prompt's length in bytes when it was refused on its
 	// bytes alone, before tokenizing; 0 otherwise.
 	Bytes int
+	// Counted says AtLeast is the prompt's exact length: it came as token
+	// ids, which are counted, not tokenized (see CheckIDs).
+	Counted bool
 }
 
 func (e *TooLongError) Error() string {
+	if e.Counted {
+		return tooLongCounted(e.AtLeast, e.Limit)
+	}
 	if e.Bytes > 0 {
 		return fmt.Sprintf("the prompt has at least %d tokens (%d bytes, and no token is longer than %d bytes), but this model's maximum context length is %d tokens",
 			e.AtLeast, e.Bytes, MaxTokenBytes, e.Limit)
