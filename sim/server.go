@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -306,21 +307,23 @@ type completionRequest struct {
 	Temperature   *float64              `json:"temperature"`
 	N             *int                  `json:"n"`
 
+	// text is the prompt given as text; ids the prompt given as token
+	// ids, nil for text.
 	text string
+	ids  []uint32
 }
 
 // parseCompletionRequest decodes and checks a completion request body; the
-// prompt is a string or an array of exactly one string.
+// prompt is one prompt in any of the OpenAI API's shapes (see promptOf).
 func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 	var req completionRequest
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		return nil, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
 	}
-	text, err := promptText(req.Prompt)
-	if err != nil {
+	var err error
+	if req.text, req.ids, err = promptOf(req.Prompt); err != nil {
 		return nil, err
 	}
-	req.text = text
 	if err := checkMaxTokens(&req.MaxTokens); err != nil {
 		return nil, err
 	}
@@ -330,19 +333,31 @@ func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 	return &req, nil
 }
 
-func promptText(raw json.RawMessage) (string, error) {
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		if one == "" {
-			return "", errors.New("prompt must not be empty")
+// promptOf reads a completion's prompt as vLLM does: a string, a list of
+// token ids, or a list holding one of either (tokenizer.CompletionPrompt).
+// ids is nil for a text prompt. A batch of several prompts is refused: a
+// simulated worker answers one choice, where vLLM would answer one per
+// prompt.
+func promptOf(raw json.RawMessage) (text string, ids []uint32, err error) {
+	text, ids, ok := tokenizer.CompletionPrompt(raw)
+	switch {
+	case ok && ids != nil:
+		return "", ids, nil
+	case ok && text != "":
+		return text, nil, nil
+	case ok:
+		return "", nil, errors.New("prompt must not be empty")
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		switch {
+		case len(list) > 1 && (list[0][0] == '"' || list[0][0] == '['):
+			return "", nil, fmt.Errorf("prompt is a batch of %d prompts; a simulated worker answers one prompt per request", len(list))
+		case len(list) == 0 || string(list[0]) == "[]":
+			return "", nil, errors.New("prompt must not be empty")
 		}
-		return one, nil
 	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err == nil && len(many) == 1 && many[0] != "" {
-		return many[0], nil
-	}
-	return "", errors.New("prompt must be a non-empty string (or an array of one)")
+	return "", nil, errors.New("prompt must be a non-empty string, a list of token ids (whole numbers from 0), or a list of one of either")
 }
 
 // decodeError says what was wrong with a request body: its JSON, or a
@@ -464,6 +479,16 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
+		if req.ids != nil {
+			// Token ids are the prompt as they are: vLLM neither tokenizes
+			// them again nor adds special tokens, and refuses ids past its
+			// tokenizer's vocabulary.
+			if err := s.checkIDs(req.ids); err != nil {
+				return genRequest{}, http.StatusBadRequest, err
+			}
+			g.ids = req.ids
+			return g, 0, nil
+		}
 	}
 	if chat {
 		// The template wrote the special tokens; vLLM adds none.
@@ -482,6 +507,19 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		}
 	}
 	return g, 0, nil
+}
+
+// checkIDs refuses a prompt of token ids as vLLM does: longer than the
+// model's maximum context length, or holding an id larger than the
+// tokenizer's largest, in its words ("Token id N is out of vocabulary").
+func (s *Server) checkIDs(ids []uint32) error {
+	if err := tokenizer.CheckIDs(ids, s.prof.MaxModelLen); err != nil {
+		return err
+	}
+	if top, most := slices.Max(ids), s.tok.MaxTokenID(); top > most {
+		return fmt.Errorf("Token id %d is out of vocabulary (this model's largest is %d)", top, most)
+	}
+	return nil
 }
 
 // pick draws where a sampled answer starts.

@@ -683,6 +683,9 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Add(`{"prompt":["a"]}`)
 	f.Add(`{"prompt":["a","b"]}`)
 	f.Add(`{"prompt":[1,2,3]}`)
+	f.Add(`{"prompt":[[4,5]]}`)
+	f.Add(`{"prompt":[[1],[2]]}`)
+	f.Add(`{"prompt":[-1]}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := parseCompletionRequest(strings.NewReader(body))
 		if err != nil {
@@ -691,8 +694,9 @@ func FuzzParseCompletionRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.text == "" || req.MaxTokens <= 0 {
-			t.Fatalf("accepted request with prompt %q and max_tokens %d", req.text, req.MaxTokens)
+		// One prompt, text or ids, never both nor neither.
+		if (req.text == "") == (len(req.ids) == 0) || req.MaxTokens <= 0 {
+			t.Fatalf("accepted request with prompt %q, ids %v and max_tokens %d", req.text, req.ids, req.MaxTokens)
 		}
 	})
 }

@@ -49,7 +49,8 @@ type bpe struct {
 	// with special tokens (a completion's prompt).
 	bos, eos []uint32
 
-	maxTokenBytes int // the longest token, in bytes
+	maxTokenBytes int    // the longest token, in bytes
+	maxID         uint32 // the largest id, in the vocabulary or added
 
 	texts texts // id -> bytes, for decoding
 
@@ -158,7 +159,8 @@ func parseBPE(data []byte) (*bpe, error) {
 	if m.UnkToken != nil {
 		t.unk, t.hasUnk = m.Vocab[*m.UnkToken]
 	}
-	for tok := range m.Vocab {
+	for tok, id := range m.Vocab {
+		t.maxID = max(t.maxID, id)
 		n := 0
 		for _, r := range tok {
 			if _, ok := unicodeByte[r]; !ok {
@@ -174,6 +176,7 @@ func parseBPE(data []byte) (*bpe, error) {
 			return nil, fmt.Errorf("added token %d has no content", a.ID)
 		}
 		t.added = append(t.added, a)
+		t.maxID = max(t.maxID, a.ID)
 		t.maxTokenBytes = max(t.maxTokenBytes, len(a.Content))
 	}
 	for i, a := range t.added {

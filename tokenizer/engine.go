@@ -88,6 +88,26 @@ func (e *Engine) get() tokenizer.Codec {
 	return e.codec
 }
 
+// The largest ids of the built-in encodings: their last special tokens
+// (<|endofprompt|>), as tiktoken defines cl100k_base and o200k_base.
+const (
+	cl100kMaxID = 100276
+	o200kMaxID  = 200018
+)
+
+// MaxTokenID is the largest token id of the engine's vocabulary, special
+// tokens included: what vLLM calls the tokenizer's max_token_id. vLLM
+// refuses a prompt of token ids holding a larger one as out of vocabulary.
+func (e *Engine) MaxTokenID() uint32 {
+	switch {
+	case e.FromFiles():
+		return e.files.bpe.maxID
+	case e.IsEmbedded() || e.Encoding == "cl100k":
+		return cl100kMaxID
+	}
+	return o200kMaxID
+}
+
 // Render renders msgs with the engine's chat template, leaving the prompt
 // open for the assistant's reply, as vLLM does for /v1/chat/completions.
 // Only a model's own template can fail (raise_exception, say).

@@ -70,3 +70,30 @@ func TestEngineEncodeLimitRefusesLongPrompts(t *testing.T) {
 		t.Errorf("EncodeLimit = %v, %v", ids, err)
 	}
 }
+
+func TestMaxTokenID(t *testing.T) {
+	o200k, err := NewEngine("o200k", "llama3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		e    *Engine
+		want uint32
+	}{
+		// cl100k's ordinary tokens end at 100255; its last special token,
+		// <|endofprompt|>, is 100276.
+		{"the embedded engine ends at cl100k's last special token", Embedded, 100276},
+		// o200k's ordinary tokens end at 199997; <|endofprompt|> is 200018.
+		{"an o200k engine ends at o200k's last special token", o200k, 200018},
+		// The fixture's vocabulary ends at 655, its added tokens at 662.
+		{"a model's own tokenizer ends at its last added token", loadFixture(t, "llama3"), 662},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.e.MaxTokenID(); got != tt.want {
+				t.Fatalf("MaxTokenID = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
