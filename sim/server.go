@@ -255,8 +255,8 @@ type genRequest struct {
 type chatRequest struct {
 	Model               string                `json:"model"`
 	Messages            []tokenizer.Message   `json:"messages"`
-	MaxTokens           int                   `json:"max_tokens"`
-	MaxCompletionTokens int                   `json:"max_completion_tokens"`
+	MaxTokens           *int                  `json:"max_tokens"`
+	MaxCompletionTokens *int                  `json:"max_completion_tokens"`
 	Stream              bool                  `json:"stream"`
 	StreamOptions       *openai.StreamOptions `json:"stream_options"`
 	IgnoreEOS           bool                  `json:"ignore_eos"`
@@ -265,6 +265,9 @@ type chatRequest struct {
 	Temperature *float64 `json:"temperature"`
 	// N is how many choices to answer with; the worker answers one.
 	N *int `json:"n"`
+
+	// maxTokens is the answer's cap in force (see resolveMaxTokens).
+	maxTokens int
 }
 
 // parseChatRequest decodes and checks a chat request body. Its errors are one
@@ -284,10 +287,17 @@ func parseChatRequest(body io.Reader) (*chatRequest, error) {
 			return nil, fmt.Errorf("messages[%d].role %q is not a chat role", i, m.Role)
 		}
 	}
-	if req.MaxCompletionTokens > 0 {
-		req.MaxTokens = req.MaxCompletionTokens
+	// vLLM reads max_completion_tokens, OpenAI's newer name, whenever it
+	// is given, and the deprecated max_tokens only otherwise.
+	limit := req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		limit = req.MaxCompletionTokens
 	}
-	if err := checkMaxTokens(&req.MaxTokens); err != nil {
+	var err error
+	if req.maxTokens, err = resolveMaxTokens(limit); err != nil {
+		return nil, err
+	}
+	if err := checkTemperature(req.Temperature); err != nil {
 		return nil, err
 	}
 	if err := checkOneChoice(req.N); err != nil {
@@ -300,7 +310,7 @@ func parseChatRequest(body io.Reader) (*chatRequest, error) {
 type completionRequest struct {
 	Model         string                `json:"model"`
 	Prompt        json.RawMessage       `json:"prompt"`
-	MaxTokens     int                   `json:"max_tokens"`
+	MaxTokens     *int                  `json:"max_tokens"`
 	Stream        bool                  `json:"stream"`
 	StreamOptions *openai.StreamOptions `json:"stream_options"`
 	IgnoreEOS     bool                  `json:"ignore_eos"`
@@ -311,6 +321,8 @@ type completionRequest struct {
 	// ids, nil for text.
 	text string
 	ids  []uint32
+	// maxTokens is the answer's cap in force (see resolveMaxTokens).
+	maxTokens int
 }
 
 // parseCompletionRequest decodes and checks a completion request body; the
@@ -324,7 +336,10 @@ func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 	if req.text, req.ids, err = promptOf(req.Prompt); err != nil {
 		return nil, err
 	}
-	if err := checkMaxTokens(&req.MaxTokens); err != nil {
+	if req.maxTokens, err = resolveMaxTokens(req.MaxTokens); err != nil {
+		return nil, err
+	}
+	if err := checkTemperature(req.Temperature); err != nil {
 		return nil, err
 	}
 	if err := checkOneChoice(req.N); err != nil {
@@ -370,12 +385,36 @@ func decodeError(err error) error {
 	return fmt.Errorf("request body is not a valid request: %s", oneLine(err))
 }
 
-func checkMaxTokens(n *int) error {
-	if *n < 0 {
-		return fmt.Errorf("max_tokens must not be negative, got %d", *n)
+// defaultMaxTokens caps an answer whose request sets no max_tokens. vLLM
+// lets such an answer run to the end of the context (a chat) or to 16
+// tokens (a completion); the simulated worker's answers are 640 to 1,024
+// tokens long, as the seeds' workload asked for.
+const defaultMaxTokens = 1024
+
+// resolveMaxTokens returns the cap on an answer's length: n, or
+// defaultMaxTokens when n is absent or null. A cap below 1 is refused, in
+// vLLM's words: its SamplingParams refuses any max_tokens under 1, 0
+// among them, with a 400 (vllm/sampling_params.py, _verify_args).
+func resolveMaxTokens(n *int) (int, error) {
+	switch {
+	case n == nil:
+		return defaultMaxTokens, nil
+	case *n < 1:
+		return 0, fmt.Errorf("max_tokens must be at least 1, got %d.", *n)
 	}
-	if *n == 0 {
-		*n = 1024
+	return *n, nil
+}
+
+// checkTemperature refuses a temperature outside [0, 2], in vLLM's words
+// (its SamplingParams checks the same range); absent is OpenAI's default.
+func checkTemperature(t *float64) error {
+	switch {
+	case t == nil:
+		return nil
+	case *t < 0:
+		return fmt.Errorf("temperature must be non-negative, got %v.", *t)
+	case *t > 2:
+		return fmt.Errorf("temperature must be in [0, 2], got %v.", *t)
 	}
 	return nil
 }
@@ -463,7 +502,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if prompt, err = s.tok.Render(req.Messages); err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
-		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
+		g = genRequest{maxTokens: req.maxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
 		msgs = req.Messages
@@ -476,7 +515,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 			return genRequest{}, http.StatusNotFound, err
 		}
 		prompt = req.text
-		g = genRequest{maxTokens: req.MaxTokens, stream: req.Stream,
+		g = genRequest{maxTokens: req.maxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
 			greedy: isZero(req.Temperature)}
 		if req.ids != nil {

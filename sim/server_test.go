@@ -243,7 +243,7 @@ func TestBadRequestsGetOneLineErrors(t *testing.T) {
 		{"malformed JSON is a 400", "POST", "/v1/chat/completions", `{"messages":`, 400, "not valid JSON"},
 		{"no messages is a 400", "POST", "/v1/chat/completions", `{"messages":[]}`, 400, "at least one message"},
 		{"unknown role is a 400", "POST", "/v1/chat/completions", `{"messages":[{"role":"robot","content":"x"}]}`, 400, "not a chat role"},
-		{"negative max_tokens is a 400", "POST", "/v1/chat/completions", `{"max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`, 400, "must not be negative"},
+		{"negative max_tokens is a 400", "POST", "/v1/chat/completions", `{"max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`, 400, "max_tokens must be at least 1, got -1."},
 		{"several choices are a 400, not one answered silently", "POST", "/v1/chat/completions", `{"n":5,"messages":[{"role":"user","content":"x"}]}`, 400, "n 5: a simulated worker answers with one choice"},
 		{"several completion choices are a 400", "POST", "/v1/completions", `{"n":2,"prompt":"x"}`, 400, "n 2: a simulated worker answers with one choice"},
 		{"n 1 is served", "POST", "/v1/completions", `{"n":1,"prompt":"x","max_tokens":1}`, 200, "text_completion"},
@@ -672,8 +672,8 @@ func FuzzParseChatRequest(f *testing.F) {
 			}
 			return
 		}
-		if len(req.Messages) == 0 || req.MaxTokens <= 0 {
-			t.Fatalf("accepted request with %d messages and max_tokens %d", len(req.Messages), req.MaxTokens)
+		if len(req.Messages) == 0 || req.maxTokens <= 0 {
+			t.Fatalf("accepted request with %d messages and max_tokens %d", len(req.Messages), req.maxTokens)
 		}
 	})
 }
@@ -695,8 +695,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 			return
 		}
 		// One prompt, text or ids, never both nor neither.
-		if (req.text == "") == (len(req.ids) == 0) || req.MaxTokens <= 0 {
-			t.Fatalf("accepted request with prompt %q, ids %v and max_tokens %d", req.text, req.ids, req.MaxTokens)
+		if (req.text == "") == (len(req.ids) == 0) || req.maxTokens <= 0 {
+			t.Fatalf("accepted request with prompt %q, ids %v and max_tokens %d", req.text, req.ids, req.maxTokens)
 		}
 	})
 }

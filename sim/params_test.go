@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestSamplingParamsAreCheckedAsVLLMChecksThem sends the sampling fields
+// vLLM's SamplingParams refuses out of range: max_tokens (or
+// max_completion_tokens) under 1 and temperature outside [0, 2] are 400s
+// in its words, while absent or null fields take the defaults.
+func TestSamplingParamsAreCheckedAsVLLMChecksThem(t *testing.T) {
+	_, srv, _ := newTestServer(t, fast())
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	tests := []struct {
+		name, path, body string
+		want             int
+		// wantIn is a piece of the answer.
+		wantIn string
+		// wantCompletion is a 200's completion_tokens; 0 to skip the check.
+		wantCompletion int
+	}{
+		{"max_tokens 1 is served one token", "/v1/chat/completions", `{"max_tokens":1,` + msgs + `}`, 200, `"chat.completion"`, 1},
+		{"a completion's max_tokens 1 is served one token", "/v1/completions", `{"max_tokens":1,"prompt":"x"}`, 200, `"text_completion"`, 1},
+		{"an absent max_tokens takes the default", "/v1/chat/completions", `{"ignore_eos":true,` + msgs + `}`, 200, `"chat.completion"`, defaultMaxTokens},
+		{"a null max_tokens takes the default, as absent", "/v1/completions", `{"max_tokens":null,"ignore_eos":true,"prompt":"x"}`, 200, `"text_completion"`, defaultMaxTokens},
+		{"max_completion_tokens is read when given, over max_tokens", "/v1/chat/completions", `{"max_tokens":0,"max_completion_tokens":3,"ignore_eos":true,` + msgs + `}`, 200, `"chat.completion"`, 3},
+		{"temperature 0 and 2, the ends of vLLM's range, are served", "/v1/completions", `{"temperature":2,"max_tokens":1,"prompt":"x"}`, 200, `"text_completion"`, 1},
+		// sad path
+		{"max_tokens 0 is a 400, as vLLM answers", "/v1/chat/completions", `{"max_tokens":0,` + msgs + `}`, 400, "max_tokens must be at least 1, got 0.", 0},
+		{"a completion's max_tokens 0 is a 400", "/v1/completions", `{"max_tokens":0,"prompt":"x"}`, 400, "max_tokens must be at least 1, got 0.", 0},
+		{"max_completion_tokens 0 is a 400 whatever max_tokens says", "/v1/chat/completions", `{"max_tokens":5,"max_completion_tokens":0,` + msgs + `}`, 400, "max_tokens must be at least 1, got 0.", 0},
+		{"a negative max_tokens is a 400", "/v1/completions", `{"max_tokens":-3,"prompt":"x"}`, 400, "max_tokens must be at least 1, got -3.", 0},
+		{"a negative temperature is a 400", "/v1/chat/completions", `{"temperature":-0.5,` + msgs + `}`, 400, "temperature must be non-negative, got -0.5.", 0},
+		{"a temperature over 2 is a 400", "/v1/completions", `{"temperature":2.5,"prompt":"x"}`, 400, "temperature must be in [0, 2], got 2.5.", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, raw := call(t, srv, "POST", tt.path, tt.body)
+			if status != tt.want || !strings.Contains(string(raw), tt.wantIn) || strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 {
+				t.Fatalf("got %d %.300s, want %d containing %q on one line", status, raw, tt.want, tt.wantIn)
+			}
+			if tt.wantCompletion == 0 {
+				return
+			}
+			var got struct {
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(raw, &got); err != nil || got.Usage.CompletionTokens != tt.wantCompletion {
+				t.Fatalf("completion_tokens %d (%v), want %d", got.Usage.CompletionTokens, err, tt.wantCompletion)
+			}
+		})
+	}
+}
