@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -189,12 +190,8 @@ func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Faults())
 }
 
-func parseFaults(body interface{ Read([]byte) (int, error) }) (Faults, error) {
+func parseFaults(body io.Reader) (Faults, error) {
 	var f Faults
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return f, fmt.Errorf("faults body is not valid: %s", oneLine(err))
-	}
-	return f, nil
+	err := decodeBody(body, &f, true)
+	return f, err
 }

@@ -274,8 +274,8 @@ type chatRequest struct {
 // line, fit to show a client.
 func parseChatRequest(body io.Reader) (*chatRequest, error) {
 	var req chatRequest
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		return nil, decodeError(err)
+	if err := decodeBody(body, &req, false); err != nil {
+		return nil, err
 	}
 	if len(req.Messages) == 0 {
 		return nil, errors.New("messages must hold at least one message")
@@ -329,8 +329,8 @@ type completionRequest struct {
 // prompt is one prompt in any of the OpenAI API's shapes (see promptOf).
 func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 	var req completionRequest
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		return nil, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+	if err := decodeBody(body, &req, false); err != nil {
+		return nil, err
 	}
 	var err error
 	if req.text, req.ids, err = promptOf(req.Prompt); err != nil {
@@ -373,16 +373,6 @@ func promptOf(raw json.RawMessage) (text string, ids []uint32, err error) {
 		}
 	}
 	return "", nil, errors.New("prompt must be a non-empty string, a list of token ids (whole numbers from 0), or a list of one of either")
-}
-
-// decodeError says what was wrong with a request body: its JSON, or a
-// field that does not hold what it must.
-func decodeError(err error) error {
-	var syntax *json.SyntaxError
-	if errors.As(err, &syntax) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
-	}
-	return fmt.Errorf("request body is not a valid request: %s", oneLine(err))
 }
 
 // defaultMaxTokens caps an answer whose request sets no max_tokens. vLLM
@@ -791,8 +781,8 @@ func parseTokenizeRequest(body io.Reader) (string, error) {
 // template; special says whether to add special tokens.
 func parseTokenizeRequestWith(body io.Reader, eng *tokenizer.Engine) (text string, special bool, err error) {
 	var req tokenizeRequest
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		return "", false, fmt.Errorf("request body is not valid JSON: %s", oneLine(err))
+	if err := decodeBody(body, &req, false); err != nil {
+		return "", false, err
 	}
 	orDefault := func(b *bool, def bool) bool {
 		if b == nil {

@@ -664,6 +664,7 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Add(`{"messages":[{"role":"robot"}]}`)
 	f.Add(`{"max_completion_tokens":9,"messages":[{"role":"system","content":""}]}`)
 	f.Add(`[]`)
+	f.Add(`{"messages":[{"role":"user","content":"hi"}]}xyz`)
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := parseChatRequest(strings.NewReader(body))
 		if err != nil {
@@ -671,6 +672,9 @@ func FuzzParseChatRequest(f *testing.F) {
 				t.Fatalf("error is not one line: %q", err)
 			}
 			return
+		}
+		if !json.Valid([]byte(body)) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", body)
 		}
 		if len(req.Messages) == 0 || req.maxTokens <= 0 {
 			t.Fatalf("accepted request with %d messages and max_tokens %d", len(req.Messages), req.maxTokens)
@@ -686,6 +690,7 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Add(`{"prompt":[[4,5]]}`)
 	f.Add(`{"prompt":[[1],[2]]}`)
 	f.Add(`{"prompt":[-1]}`)
+	f.Add(`{"prompt":"x"} {}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := parseCompletionRequest(strings.NewReader(body))
 		if err != nil {
@@ -693,6 +698,9 @@ func FuzzParseCompletionRequest(f *testing.F) {
 				t.Fatalf("error is not one line: %q", err)
 			}
 			return
+		}
+		if !json.Valid([]byte(body)) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", body)
 		}
 		// One prompt, text or ids, never both nor neither.
 		if (req.text == "") == (len(req.ids) == 0) || req.maxTokens <= 0 {
@@ -705,10 +713,14 @@ func FuzzParseTokenizeRequest(f *testing.F) {
 	f.Add(`{"prompt":"hi"}`)
 	f.Add(`{"messages":[{"role":"user","content":"x"}]}`)
 	f.Add(`{"prompt":"","messages":[{"role":"user"}]}`)
+	f.Add(`{"prompt":"x"}]`)
 	f.Fuzz(func(t *testing.T, body string) {
 		_, err := parseTokenizeRequest(strings.NewReader(body))
 		if err != nil && strings.Contains(err.Error(), "\n") {
 			t.Fatalf("error is not one line: %q", err)
+		}
+		if err == nil && !json.Valid([]byte(body)) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", body)
 		}
 	})
 }
@@ -717,8 +729,12 @@ func FuzzParseFaults(f *testing.F) {
 	f.Add(`{"error_503":0.1,"stall":"2s"}`)
 	f.Add(`{"stall":1.5,"slowdown":3}`)
 	f.Add(`{"stream_cut":0.7,"error_500":0.7}`)
+	f.Add(`{"slowdown":2}{"slowdown":3}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		fs, err := parseFaults(strings.NewReader(body))
+		if err == nil && !json.Valid([]byte(body)) {
+			t.Fatalf("accepted a body that is not one JSON value: %q", body)
+		}
 		if err == nil {
 			err = fs.validate()
 		}
