@@ -146,31 +146,58 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s.runner.obs = newMetrics(s.reg, model, s.runner)
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+	// allowed is the methods each path serves, for the 405 of any other.
+	allowed := map[string][]string{}
+	handle := func(method, path string, h http.HandlerFunc) {
+		mux.Handle(method+" "+path, h)
+		allowed[path] = append(allowed[path], method)
+	}
+	handle("GET", "/health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`)
 	})
-	mux.HandleFunc("GET /v1/models", s.models)
-	mux.HandleFunc("POST /v1/chat/completions", s.completions(true))
-	mux.HandleFunc("POST /v1/completions", s.completions(false))
-	mux.HandleFunc("POST /tokenize", s.tokenize)
+	handle("GET", "/v1/models", s.models)
+	handle("POST", "/v1/chat/completions", s.completions(true))
+	handle("POST", "/v1/completions", s.completions(false))
+	handle("POST", "/tokenize", s.tokenize)
 	// vLLM's reset is open to any client, and so is this one, the router
 	// among them, wherever it runs; but not to a web page in a browser on
 	// the booth machine, which could otherwise wipe the demo's caches.
-	mux.Handle("POST /reset_prefix_cache", access.CrossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handle("POST", "/reset_prefix_cache", access.CrossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.runner.ResetPrefixCache()
 		w.WriteHeader(http.StatusOK)
-	})))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /inference/v1/config", s.inferenceConfig)
-	mux.HandleFunc("GET /get_server_info", s.serverInfo)
-	mux.HandleFunc("GET /admin/faults", s.getFaults)
-	mux.Handle("PUT /admin/faults", opts.Access.Require(http.HandlerFunc(s.putFaults)))
+	})).ServeHTTP)
+	handle("GET", "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP)
+	handle("GET", "/inference/v1/config", s.inferenceConfig)
+	handle("GET", "/get_server_info", s.serverInfo)
+	handle("GET", "/admin/faults", s.getFaults)
+	handle("PUT", "/admin/faults", opts.Access.Require(http.HandlerFunc(s.putFaults)).ServeHTTP)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if methods := allowed[r.URL.Path]; methods != nil {
+			methodNotAllowed(w, r, methods)
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	s.mux = mux
 	return s, nil
+}
+
+// methodNotAllowed answers a request for a path that serves other methods
+// as vLLM does: FastAPI's router refuses it with 405 and an Allow header,
+// and vLLM's handler of HTTP exceptions writes the error JSON. A path
+// served for GET is served for HEAD too, as FastAPI's and Go's routers
+// both do.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, methods []string) {
+	allow := make([]string, 0, len(methods)+1)
+	for _, m := range methods {
+		allow = append(allow, m)
+		if m == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("Method Not Allowed: %s takes %s, not %s", r.URL.Path, strings.Join(methods, " or "), r.Method))
 }
 
 // models answers as vLLM's GET /v1/models does.

@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -158,5 +159,90 @@ func TestWholeAnswersHaveVLLMsFieldsAndNoOthers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAWrongMethodIsA405NamingTheRightOne: vLLM (FastAPI) answers a known
+// path asked with a method it does not serve with 405 and an Allow
+// header, not 404, and its error JSON.
+func TestAWrongMethodIsA405NamingTheRightOne(t *testing.T) {
+	_, srv, ev := newTestServer(t, fast())
+	tests := []struct {
+		name, method, path string
+		want               int
+		wantAllow          string
+	}{
+		{"GET of the chat endpoint is a 405 allowing POST", "GET", "/v1/chat/completions", 405, "POST"},
+		{"PUT of the completions endpoint is a 405 allowing POST", "PUT", "/v1/completions", 405, "POST"},
+		{"HEAD of a POST endpoint is a 405 too", "HEAD", "/v1/chat/completions", 405, "POST"},
+		{"DELETE of /tokenize is a 405", "DELETE", "/tokenize", 405, "POST"},
+		{"GET of the cache reset is a 405, and resets nothing", "GET", "/reset_prefix_cache", 405, "POST"},
+		{"POST of the models list is a 405 allowing GET and HEAD", "POST", "/v1/models", 405, "GET, HEAD"},
+		{"DELETE of the faults is a 405 allowing what it serves", "DELETE", "/admin/faults", 405, "GET, HEAD, PUT"},
+		// An unknown path is still a 404, whatever the method.
+		{"GET of an unknown path is a 404", "GET", "/v1/embeddings", 404, ""},
+		{"POST of an unknown path is a 404", "POST", "/v1/chat", 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tt.want || resp.Header.Get("Allow") != tt.wantAllow {
+				t.Fatalf("got %d, Allow %q; want %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"), tt.want, tt.wantAllow)
+			}
+			if tt.method == "HEAD" {
+				return // a HEAD answer has no body
+			}
+			assertErrorBody(t, resp, tt.want)
+		})
+	}
+	if n := ev.kinds()["AllBlocksCleared"]; n != 0 {
+		t.Fatalf("a refused method cleared the cache %d times", n)
+	}
+}
+
+// TestEvery405HasAnErrorBody sends every method to every path the worker
+// serves: each 405 carries the error JSON on one line, as every other
+// refusal does, never an empty or plain-text body.
+func TestEvery405HasAnErrorBody(t *testing.T) {
+	_, srv, _ := newTestServer(t, fast())
+	paths := []string{"/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/tokenize",
+		"/reset_prefix_cache", "/metrics", "/inference/v1/config", "/get_server_info", "/admin/faults"}
+	seen := 0
+	for _, path := range paths {
+		for _, method := range []string{"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"} {
+			req, _ := http.NewRequest(method, srv.URL+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode == http.StatusMethodNotAllowed {
+				seen++
+				t.Run(method+" "+path, func(t *testing.T) { assertErrorBody(t, resp, 405) })
+			}
+			resp.Body.Close()
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no method was refused with a 405")
+	}
+}
+
+// assertErrorBody checks that resp's body is the error JSON, on one line,
+// with status as its code and a message.
+func assertErrorBody(t *testing.T, resp *http.Response, status int) {
+	t.Helper()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e apierror.Response
+	if err := json.Unmarshal(raw, &e); err != nil || e.Error.Code != status || e.Error.Message == "" || e.Error.Type == "" ||
+		strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("body %q (%v), want the error JSON with code %d on one line", raw, err, status)
 	}
 }
