@@ -53,14 +53,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err == nil {
 		v, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("stall %q is not a duration such as 2s", s)
+			return fmt.Errorf("stall: %q is not a duration such as \"2s\"", s)
 		}
 		*d = Duration(v)
 		return nil
 	}
 	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || math.Abs(secs) > 1e6 {
-		return fmt.Errorf("stall %s is neither a duration string nor a number of seconds", b)
+	err := json.Unmarshal(b, &secs)
+	switch {
+	case err != nil && rawKind(b) != "a number":
+		return fmt.Errorf("stall: expected a duration such as \"2s\" or a number of seconds, got %s", rawKind(b))
+	case err != nil || math.Abs(secs) > 1e6: // JSON has no NaN or infinity
+		return fmt.Errorf("stall: %s seconds is out of range (at most a million)", b)
 	}
 	*d = Duration(secs * float64(time.Second))
 	return nil

@@ -281,7 +281,7 @@ type genRequest struct {
 // chatRequest is the subset of an OpenAI chat request the worker reads.
 type chatRequest struct {
 	Model               string                `json:"model"`
-	Messages            []tokenizer.Message   `json:"messages"`
+	Messages            messageList           `json:"messages"`
 	MaxTokens           *int                  `json:"max_tokens"`
 	MaxCompletionTokens *int                  `json:"max_completion_tokens"`
 	Stream              bool                  `json:"stream"`
@@ -785,9 +785,9 @@ func jsonString(s string) string {
 
 // tokenizeRequest is vLLM's /tokenize body: a prompt or chat messages.
 type tokenizeRequest struct {
-	Model    string              `json:"model"`
-	Prompt   *string             `json:"prompt"`
-	Messages []tokenizer.Message `json:"messages"`
+	Model    string      `json:"model"`
+	Prompt   *string     `json:"prompt"`
+	Messages messageList `json:"messages"`
 	// AddGenerationPrompt ends rendered messages with the assistant's
 	// header; vLLM's default is true.
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`

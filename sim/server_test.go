@@ -668,8 +668,8 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := parseChatRequest(strings.NewReader(body))
 		if err != nil {
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error is not one line: %q", err)
+			if strings.Contains(err.Error(), "\n") || speaksGo(err.Error()) {
+				t.Fatalf("error is not one line free of Go types: %q", err)
 			}
 			return
 		}
@@ -694,8 +694,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := parseCompletionRequest(strings.NewReader(body))
 		if err != nil {
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error is not one line: %q", err)
+			if strings.Contains(err.Error(), "\n") || speaksGo(err.Error()) {
+				t.Fatalf("error is not one line free of Go types: %q", err)
 			}
 			return
 		}
@@ -716,8 +716,8 @@ func FuzzParseTokenizeRequest(f *testing.F) {
 	f.Add(`{"prompt":"x"}]`)
 	f.Fuzz(func(t *testing.T, body string) {
 		_, err := parseTokenizeRequest(strings.NewReader(body))
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Fatalf("error is not one line: %q", err)
+		if err != nil && (strings.Contains(err.Error(), "\n") || speaksGo(err.Error())) {
+			t.Fatalf("error is not one line free of Go types: %q", err)
 		}
 		if err == nil && !json.Valid([]byte(body)) {
 			t.Fatalf("accepted a body that is not one JSON value: %q", body)
@@ -739,8 +739,8 @@ func FuzzParseFaults(f *testing.F) {
 			err = fs.validate()
 		}
 		if err != nil {
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error is not one line: %q", err)
+			if strings.Contains(err.Error(), "\n") || speaksGo(err.Error()) {
+				t.Fatalf("error is not one line free of Go types: %q", err)
 			}
 			return
 		}

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -13,24 +14,39 @@ import (
 // are joined with newlines, as vLLM joins them before applying a chat
 // template that takes a string. A part of any other type (an image, audio)
 // is an error: kvlens's workers read text only.
+//
+// Its errors are one line fit to show a client, naming the field at fault
+// from the message down, as "content[1].text: expected a string, got a
+// number", and never a Go type: a caller that holds messages in a list
+// prefixes the message's place.
 func (m *Message) UnmarshalJSON(b []byte) error {
-	// plain has Message's fields but not this method; the outer Content,
-	// being shallower, takes the "content" key from it. Decoding it as any
-	// reads a long string content once, not twice.
-	type plain Message
+	// Both fields are decoded as any, so that a value of the wrong type is
+	// described here rather than by encoding/json in Go's terms; a long
+	// string content is read once, not twice.
 	var v struct {
-		plain
+		Role    any `json:"role"`
 		Content any `json:"content"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return err
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field == "":
+			return fmt.Errorf("expected a message, an object such as {\"role\":\"user\",\"content\":\"…\"}, got %s", valueKind(te.Value))
+		case errors.As(err, &te):
+			// Only a number too large for a float64 fails to decode as any.
+			return fmt.Errorf("%s: %s is out of range", te.Field, strings.TrimPrefix(te.Value, "number "))
+		}
+		return err // bad JSON, which the caller's decoder reports first
+	}
+	role, ok := v.Role.(string)
+	if !ok && v.Role != nil {
+		return fmt.Errorf("role: expected a string, got %s", kindOf(v.Role))
 	}
 	text, err := contentText(v.Content)
 	if err != nil {
 		return err
 	}
-	*m = Message(v.plain)
-	m.Content = text
+	*m = Message{Role: role, Content: text}
 	return nil
 }
 
@@ -45,20 +61,61 @@ func contentText(c any) (string, error) {
 		for i, p := range c {
 			part, ok := p.(map[string]any)
 			if !ok {
-				return "", fmt.Errorf("content[%d] must be an object, as {\"type\":\"text\",\"text\":\"…\"}", i)
+				return "", fmt.Errorf("content[%d]: expected a content part, an object such as {\"type\":\"text\",\"text\":\"…\"}, got %s", i, kindOf(p))
 			}
-			if typ, _ := part["type"].(string); typ != "text" {
-				return "", fmt.Errorf("content[%d] has type %q; only text parts are supported", i, fmt.Sprint(part["type"]))
+			switch typ, ok := part["type"].(string); {
+			case part["type"] == nil:
+				return "", fmt.Errorf("content[%d] has no type; only text parts, of type \"text\", are supported", i)
+			case !ok:
+				return "", fmt.Errorf("content[%d].type: expected a string, got %s", i, kindOf(part["type"]))
+			case typ != "text":
+				return "", fmt.Errorf("content[%d] has type %q; only text parts are supported", i, typ)
 			}
 			text, ok := part["text"].(string)
-			if !ok {
+			switch {
+			case part["text"] == nil:
 				return "", fmt.Errorf("content[%d] is a text part with no text", i)
+			case !ok:
+				return "", fmt.Errorf("content[%d].text: expected a string, got %s", i, kindOf(part["text"]))
 			}
 			texts[i] = text
 		}
 		return strings.Join(texts, "\n"), nil
 	}
-	return "", fmt.Errorf("content must be a string or an array of text parts, not %T", c)
+	return "", fmt.Errorf("content: expected a string or a list of content parts, got %s", kindOf(c))
+}
+
+// valueKind names the JSON type of a json.UnmarshalTypeError's Value
+// ("string", "number 1.5", "array", …), for a client's eyes.
+func valueKind(v string) string {
+	switch v {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	}
+	return "a number"
+}
+
+// kindOf names the JSON type of a decoded value, for a client's eyes.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "a list"
+	}
+	return "an object"
 }
 
 // TooManyPiecesError is a chat refused before it was decoded because it

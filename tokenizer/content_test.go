@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -56,6 +57,11 @@ func TestMessageUnmarshal(t *testing.T) {
 	}
 }
 
+// goTerms matches what a Go error says of Go's types, which a client of an
+// OpenAI API cannot act on: "Go struct field", "map[string]interface {}",
+// "float64", a package-qualified type name such as tokenizer.Message.
+var goTerms = regexp.MustCompile(`Go (value|struct)|interface \{|map\[|\[\]|\b(float|u?int)(8|16|32|64)\b|<nil>|\b(tokenizer|sim|router|json|openai|http)\.[A-Za-z]`)
+
 func TestMessageUnmarshalSadPath(t *testing.T) {
 	tests := []struct {
 		name string
@@ -63,11 +69,18 @@ func TestMessageUnmarshalSadPath(t *testing.T) {
 		// want is a piece of the error.
 		want string
 	}{
-		{"an image part is refused by name", `{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}`, `content[0] has type "image_url"`},
+		{"an image part is refused by name", `{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}`, `content[0] has type "image_url"; only text parts are supported`},
 		{"a text part without text is refused", `{"role":"user","content":[{"type":"text"}]}`, "content[0] is a text part with no text"},
-		{"a number content is refused", `{"role":"user","content":3}`, "content must be a string or an array of text parts"},
-		{"an array of strings is refused", `{"role":"user","content":["a"]}`, "content[0] must be an object"},
-		{"a role of the wrong type is refused", `{"role":1,"content":"a"}`, "cannot unmarshal"},
+		{"a part without a type is refused, saying so", `{"role":"user","content":[{"text":"a"}]}`, `content[0] has no type; only text parts, of type "text", are supported`},
+		{"a part whose type is not a string is refused", `{"role":"user","content":[{"type":7,"text":"a"}]}`, "content[0].type: expected a string, got a number"},
+		{"a text part whose text is not a string is refused", `{"role":"user","content":[{"type":"text","text":["a"]}]}`, "content[0].text: expected a string, got a list"},
+		{"a number content is refused", `{"role":"user","content":3}`, "content: expected a string or a list of content parts, got a number"},
+		{"an object content is refused", `{"role":"user","content":{"text":"a"}}`, "content: expected a string or a list of content parts, got an object"},
+		{"an array of strings is refused", `{"role":"user","content":["a"]}`, "content[0]: expected a content part, an object such as"},
+		{"a role of the wrong type is refused", `{"role":1,"content":"a"}`, "role: expected a string, got a number"},
+		{"a message that is not an object is refused", `"hi"`, "expected a message, an object such as"},
+		{"a list for a message is refused, naming what it got", `[{"role":"user"}]`, "got a list"},
+		{"a number too large for any type is out of range", `{"role":"user","content":1E1000}`, "content: 1E1000 is out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +88,9 @@ func TestMessageUnmarshalSadPath(t *testing.T) {
 			err := json.Unmarshal([]byte(tt.in), &got)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tt.want)
+			}
+			if goTerms.MatchString(err.Error()) {
+				t.Fatalf("err = %v speaks of Go types", err)
 			}
 		})
 	}
@@ -98,12 +114,17 @@ func FuzzMessageUnmarshal(f *testing.F) {
 		`{"role":"assistant","content":null}`,
 		`{"role":"user","content":[{"type":"image_url"}]}`,
 		`{"content":[{"type":"text","text":null}]}`,
+		`{"role":1}`,
+		`[{"role":"user"}]`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m Message
-		if json.Unmarshal(b, &m) != nil {
+		if err := json.Unmarshal(b, &m); err != nil {
+			if goTerms.MatchString(err.Error()) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %q: not one line free of Go types", err)
+			}
 			return
 		}
 		// What was read re-encodes, and reads back the same.
