@@ -152,12 +152,19 @@ func BodyLimit(maxModelLen int) int64 {
 }
 
 // Cut splits text into at most n parts of similar length, each cut placed
-// just before a space that sits between two ASCII letters. No piece of
-// cl100k's pre-tokenizer spans such a point: every pattern that can contain
-// a letter ends at the last letter of a run, and the space-led word that
-// follows is matched the same way from the start of the next part, since the
-// pattern has no look-behind. So the parts tokenize independently to the
-// same ids.
+// just before a space that sits between two ASCII letters, or before a
+// newline that follows an ASCII letter or digit. No piece of cl100k's
+// pre-tokenizer spans such a point: every pattern that can contain a letter
+// or a digit ends at the last one of a run (none takes a newline after
+// one; only punctuation takes the newlines after it), and what follows,
+// a space-led word or the newlines, is matched the same way from the start
+// of the next part, since the pattern has no look-behind. So the parts
+// tokenize independently to the same ids.
+//
+// The newlines matter for a chat whose content came as a list of parts,
+// which are joined with newlines: parts of a word each would otherwise
+// leave no cut point, and EncodeLimit would tokenize the whole text before
+// it could stop.
 func Cut(text string, n int) []string {
 	if n <= 1 {
 		return []string{text}
@@ -167,7 +174,7 @@ func Cut(text string, n int) []string {
 		at := len(text) / k
 		i := max(at, 1)
 		for ; i < len(text)-1; i++ {
-			if text[i] == ' ' && isASCIILetter(text[i-1]) && isASCIILetter(text[i+1]) {
+			if cutsBefore(text, i) {
 				break
 			}
 		}
@@ -180,7 +187,20 @@ func Cut(text string, n int) []string {
 	return append(parts, text)
 }
 
+// cutsBefore says whether Cut may cut text before byte i, 0 < i < len-1.
+func cutsBefore(text string, i int) bool {
+	switch text[i] {
+	case ' ':
+		return isASCIILetter(text[i-1]) && isASCIILetter(text[i+1])
+	case '\n':
+		return isASCIILetter(text[i-1]) || isASCIIDigit(text[i-1])
+	}
+	return false
+}
+
 func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+
+func isASCIIDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // encode appends the ids of text to dst, holding len(text) of busy while
 // the BPE runs.

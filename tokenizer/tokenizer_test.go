@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -53,7 +54,7 @@ func TestRenderChatPrefixGrowsTurnByTurn(t *testing.T) {
 	}
 }
 
-func TestCutSplitsOnlyBeforeASpaceBetweenLetters(t *testing.T) {
+func TestCutSplitsOnlyWhereNoPieceSpans(t *testing.T) {
 	tests := []struct {
 		name string
 		text string
@@ -66,6 +67,10 @@ func TestCutSplitsOnlyBeforeASpaceBetweenLetters(t *testing.T) {
 		{"digits and punctuation are never cut points", "12 34 56, 78 !! 90", 2, []string{"12 34 56, 78 !! 90"}},
 		{"a double space is not a cut point", "ab  cd  ef  gh", 2, []string{"ab  cd  ef  gh"}},
 		{"no cut point past the middle keeps the tail whole", "alpha beta 1 2 3 4 5 6 7 8", 2, []string{"alpha beta 1 2 3 4 5 6 7 8"}},
+		{"a newline after a letter is a cut point, as content parts are joined", "alpha\nbeta\ngamma\ndelta", 2, []string{"alpha\nbeta\ngamma", "\ndelta"}},
+		{"a newline after a digit is a cut point", "12\n34\n56\n78", 2, []string{"12\n34", "\n56\n78"}},
+		{"a newline after punctuation is not, as the punctuation takes it", "ab.\ncd.\nef.\ngh.", 2, []string{"ab.\ncd.\nef.\ngh."}},
+		{"a newline after a newline is not", "ab\n\n\n\n\n\n\n\ncd", 2, []string{"ab\n\n\n\n\n\n\n\ncd"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +90,7 @@ func FuzzCutKeepsTokens(f *testing.F) {
 		"don't stop   me now\n\n<|user|>\nhello world  \t tabs\r\nand CRLF",
 		"naïve café résumé with accents and 数字 123456 and emoji 🎉 in between words",
 		"a b c d e f g h i j k l m n o p q r s t u v w x y z",
+		"alpha\nbeta\n12\n\n  gamma\n.\ndelta's\n\t\nx\r\ny 7\n",
 	} {
 		f.Add(s, uint8(2))
 	}
@@ -114,6 +120,7 @@ func TestEncodeInPiecesMatchesOneCall(t *testing.T) {
 		{"a long run of spaces, which cannot be cut, tokenizes as one call does", strings.Repeat(" ", 3*pieceBytes)},
 		{"non-ASCII text between the cut points tokenizes as one call does", strings.Repeat("café naïve 東京 ", 2000)},
 		{"text shorter than a piece is one call", "short"},
+		{"lines of words, digits and punctuation, cut at newlines, tokenize as one call does", strings.Repeat("word\n12\n.\n \nfoo's\n\n  bar\r\nbaz\t\nQux7\n東京\n", 2000)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,6 +233,46 @@ func TestChatBytesIsTheRenderedLength(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got, want := ChatBytes(tt.msgs), len(RenderChat(tt.msgs)); got != want {
 				t.Fatalf("ChatBytes = %d, len(RenderChat) = %d", got, want)
+			}
+		})
+	}
+}
+
+// TestEncodeLimitStopsEarlyOnContentParts checks the work EncodeLimit does
+// on a chat whose content came as a list of parts, one word each: the
+// parts are joined with newlines, and tokenizing must stop a piece past
+// the limit, as it does for the same words joined with spaces, not
+// tokenize all 40,000 tokens first. Work is counted in tokens encoded
+// (TooLongError.AtLeast says where tokenizing stopped), not in time.
+func TestEncodeLimitStopsEarlyOnContentParts(t *testing.T) {
+	parts := make([]map[string]string, 2000)
+	for i := range parts {
+		parts[i] = map[string]string{"type": "text", "text": strings.Repeat("abcdefghij", 10)}
+	}
+	body, _ := json.Marshal(map[string]any{"role": "user", "content": parts})
+	var m Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 4000
+	tests := []struct {
+		name string
+		text string
+	}{
+		{"text parts joined with newlines", RenderChat([]Message{m})},
+		{"the same words joined with spaces", RenderChat([]Message{{Role: "user", Content: strings.ReplaceAll(m.Content, "\n", " ")}})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			total := len(Encode(tt.text))
+			_, err := EncodeLimit(tt.text, limit)
+			var tl *TooLongError
+			if !errors.As(err, &tl) || tl.Bytes > 0 {
+				t.Fatalf("EncodeLimit = %v, want a TooLongError once tokenizing passed %d", err, limit)
+			}
+			// A piece has pieceBytes of text, so no more tokens than that.
+			if tl.AtLeast > limit+pieceBytes {
+				t.Fatalf("tokenizing stopped at %d of the text's %d tokens, want within a piece of the limit %d", tl.AtLeast, total, limit)
 			}
 		})
 	}
