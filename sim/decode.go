@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +68,7 @@ func decodeError(err error) error {
 		// than that the body was refused rather than speak of Go.
 		return errors.New("request body is not a valid request")
 	}
-	return errors.New(msg) // a field's own reader, such as messageList's
+	return &fieldError{msg}
 }
 
 // valueKind names the JSON type of a json.UnmarshalTypeError's Value
@@ -114,36 +113,40 @@ func typeName(t reflect.Type) string {
 	return "another JSON type"
 }
 
-// messageList is a chat's messages, decoded one at a time so that an error
-// names the message at fault, as "messages[2].content: expected a string
-// or a list of content parts, got a number".
-type messageList []tokenizer.Message
+// fieldError is what a field's own reader refused it with (a chat
+// message's, a stall's): it is in a client's words already.
+type fieldError struct{ msg string }
 
-// UnmarshalJSON implements json.Unmarshaler.
-func (l *messageList) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*l = nil
-		return nil
+func (e *fieldError) Error() string { return e.msg }
+
+// placeMessageError gives err, a chat message's own refusal, the message's
+// place in body, as "messages[2].content: expected a string or a list of
+// content parts, got a number": tokenizer.Message cannot know its place.
+// Learning it decodes the messages again, one at a time, which only a
+// refused body pays; any other error is returned as it is.
+func placeMessageError(body []byte, err error) error {
+	var fe *fieldError
+	if !errors.As(err, &fe) {
+		return err
 	}
-	if b = bytes.TrimSpace(b); b[0] != '[' {
-		return fmt.Errorf("messages: expected a list of messages, got %s", rawKind(b))
+	var raw struct {
+		Messages []json.RawMessage `json:"messages"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.Token() // the '[': b is an array the caller's decoder checked
-	msgs := []tokenizer.Message{}
-	for i := 0; dec.More(); i++ {
+	if json.Unmarshal(body, &raw) != nil {
+		return err
+	}
+	for i, r := range raw.Messages {
 		var m tokenizer.Message
-		if err := dec.Decode(&m); err != nil {
-			msg := oneLine(err)
-			if strings.HasPrefix(msg, "expected") {
-				return fmt.Errorf("messages[%d]: %s", i, msg)
-			}
-			return fmt.Errorf("messages[%d].%s", i, msg)
+		e := json.Unmarshal(r, &m)
+		if e == nil {
+			continue
 		}
-		msgs = append(msgs, m)
+		if msg := oneLine(e); !strings.HasPrefix(msg, "expected") {
+			return fmt.Errorf("messages[%d].%s", i, msg) // msg names the message's field
+		}
+		return fmt.Errorf("messages[%d]: %s", i, oneLine(e))
 	}
-	*l = msgs
-	return nil
+	return err
 }
 
 // rawKind names the JSON type of a value, which the caller's decoder

@@ -74,7 +74,7 @@ func TestNoErrorSpeaksOfGoTypes(t *testing.T) {
 		{"an empty body", "POST", chat, ``, "request body is empty"},
 		{"a body cut short", "POST", done, `{"prompt":"x",`, "request body is not valid JSON: it ends before its JSON value does"},
 		{"a body with a stray character", "POST", chat, `{"messages":[` + user + `],}`, "request body is not valid JSON: invalid character '}'"},
-		{"messages as a string", "POST", chat, `{"messages":"hi"}`, "messages: expected a list of messages, got a string"},
+		{"messages as a string", "POST", chat, `{"messages":"hi"}`, "messages: expected a list, got a string"},
 		{"a message that is a number", "POST", chat, `{"messages":[` + user + `,1]}`, "messages[1]: expected a message, an object such as"},
 		{"a role that is a number", "POST", chat, `{"messages":[{"role":1,"content":"x"}]}`, "messages[0].role: expected a string, got a number"},
 		{"content that is a number", "POST", chat, `{"messages":[{"role":"user","content":5}]}`, "messages[0].content: expected a string or a list of content parts, got a number"},

@@ -281,7 +281,7 @@ type genRequest struct {
 // chatRequest is the subset of an OpenAI chat request the worker reads.
 type chatRequest struct {
 	Model               string                `json:"model"`
-	Messages            messageList           `json:"messages"`
+	Messages            []tokenizer.Message   `json:"messages"`
 	MaxTokens           *int                  `json:"max_tokens"`
 	MaxCompletionTokens *int                  `json:"max_completion_tokens"`
 	Stream              bool                  `json:"stream"`
@@ -299,10 +299,10 @@ type chatRequest struct {
 
 // parseChatRequest decodes and checks a chat request body. Its errors are one
 // line, fit to show a client.
-func parseChatRequest(body io.Reader) (*chatRequest, error) {
+func parseChatRequest(body []byte) (*chatRequest, error) {
 	var req chatRequest
-	if err := decodeBody(body, &req, false); err != nil {
-		return nil, err
+	if err := decodeBody(bytes.NewReader(body), &req, false); err != nil {
+		return nil, placeMessageError(body, err)
 	}
 	if len(req.Messages) == 0 {
 		return nil, errors.New("messages must hold at least one message")
@@ -506,7 +506,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if err := tokenizer.CheckPieces(body, limit); err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
-		req, err := parseChatRequest(bytes.NewReader(body))
+		req, err := parseChatRequest(body)
 		if err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
@@ -785,9 +785,9 @@ func jsonString(s string) string {
 
 // tokenizeRequest is vLLM's /tokenize body: a prompt or chat messages.
 type tokenizeRequest struct {
-	Model    string      `json:"model"`
-	Prompt   *string     `json:"prompt"`
-	Messages messageList `json:"messages"`
+	Model    string              `json:"model"`
+	Prompt   *string             `json:"prompt"`
+	Messages []tokenizer.Message `json:"messages"`
 	// AddGenerationPrompt ends rendered messages with the assistant's
 	// header; vLLM's default is true.
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`
@@ -799,17 +799,17 @@ type tokenizeRequest struct {
 
 // parseTokenizeRequest decodes a /tokenize body and returns the text to
 // tokenize: the prompt, or the messages rendered with the chat template.
-func parseTokenizeRequest(body io.Reader) (string, error) {
+func parseTokenizeRequest(body []byte) (string, error) {
 	text, _, err := parseTokenizeRequestWith(body, tokenizer.Embedded)
 	return text, err
 }
 
 // parseTokenizeRequestWith is parseTokenizeRequest with eng's chat
 // template; special says whether to add special tokens.
-func parseTokenizeRequestWith(body io.Reader, eng *tokenizer.Engine) (text string, special bool, err error) {
+func parseTokenizeRequestWith(body []byte, eng *tokenizer.Engine) (text string, special bool, err error) {
 	var req tokenizeRequest
-	if err := decodeBody(body, &req, false); err != nil {
-		return "", false, err
+	if err := decodeBody(bytes.NewReader(body), &req, false); err != nil {
+		return "", false, placeMessageError(body, err)
 	}
 	orDefault := func(b *bool, def bool) bool {
 		if b == nil {
@@ -843,7 +843,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	text, special, err := parseTokenizeRequestWith(bytes.NewReader(body), s.tok)
+	text, special, err := parseTokenizeRequestWith(body, s.tok)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

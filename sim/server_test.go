@@ -666,7 +666,7 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Add(`[]`)
 	f.Add(`{"messages":[{"role":"user","content":"hi"}]}xyz`)
 	f.Fuzz(func(t *testing.T, body string) {
-		req, err := parseChatRequest(strings.NewReader(body))
+		req, err := parseChatRequest([]byte(body))
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") || speaksGo(err.Error()) {
 				t.Fatalf("error is not one line free of Go types: %q", err)
@@ -715,7 +715,7 @@ func FuzzParseTokenizeRequest(f *testing.F) {
 	f.Add(`{"prompt":"","messages":[{"role":"user"}]}`)
 	f.Add(`{"prompt":"x"}]`)
 	f.Fuzz(func(t *testing.T, body string) {
-		_, err := parseTokenizeRequest(strings.NewReader(body))
+		_, err := parseTokenizeRequest([]byte(body))
 		if err != nil && (strings.Contains(err.Error(), "\n") || speaksGo(err.Error())) {
 			t.Fatalf("error is not one line free of Go types: %q", err)
 		}
