@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -201,5 +202,61 @@ func TestWebsocketOriginMustBeAnAllowedHost(t *testing.T) {
 				t.Fatalf("CheckOrigin = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestWebsocketOriginMustBeTheRequestsOwn holds both origin checks, the
+// dashboard's and a bare hub's, to the browser's idea of an origin: scheme,
+// host and port. A page of another program on this host (another port) is
+// another origin; a port left out is its scheme's default.
+func TestWebsocketOriginMustBeTheRequestsOwn(t *testing.T) {
+	opts := testOptions()
+	opts.Hosts = mustHosts("booth.example")
+	s := New(&fakeLoad{}, newFakeRouter("kv"), opts)
+	checks := map[string]func(*http.Request) bool{"dashboard": s.hub.upgrader.CheckOrigin, "hub": sameOrigin}
+	tests := []struct {
+		name         string
+		host, origin string
+		tls          bool // the request came over TLS
+		want         bool
+	}{
+		{"the page's own origin passes", "localhost:8080", "http://localhost:8080", false, true},
+		{"no Origin (not a browser) passes", "localhost:8080", "", false, true},
+		{"an Origin's default http port matches a Host without one", "localhost", "http://localhost:80", false, true},
+		{"a Host's default http port matches an Origin without one", "localhost:80", "http://localhost", false, true},
+		{"an https page behind an ingress that ends TLS passes", "booth.example", "https://booth.example", false, true},
+		{"an https Origin's default port matches a Host's 443", "booth.example:443", "https://booth.example", false, true},
+		{"an IPv6 literal matches itself", "[::1]:8080", "http://[::1]:8080", false, true},
+		{"an IPv6 literal matches its other spelling", "[0:0::1]:8080", "http://[::1]:8080", false, true},
+		{"the host is compared without regard to case", "LocalHost:8080", "http://localhost:8080", false, true},
+		{"an https page over TLS passes", "localhost:8443", "https://localhost:8443", true, true},
+
+		// Sad path.
+		{"another port of the same host is refused", "localhost:8080", "http://localhost:9999", false, false},
+		{"another port of an IPv6 literal is refused", "[::1]:8080", "http://[::1]:9999", false, false},
+		{"an explicit port is not the default one", "localhost", "http://localhost:8080", false, false},
+		{"an http page's port 80 is not https's 443", "booth.example:443", "http://booth.example", false, false},
+		{"an http page is refused over TLS", "localhost:8443", "http://localhost:8443", true, false},
+		{"another loopback name is another origin", "localhost:8080", "http://127.0.0.1:8080", false, false},
+		{"a file page is refused", "localhost:8080", "file://localhost:8080", false, false},
+		{"an opaque origin is refused", "localhost:8080", "null", false, false},
+		{"an opaque origin is refused when the Host is empty too", "", "null", false, false},
+	}
+	for _, tt := range tests {
+		for name, check := range checks {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				r := httptest.NewRequest("GET", "/ws", nil)
+				r.Host = tt.host
+				if tt.tls {
+					r.TLS = &tls.ConnectionState{}
+				}
+				if tt.origin != "" {
+					r.Header.Set("Origin", tt.origin)
+				}
+				if got := check(r); got != tt.want {
+					t.Fatalf("Host %q, Origin %q: allowed = %v, want %v", tt.host, tt.origin, got, tt.want)
+				}
+			})
+		}
 	}
 }

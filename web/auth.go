@@ -32,14 +32,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // wsOrigin is the websocket upgrader's origin check: a browser's Origin must
-// name one of the dashboard's own hosts, so a page under a rebound domain
-// cannot read the live figures. Requests without an Origin (not from a
-// browser) pass; their Host has been checked already.
+// be the request's own (sameOrigin: scheme, host and port) and name one of
+// the dashboard's hosts, so neither another port of this host nor a page
+// under a rebound domain can read the live figures. Requests without an
+// Origin (not from a browser) pass; their Host has been checked already.
 func (s *Server) wsOrigin(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
 	}
 	u, err := url.Parse(origin)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && s.rule.Hosts.Allows(u.Host)
+	return err == nil && sameOrigin(r) && s.rule.Hosts.Allows(u.Host)
 }

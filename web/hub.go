@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,16 +198,51 @@ func NewHub(tick, hello func() [][]byte, lim HubLimits, reg prometheus.Registere
 	return h
 }
 
-// sameOrigin refuses a websocket opened by a page of another site, so a
-// foreign page cannot read the dashboard through a visitor's browser.
-// Requests without an Origin (not from a browser) are allowed.
+// sameOrigin refuses a websocket opened by a page of another origin, so
+// that neither a foreign site nor another program on this host (a page at
+// http://localhost:9999) can read the dashboard through a visitor's
+// browser: the Origin's host and port must be the request's Host, with an
+// absent port read as its scheme's default (80 for http, 443 for https) and
+// the host compared as a browser does, without regard to case. Requests
+// without an Origin (not from a browser) are allowed.
+//
+// A Host without a port is taken to be on the Origin's scheme's default
+// port: behind an ingress that ends TLS, the page https://booth.example
+// opens a websocket that arrives as plain HTTP with Host booth.example.
+// Over TLS the Origin must be https.
 func sameOrigin(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Host == r.Host
+	if err != nil || u.Host == "" {
+		return false
+	}
+	def, ok := defaultPorts[u.Scheme]
+	if !ok || (r.TLS != nil && u.Scheme != "https") {
+		return false
+	}
+	oh, op := splitHost(u.Host, def)
+	rh, rp := splitHost(r.Host, def)
+	return oh == rh && op == rp
+}
+
+// defaultPorts are the ports a browser leaves out of an Origin or a Host.
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// splitHost splits a Host header or an Origin's host into the host, lower
+// case and, for an address, in its canonical form, and the port, def when
+// there is none.
+func splitHost(hostport, def string) (host, port string) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), def
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String(), port
+	}
+	return strings.ToLower(host), port
 }
 
 // Clients returns how many browsers are connected.
