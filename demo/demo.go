@@ -149,7 +149,7 @@ func DefaultConfig() Config {
 		Dashboard: web.Options{
 			SliderMin: 60, SliderMax: 180, SliderStep: 20,
 			SLOTTFT: 600 * time.Millisecond, SLOTPOT: 60 * time.Millisecond,
-			Viewers: web.HubLimits{MaxViewers: web.DefaultMaxViewers},
+			Viewers: web.HubLimits{MaxViewers: web.DefaultMaxViewers, MaxPerAddress: web.DefaultMaxPerAddress},
 		},
 	}
 }

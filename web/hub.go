@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strings"
@@ -44,10 +45,20 @@ const (
 // more than booth Wi-Fi carries, and 25 MB.
 const DefaultMaxViewers = 500
 
+// DefaultMaxPerAddress is how many of those places one address may hold
+// unless told otherwise: a visitor's phone and laptop with a few tabs each,
+// or a few colleagues behind one NAT. It takes 32 addresses to fill
+// DefaultMaxViewers, so one client opening websockets that never read
+// cannot lock every other viewer out (an audit held all 500 from one
+// address). Behind a proxy or gateway every viewer has the proxy's address:
+// raise it to MaxViewers there.
+const DefaultMaxPerAddress = 16
+
 // Reasons a viewer is dropped or refused, as the
 // kvlens_web_viewer_drops_total metric labels them.
 const (
 	dropCap     = "cap"         // refused: MaxViewers were already watching
+	dropAddress = "address"     // refused: its address already held MaxPerAddress
 	dropIdle    = "idle"        // sent nothing, not even a pong, for IdleTimeout
 	dropBacklog = "backlog"     // its oldest unsent frame waited past MaxBacklog, or its queue outgrew MaxQueueBytes
 	dropWrite   = "write_error" // a write or ping failed
@@ -59,6 +70,13 @@ type HubLimits struct {
 	// MaxViewers is how many websockets may be open at once; past it a new
 	// one is refused with 503 before the upgrade. Default DefaultMaxViewers.
 	MaxViewers int
+	// MaxPerAddress is how many of them one address may hold at once, an
+	// IPv6 address counted with the rest of its /64 (what one host is
+	// usually given); past it a new one is refused with 429 before the
+	// upgrade. Loopback counts like any other address: on a booth machine
+	// it is where a stray local program connects from, and the operator's
+	// own browser needs one or two. Default DefaultMaxPerAddress.
+	MaxPerAddress int
 	// PingEvery is how often each viewer is pinged. Default 10 s.
 	PingEvery time.Duration
 	// IdleTimeout closes a viewer that has sent nothing, not even the pong
@@ -84,6 +102,9 @@ func (l HubLimits) withDefaults() HubLimits {
 	if l.MaxViewers <= 0 {
 		l.MaxViewers = DefaultMaxViewers
 	}
+	if l.MaxPerAddress <= 0 {
+		l.MaxPerAddress = DefaultMaxPerAddress
+	}
 	if l.MaxQueueBytes <= 0 {
 		l.MaxQueueBytes = 4 << 20
 	}
@@ -106,10 +127,10 @@ func newHubMetrics(reg prometheus.Registerer) *hubMetrics {
 			Name: "kvlens_web_viewers", Help: "Browsers connected to the dashboard's websocket.",
 		}),
 		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvlens_web_viewer_drops_total", Help: "Websockets refused (cap) or closed by the server (idle, backlog, write_error), by reason.",
+			Name: "kvlens_web_viewer_drops_total", Help: "Websockets refused (cap, address) or closed by the server (idle, backlog, write_error), by reason.",
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{dropCap, dropIdle, dropBacklog, dropWrite} {
+	for _, r := range []string{dropCap, dropAddress, dropIdle, dropBacklog, dropWrite} {
 		m.drops.WithLabelValues(r) // every reason is exported from the start, at 0
 	}
 	if reg != nil {
@@ -128,10 +149,11 @@ type Hub struct {
 	upgrader websocket.Upgrader
 	mu       sync.Mutex
 	clients  map[*client]struct{}
-	pending  int     // upgrades under way, counted against MaxViewers
-	greeting []frame // hello's frames since the last tick; nil: not built
-	left     int     // viewers gone since memory was last handed back
-	leftNow  bool    // a viewer went during this tick
+	pending  int                  // upgrades under way, counted against MaxViewers
+	held     map[netip.Prefix]int // viewers and upgrades under way by address, counted against MaxPerAddress
+	greeting []frame              // hello's frames since the last tick; nil: not built
+	left     int                  // viewers gone since memory was last handed back
+	leftNow  bool                 // a viewer went during this tick
 	released time.Time
 	closed   bool
 }
@@ -141,6 +163,7 @@ type Hub struct {
 // notices pongs and departures.
 type client struct {
 	conn *websocket.Conn
+	addr netip.Prefix  // where it connected from, as held counts it
 	wake chan struct{} // capacity 1: the queue has grown
 	gone chan struct{} // closed once the hub has let the client go
 
@@ -183,7 +206,7 @@ func prepare(msgs [][]byte) []frame {
 // NewHub returns a hub that sends tick's frames every second, and hello's to
 // each new browser, within lim; reg, when not nil, receives its metrics.
 func NewHub(tick, hello func() [][]byte, lim HubLimits, reg prometheus.Registerer) *Hub {
-	h := &Hub{tick: tick, hello: hello, clients: map[*client]struct{}{}}
+	h := &Hub{tick: tick, hello: hello, clients: map[*client]struct{}{}, held: map[netip.Prefix]int{}}
 	h.lim = lim.withDefaults()
 	h.metrics = newHubMetrics(reg)
 	// Frames are mostly HTML and JSON, 14 KB a second with the A/B view's
@@ -310,8 +333,8 @@ func (h *Hub) closeAll() {
 	}
 }
 
-// ServeWS upgrades a browser's request and registers it, unless MaxViewers
-// are already watching.
+// ServeWS upgrades a browser's request and registers it, unless its address
+// already holds MaxPerAddress places or MaxViewers are already watching.
 func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 	// Checked before the cap, so that a foreign page cannot use up places.
 	if !h.upgrader.CheckOrigin(r) {
@@ -324,6 +347,14 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "websocket refused: the dashboard is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	addr := viewerAddress(r.RemoteAddr)
+	if h.held[addr] >= h.lim.MaxPerAddress {
+		h.mu.Unlock()
+		h.metrics.drops.WithLabelValues(dropAddress).Inc()
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("websocket refused: %s already has %d dashboards open, the most one address may (--max-viewers-per-address); close one and reload", addrText(addr), h.lim.MaxPerAddress), http.StatusTooManyRequests)
+		return
+	}
 	if len(h.clients)+h.pending >= h.lim.MaxViewers {
 		h.mu.Unlock()
 		h.metrics.drops.WithLabelValues(dropCap).Inc()
@@ -333,19 +364,22 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.pending++
+	h.held[addr]++
 	h.mu.Unlock()
 
 	conn, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		h.mu.Lock()
 		h.pending--
+		h.releaseLocked(addr)
 		h.mu.Unlock()
 		return // the upgrader has answered the client
 	}
-	c := &client{conn: conn, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	c := &client{conn: conn, addr: addr, wake: make(chan struct{}, 1), gone: make(chan struct{})}
 	h.mu.Lock()
 	h.pending--
 	if h.closed {
+		h.releaseLocked(addr)
 		h.mu.Unlock()
 		conn.Close()
 		return
@@ -362,6 +396,45 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 	go h.write(c)
 	go h.read(c)
+}
+
+// releaseLocked gives back one of addr's places. h.mu must be held.
+func (h *Hub) releaseLocked(addr netip.Prefix) {
+	if h.held[addr] <= 1 {
+		delete(h.held, addr) // the map holds only addresses with viewers
+		return
+	}
+	h.held[addr]--
+}
+
+// viewerAddress is what MaxPerAddress counts a connection against: its IPv4
+// address, or the /64 of its IPv6 address, since one host usually has a
+// whole /64 to pick addresses from. A remote address that does not parse
+// (not TCP) counts as the zero prefix, shared by all such.
+func viewerAddress(remote string) netip.Prefix {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	a := ap.Addr().Unmap().WithZone("")
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// addrText names an address as a refusal shows it: an IPv4 address alone,
+// an IPv6 one as its /64.
+func addrText(p netip.Prefix) string {
+	switch {
+	case !p.IsValid():
+		return "this address"
+	case p.Addr().Is4():
+		return p.Addr().String()
+	}
+	return p.String()
 }
 
 // push queues frames queued at now; false means the client is too far
@@ -415,6 +488,7 @@ func (h *Hub) removeLocked(c *client, reason string) {
 		return
 	}
 	delete(h.clients, c)
+	h.releaseLocked(c.addr)
 	h.metrics.viewers.Set(float64(len(h.clients)))
 	h.left++
 	h.leftNow = true

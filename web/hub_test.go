@@ -259,8 +259,8 @@ func TestHubMetricsAreRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 5 { // the gauge and one counter per reason
-		t.Fatalf("%d series, want 5", n)
+	if n != 6 { // the gauge and one counter per reason
+		t.Fatalf("%d series, want 6", n)
 	}
 }
 
@@ -343,4 +343,105 @@ func TestHubCompressesFramesForBrowsersThatAskOnly(t *testing.T) {
 	if deflated.wire*4 > plain.wire {
 		t.Errorf("the frame took %d bytes on the wire compressed and %d plain; want a quarter or less", deflated.wire, plain.wire)
 	}
+}
+
+// fromServer serves a hub whose requests come from the address each client
+// names in X-From, as if it had connected from there.
+func fromServer(t *testing.T, lim HubLimits) (*Hub, *httptest.Server) {
+	t.Helper()
+	h := NewHub(func() [][]byte { return nil }, func() [][]byte { return [][]byte{[]byte("hello")} }, lim, prometheus.NewRegistry())
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = r.Header.Get("X-From")
+		h.ServeWS(w, r)
+	}))
+	t.Cleanup(func() { h.closeAll(); ts.Close() })
+	return h, ts
+}
+
+// dialFrom opens a websocket that never reads from the address from, and
+// returns the status of the answer (101 when it opened) and its body.
+func dialFrom(t *testing.T, ts *httptest.Server, from string) (*websocket.Conn, int, string) {
+	t.Helper()
+	c, resp, err := websocket.DefaultDialer.Dial(hubURL(ts), http.Header{"X-From": {from}})
+	if resp == nil {
+		t.Fatalf("dial from %s: no answer: %v", from, err)
+	}
+	if c != nil {
+		t.Cleanup(func() { c.Close() })
+		return c, resp.StatusCode, ""
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return nil, resp.StatusCode, string(body)
+}
+
+func TestHubCapsViewersPerAddress(t *testing.T) {
+	lim := HubLimits{MaxViewers: 4, MaxPerAddress: 2}
+	tests := []struct {
+		name string
+		from []string // the addresses that connect, in order
+		want []int    // the status each gets: 101 opened, 429 over its address's share, 503 over the total
+	}{
+		{"an address past its 2 places is refused, and another address still gets in",
+			[]string{"192.0.2.7:1000", "192.0.2.7:1001", "192.0.2.7:1002", "198.51.100.1:1000"}, []int{101, 101, 429, 101}},
+		{"an IPv6 address shares its /64's places",
+			[]string{"[2001:db8::1]:1", "[2001:db8::2]:1", "[2001:db8::3]:1", "[2001:db8:0:1::1]:1"}, []int{101, 101, 429, 101}},
+		{"an IPv4-mapped IPv6 address is its IPv4 address",
+			[]string{"192.0.2.7:1", "[::ffff:192.0.2.7]:2", "192.0.2.7:3"}, []int{101, 101, 429}},
+		{"loopback counts like any other address",
+			[]string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "[::1]:1"}, []int{101, 101, 429, 101}},
+		{"a remote address that is not TCP's counts as one address",
+			[]string{"pipe", "@", "pipe"}, []int{101, 101, 429}},
+		{"the total cap still holds over many addresses",
+			[]string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1", "192.0.2.4:1", "192.0.2.5:1"}, []int{101, 101, 101, 101, 503}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, ts := fromServer(t, lim)
+			var refused429 float64
+			for i, from := range tt.from {
+				_, got, body := dialFrom(t, ts, from)
+				if got != tt.want[i] {
+					t.Fatalf("connection %d from %s: status %d %q, want %d", i+1, from, got, body, tt.want[i])
+				}
+				if got == http.StatusTooManyRequests {
+					refused429++
+					if !strings.Contains(body, "already has 2 dashboards open") || !strings.Contains(body, "--max-viewers-per-address") || strings.Count(strings.TrimSpace(body), "\n") > 0 {
+						t.Errorf("refusal %q: want one line naming the share and the flag", body)
+					}
+				}
+			}
+			if d := drops(h, dropAddress); d != refused429 {
+				t.Errorf("drops{reason=address} = %v, want %v", d, refused429)
+			}
+		})
+	}
+
+	t.Run("a viewer leaving, or an upgrade that fails, gives its address's place back", func(t *testing.T) {
+		h, ts := fromServer(t, lim)
+		a, _, _ := dialFrom(t, ts, "192.0.2.7:1")
+		dialFrom(t, ts, "192.0.2.7:2")
+		eventually(t, "two viewers registered", func() bool { return h.Clients() == 2 })
+		a.Close()
+		eventually(t, "the leaver unregistered", func() bool { return h.Clients() == 1 })
+		if _, got, body := dialFrom(t, ts, "192.0.2.7:3"); got != http.StatusSwitchingProtocols {
+			t.Fatalf("after one left: status %d %q, want 101", got, body)
+		}
+		// Plain GETs, not upgrades: the upgrader refuses them after they
+		// were counted, and each must give its place back.
+		for i := range 3 {
+			req, _ := http.NewRequest("GET", ts.URL, nil)
+			req.Header.Set("X-From", "198.51.100.1:1")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("plain GET %d: status %d, want the upgrader's 400", i+1, resp.StatusCode)
+			}
+		}
+		if _, got, body := dialFrom(t, ts, "198.51.100.1:2"); got != http.StatusSwitchingProtocols {
+			t.Fatalf("after three failed upgrades: status %d %q, want 101", got, body)
+		}
+	})
 }

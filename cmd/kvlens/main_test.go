@@ -93,6 +93,7 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a model directory that auto would not try", []string{"--tokenizer", "embedded", "--tokenizer-dir", "../../tokenizer/testdata/llama3"}, "--tokenizer-dir is tried by --tokenizer auto", ""},
 		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more", ""},
 		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0", ""},
+		{"a per-address viewer cap with room for nobody", []string{"--max-viewers-per-address", "0"}, "--max-viewers-per-address must be at least 1, got 0", ""},
 		{"a concurrency off the slider", []string{"--concurrency", "0"}, "--concurrency: concurrency 0 is outside 60..180", ""},
 		{"a negative think time", []string{"--think-time", "-5s"}, "--think-time must not be negative, got -5s", ""},
 		{"a negative request timeout", []string{"--request-timeout", "-1s"}, "--request-timeout must be 0 (never) or more, got -1s", ""},
