@@ -25,6 +25,7 @@ import (
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/dynamo"
+	"github.com/kvlens/kvlens/internal/connlimit"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/recording"
 	"github.com/kvlens/kvlens/router"
@@ -38,6 +39,11 @@ import (
 type Config struct {
 	// Addr is the dashboard's listen address, such as :8080.
 	Addr string
+	// MaxConns is how many connections the dashboard's listener holds open
+	// at once (its /v1 and the load generator's requests included); past
+	// it, new ones wait in the kernel's accept queue. 0 means
+	// connlimit.Default(1), from the process's descriptor limit.
+	MaxConns int
 	// SimWorkers is how many simulated workers to run when Workers is empty.
 	SimWorkers int
 	// SimProfile is the simulated workers' engine profile.
@@ -197,6 +203,7 @@ type Demo struct {
 	fleet   *sim.Fleet // the first lane's simulated workers; nil for real ones
 	scraper *scraper   // real workers' /metrics; nil for the simulated fleet
 	srv     *http.Server
+	ln      *connlimit.Listener // the dashboard's, capped at Config.MaxConns
 	conns   conns
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -241,9 +248,12 @@ func Start(cfg Config) (*Demo, error) {
 		}
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	d := &Demo{URL: "http://" + humanAddr(ln.Addr())}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = connlimit.Default(1)
+	}
+	d := &Demo{URL: "http://" + humanAddr(ln.Addr()), ln: connlimit.Limit(ln, cfg.MaxConns)}
 	fail := func(err error) (*Demo, error) {
-		ln.Close()
+		d.ln.Close()
 		for _, l := range d.lanes {
 			if l.fleet != nil {
 				l.fleet.Close(context.Background())
@@ -464,7 +474,7 @@ func Start(cfg Config) (*Demo, error) {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); d.scraper.run(ctx, d.Proxy, 2*time.Second) }()
 	}
-	go func() { defer d.wg.Done(); d.srv.Serve(ln) }()
+	go func() { defer d.wg.Done(); d.srv.Serve(d.ln) }()
 	if !cfg.NoStart {
 		for _, l := range d.lanes {
 			l.gen.Start()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvlens/kvlens/tokenizer"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,7 +14,9 @@ import (
 
 	"github.com/kvlens/kvlens/access"
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/internal/connlimit"
 	"github.com/kvlens/kvlens/kvevents"
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // FleetConfig describes a fleet of simulated workers.
@@ -74,6 +75,11 @@ type FleetConfig struct {
 	// Clock is every worker's clock (ServerOptions.Clock); nil means the
 	// wall clock.
 	Clock clock.Clock
+	// MaxConns is how many connections each worker's listener holds open at
+	// once; past it, new ones wait in the kernel's accept queue. 0 means
+	// connlimit.Default(Count): the workers split one group's share of the
+	// process's descriptors.
+	MaxConns int
 }
 
 // Fleet is a set of simulated workers, each on its own HTTP port, reachable
@@ -93,6 +99,7 @@ type Fleet struct {
 	// when the fleet publishes over ZMQ.
 	Publishers []*kvevents.Publisher
 	servers    []*http.Server
+	listeners  []*connlimit.Listener // the workers', each capped at FleetConfig.MaxConns
 	publishers []*kvevents.Publisher
 	wg         sync.WaitGroup
 }
@@ -112,6 +119,10 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 	host := cfg.Host
 	if host == "" {
 		host = "127.0.0.1"
+	}
+	maxConns := cfg.MaxConns
+	if maxConns <= 0 {
+		maxConns = connlimit.Default(cfg.Count)
 	}
 	f := &Fleet{}
 	for i := range cfg.Count {
@@ -161,13 +172,15 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 			return nil, fmt.Errorf("sim: listen for worker %d: %w", i, err)
 		}
 		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		capped := connlimit.Limit(ln, maxConns)
 		f.Workers = append(f.Workers, w)
 		f.servers = append(f.servers, srv)
+		f.listeners = append(f.listeners, capped)
 		f.URLs = append(f.URLs, "http://"+ln.Addr().String())
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			srv.Serve(ln)
+			srv.Serve(capped)
 		}()
 	}
 	return f, nil

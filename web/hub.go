@@ -517,9 +517,10 @@ func (h *Hub) remove(c *client, reason string) {
 
 // hangUp closes a connection that is not keeping up. It resets rather than
 // lingers: unsent bytes would otherwise keep the socket in the kernel for
-// minutes. The browser sees code 1006 and reconnects.
+// minutes. The browser sees code 1006 and reconnects. The connection is a
+// *net.TCPConn, or one of connlimit's, which keeps its methods.
 func hangUp(conn *websocket.Conn) {
-	if tcp, ok := conn.NetConn().(*net.TCPConn); ok {
+	if tcp, ok := conn.NetConn().(interface{ SetLinger(sec int) error }); ok {
 		tcp.SetLinger(0)
 	}
 	conn.Close()
