@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvlens/kvlens/internal/lograte"
 )
 
 // PublisherConfig says where and how a worker publishes its KV events.
@@ -36,7 +38,10 @@ type PublisherConfig struct {
 	// ReplaySize is how many recent messages the replay buffer keeps. Zero
 	// means 4096.
 	ReplaySize int
-	// Logger receives one line per socket error; nil means slog.Default().
+	// Logger receives a line per socket error and malformed replay
+	// request, at most 5 of each kind at once and one every 2 s after them,
+	// then one line every 10 s saying how many more there were; nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 
@@ -51,6 +56,9 @@ type PublisherStats struct {
 	Dropped uint64
 	// ReplayRequests is the number of replay requests answered.
 	ReplayRequests uint64
+	// BadReplayRequests is the number of replay requests refused as
+	// malformed: not [id, ..., 8-byte start seq].
+	BadReplayRequests uint64
 }
 
 // Publisher sends event batches on a ZMQ PUB socket in vLLM's framing:
@@ -65,6 +73,7 @@ type PublisherStats struct {
 type Publisher struct {
 	cfg    PublisherConfig
 	log    *slog.Logger
+	quiet  *lograte.Limiter // what peers can make log write once a message
 	ctx    context.Context
 	cancel context.CancelFunc
 	sock   zmq4.Socket
@@ -80,7 +89,7 @@ type Publisher struct {
 	done  chan struct{} // closed when the sender has drained the queue
 	wg    sync.WaitGroup
 
-	published, dropped, replays atomic.Uint64
+	published, dropped, replays, badReplays atomic.Uint64
 
 	// beforeSend, set only by tests, runs before each message is sent, so a
 	// test can hold the sender and fill the queue.
@@ -118,11 +127,12 @@ func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
+	p.quiet = newQuiet(nil, p.log)
 	if cfg.ReplayEndpoint != "" {
 		p.ring = make([]frame, 0, cfg.ReplaySize)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.sock = zmq4.NewPub(p.ctx, dialOptions(cfg.Connect)...)
+	p.sock = zmq4.NewPub(p.ctx, append(dialOptions(cfg.Connect), zmq4.WithLogger(zmqLog(p.log, p.quiet, cfg.Endpoint)))...)
 	// go-zeromq's PUB queues without limit behind our queue, so give it a
 	// high-water mark too: memory stays bounded when a subscriber stalls.
 	// What it drops there is not in Stats().Dropped, but it used a seq, so
@@ -143,7 +153,7 @@ func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
 		return nil, fmt.Errorf("kvevents: publisher: %w", err)
 	}
 	if cfg.ReplayEndpoint != "" {
-		p.replay = zmq4.NewRouter(p.ctx)
+		p.replay = zmq4.NewRouter(p.ctx, zmq4.WithLogger(zmqLog(p.log, p.quiet, cfg.ReplayEndpoint)))
 		if err := listen(p.replay, cfg.ReplayEndpoint); err != nil {
 			p.cancel()
 			p.sock.Close()
@@ -219,7 +229,9 @@ func (p *Publisher) send() {
 		}
 		msg := zmq4.NewMsgFrom(topic, binary.BigEndian.AppendUint64(nil, f.seq), f.payload)
 		if err := p.sock.SendMulti(msg); err != nil {
-			p.log.Warn("kvevents: publish", "endpoint", p.cfg.Endpoint, "seq", f.seq, "err", err)
+			if p.quiet.Allow(quietSend, p.cfg.Endpoint) {
+				p.log.Warn("kvevents: publish", "endpoint", p.cfg.Endpoint, "seq", f.seq, "err", err)
+			}
 			continue
 		}
 		p.published.Add(1)
@@ -240,21 +252,29 @@ func (p *Publisher) serveReplay() {
 			}
 			continue // a requester went away (go-zeromq reports it as io.EOF)
 		}
-		if len(req.Frames) < 2 || len(req.Frames[len(req.Frames)-1]) != 8 {
-			p.log.Warn("kvevents: malformed replay request", "frames", len(req.Frames))
-			continue
-		}
-		id := req.Frames[0]
-		start := binary.BigEndian.Uint64(req.Frames[len(req.Frames)-1])
-		p.replays.Add(1)
-		for _, f := range p.since(start) {
-			seq := binary.BigEndian.AppendUint64(nil, f.seq)
-			if err := p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seq, f.payload)); err != nil {
-				break
-			}
-		}
-		_ = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, endSeq, nil))
+		p.answer(req)
 	}
+}
+
+// answer answers one replay request, or counts and logs it as malformed.
+func (p *Publisher) answer(req zmq4.Msg) {
+	if len(req.Frames) < 2 || len(req.Frames[len(req.Frames)-1]) != 8 {
+		p.badReplays.Add(1)
+		if p.quiet.Allow(quietReplayRequest, p.cfg.ReplayEndpoint) {
+			p.log.Warn("kvevents: malformed replay request", "endpoint", p.cfg.ReplayEndpoint, "frames", len(req.Frames))
+		}
+		return
+	}
+	id := req.Frames[0]
+	start := binary.BigEndian.Uint64(req.Frames[len(req.Frames)-1])
+	p.replays.Add(1)
+	for _, f := range p.since(start) {
+		seq := binary.BigEndian.AppendUint64(nil, f.seq)
+		if err := p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, seq, f.payload)); err != nil {
+			break
+		}
+	}
+	_ = p.replay.SendMulti(zmq4.NewMsgFrom(id, nil, endSeq, nil))
 }
 
 // since returns the buffered messages with seq ≥ start, oldest first.
@@ -273,7 +293,7 @@ func (p *Publisher) since(start uint64) []frame {
 
 // Stats returns the publisher's counters.
 func (p *Publisher) Stats() PublisherStats {
-	return PublisherStats{Published: p.published.Load(), Dropped: p.dropped.Load(), ReplayRequests: p.replays.Load()}
+	return PublisherStats{Published: p.published.Load(), Dropped: p.dropped.Load(), ReplayRequests: p.replays.Load(), BadReplayRequests: p.badReplays.Load()}
 }
 
 // Close sends what is queued, then closes the sockets. It is safe to call
@@ -298,6 +318,7 @@ func (p *Publisher) Close() error {
 		p.replay.Close()
 	}
 	p.wg.Wait()
+	p.quiet.Close()
 	return err
 }
 

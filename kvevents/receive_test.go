@@ -41,6 +41,7 @@ func FuzzReceive(f *testing.F) {
 		}
 		var got []Update
 		s := &Subscriber{handle: func(u Update) { got = append(got, u) }, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		s.quiet = newQuiet(nil, s.log)
 		es := &endpointState{streams: map[string]*stream{}}
 		ep := Endpoint{Addr: "tcp://127.0.0.1:5557"}
 		seqs := map[string]uint64{}
@@ -131,6 +132,7 @@ func TestAGapBeforeAMalformedMessageReachesTheIndex(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var last Update
 			s := &Subscriber{handle: func(u Update) { last = u }, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			s.quiet = newQuiet(nil, s.log)
 			es := &endpointState{streams: map[string]*stream{}}
 			for _, m := range tt.msgs {
 				s.receive(Endpoint{Worker: "w0", Addr: "tcp://127.0.0.1:5557"}, es,

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvlens/kvlens/internal/lograte"
 )
 
 // Endpoint is one place the subscriber reads events from.
@@ -106,6 +108,7 @@ type SubscriberStats struct {
 type Subscriber struct {
 	handle func(Update)
 	log    *slog.Logger
+	quiet  *lograte.Limiter // what peers can make log write once a message
 
 	handleMu sync.Mutex // handle is never called concurrently
 
@@ -126,8 +129,10 @@ type SubscriberConfig struct {
 	Endpoints []Endpoint
 	// Topic is the subscription prefix; empty receives every topic.
 	Topic string
-	// Logger gets one line per malformed message, gap and reset; nil means
-	// slog.Default().
+	// Logger gets a line per malformed message, gap and reset, at most 5 of
+	// each kind an endpoint at once and one every 2 s after them, then one
+	// line every 10 s saying how many more there were (the stats count them
+	// all); nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -156,12 +161,14 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.quiet = newQuiet(nil, s.log)
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	var socks []zmq4.Socket
 	states := make([]*endpointState, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
 		states[i] = &endpointState{streams: map[string]*stream{}, kick: make(chan struct{}, 1)}
-		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, states[i])), dialOptions(!ep.Bind)...)
+		opts := append(dialOptions(!ep.Bind), zmq4.WithLogger(zmqLog(s.log, s.quiet, ep.Addr)))
+		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, states[i])), opts...)
 		if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 			s.abort(socks, sock)
 			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)
@@ -271,6 +278,17 @@ func (s *Subscriber) abort(socks []zmq4.Socket, sock zmq4.Socket) {
 		sk.Close()
 	}
 	s.wg.Wait()
+	s.quiet.Close()
+}
+
+// warn logs a line about something a peer can cause once a message: at
+// most a few of each kind (what) an endpoint (from) at a time, and then a
+// line saying how many more there were (lograte). Whatever it logs, the
+// caller has counted the event in the stats.
+func (s *Subscriber) warn(what, from, msg string, args ...any) {
+	if s.quiet.Allow(what, from) {
+		s.log.Warn(msg, args...)
+	}
 }
 
 // stream is what the subscriber knows of one publisher's sequence.
@@ -298,7 +316,7 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, es *endpointState) {
 		}
 		if len(msg.Frames) != 3 || len(msg.Frames[1]) != 8 {
 			s.decodeErrors.Add(1)
-			s.log.Warn("kvevents: malformed message", "endpoint", ep.Addr,
+			s.warn(quietMalformed, ep.Addr, "kvevents: malformed message", "endpoint", ep.Addr,
 				"err", fmt.Sprintf("got %d frames, want [topic, 8-byte seq, payload]", len(msg.Frames)))
 			continue
 		}
@@ -348,7 +366,7 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 		if st.seen {
 			u.Reset = true
 			s.resets.Add(1)
-			s.log.Warn("kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
+			s.warn(quietRestart, ep.Addr, "kvevents: publisher restarted", "worker", worker, "seq", seq, "expected", st.next)
 		}
 		u.First, u.Whole = true, seq == 0
 		if seq > 0 && ep.Replay != "" {
@@ -376,7 +394,7 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 			u.Missed = seq - st.next
 			s.gaps.Add(1)
 			s.missed.Add(u.Missed)
-			s.log.Warn("kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
+			s.warn(quietGap, ep.Addr, "kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
 		}
 	}
 	for _, c := range caught {
@@ -401,7 +419,7 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 			st.seen = false
 		}
 		s.decodeErrors.Add(1)
-		s.log.Warn("kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
+		s.warn(quietMalformed, ep.Addr, "kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
 		return
 	}
 	u.Batch = b
@@ -420,26 +438,26 @@ func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uin
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(3), zmq4.WithDialerRetry(50*time.Millisecond))
 	defer sock.Close()
 	if err := sock.Dial(hooked(ep.Replay)); err != nil {
-		s.log.Warn("kvevents: replay", "worker", worker, "err", err)
+		s.warn(quietReplay, ep.Replay, "kvevents: replay", "worker", worker, "err", err)
 		return nil
 	}
 	// The empty frame is the delimiter a REQ socket would add: vLLM's ROUTER
 	// wants exactly [id, "", start_seq].
 	if err := sock.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, from))); err != nil {
-		s.log.Warn("kvevents: replay request", "worker", worker, "err", err)
+		s.warn(quietReplay, ep.Replay, "kvevents: replay request", "worker", worker, "err", err)
 		return nil
 	}
 	var out []Message
 	for {
 		msg, err := sock.Recv()
 		if err != nil {
-			s.log.Warn("kvevents: replay", "worker", worker, "err", err)
+			s.warn(quietReplay, ep.Replay, "kvevents: replay", "worker", worker, "err", err)
 			return out
 		}
 		seq, payload, ok := replayFrames(msg.Frames)
 		if !ok {
 			s.decodeErrors.Add(1)
-			s.log.Warn("kvevents: malformed replay answer", "worker", worker, "frames", len(msg.Frames))
+			s.warn(quietReplayAnswer, ep.Replay, "kvevents: malformed replay answer", "worker", worker, "frames", len(msg.Frames))
 			return out
 		}
 		if seq == ^uint64(0) || seq >= to {
@@ -454,7 +472,7 @@ func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uin
 		b, err := DecodeBatch(payload)
 		if err != nil {
 			s.decodeErrors.Add(1)
-			s.log.Warn("kvevents: malformed replayed message", "worker", worker, "seq", seq, "err", err)
+			s.warn(quietReplayAnswer, ep.Replay, "kvevents: malformed replayed message", "worker", worker, "seq", seq, "err", err)
 			return out
 		}
 		out = append(out, Message{Topic: topic, Seq: seq, Batch: b})
@@ -513,6 +531,7 @@ func (s *Subscriber) Close() error {
 	s.once.Do(func() {
 		s.cancel()
 		s.wg.Wait()
+		s.quiet.Close()
 	})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/internal/lograte"
 	"github.com/kvlens/kvlens/kvevents"
 )
 
@@ -32,6 +33,10 @@ type Feed struct {
 	r    *Router
 	logf func(string, ...any)
 	clk  clock.Clock
+	// quiet paces the lines a publisher can cause once a message or a
+	// connection (a join without history, a reconnection), on the wall
+	// clock whatever clk is: it is the operator's terminal that fills.
+	quiet *lograte.Limiter
 
 	mu   sync.Mutex
 	subs map[string]*feedSub // by worker name
@@ -56,6 +61,7 @@ type streamSpec struct {
 // and error.
 func NewFeed(r *Router, logf func(string, ...any)) *Feed {
 	f := &Feed{r: r, logf: logf, clk: clock.Real, subs: map[string]*feedSub{}}
+	f.quiet = lograte.New(nil, func(line string) { f.logf("KV events: %s", line) })
 	r.Pool().OnHealthChange(f.healthChanged)
 	return f
 }
@@ -73,6 +79,7 @@ func (f *Feed) Run(ctx context.Context, clk clock.Clock) {
 		s.close()
 		delete(f.subs, name)
 	}
+	f.quiet.Close()
 }
 
 // Sync subscribes to every worker in the pool that publishes events and is
@@ -150,7 +157,7 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 		es.clears++
 		es.backSinceDown = true
 		es.startWarming(!u.Whole)
-		if !u.Whole {
+		if !u.Whole && f.quiet.Allow("joins without history", u.Worker) {
 			f.logf("KV events of %s: joined at seq %d without its history; warming until its cache turns over", u.Worker, u.Seq)
 		}
 	case u.Reset || u.Missed > 0:
@@ -167,7 +174,9 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 	}
 	if es.warming && es.settled(idx.Blocks(u.Worker)) {
 		es.warming = false
-		f.logf("KV events of %s: warm (its cache turned over once since kvlens joined)", u.Worker)
+		if f.quiet.Allow("caches warm again", u.Worker) {
+			f.logf("KV events of %s: warm (its cache turned over once since kvlens joined)", u.Worker)
+		}
 	}
 }
 
@@ -190,7 +199,9 @@ func (f *Feed) connected(worker string, es *eventStream, open bool) {
 	f.r.Index().ClearWorker(worker)
 	es.clears++
 	es.startWarming(true)
-	f.logf("KV events of %s: publisher reconnected; index cleared", worker)
+	if f.quiet.Allow("publisher reconnections", worker) {
+		f.logf("KV events of %s: publisher reconnected; index cleared", worker)
+	}
 }
 
 // healthChanged clears a worker's index when it passes its health check
