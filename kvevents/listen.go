@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/transport"
@@ -39,7 +41,7 @@ func (t closingTCP) Listen(ctx context.Context, addr string) (net.Listener, erro
 	if err != nil {
 		return nil, err
 	}
-	return ctxListener{Listener: l, ctx: ctx}, nil
+	return &ctxListener{Listener: l, ctx: ctx}, nil
 }
 
 // Dial dials as TCP does, and reports the connection to the socket's
@@ -52,12 +54,34 @@ func (t closingTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (
 	return track(ctx, guard(c)), nil
 }
 
+// handshakeTimeout bounds the greeting and READY of a peer of a bound
+// socket. go-zeromq runs each handshake in its accept loop, so one peer
+// that connected and said nothing held off every later one, a publisher
+// reconnecting to a bound subscriber included, for good. A variable so
+// that tests can shorten it.
+var handshakeTimeout = 10 * time.Second
+
+// ctxListener is a bound socket's listener. go-zeromq calls its Accept from
+// one goroutine, and again only once the previous connection's handshake
+// is over.
 type ctxListener struct {
 	net.Listener
 	ctx context.Context
+	// last is the connection accepted last, and its guard, which says
+	// whether its handshake got as far as the peer's READY.
+	last      net.Conn
+	lastGuard *frameGuard
 }
 
-func (l ctxListener) Accept() (net.Conn, error) {
+func (l *ctxListener) Accept() (net.Conn, error) {
+	// go-zeromq leaves a connection whose handshake failed open (until the
+	// garbage collector finds it, counted by the connection hook as
+	// open): close it. One whose peer sent READY got through, or failed
+	// on what it said, which only a ZMTP peer could; it stays.
+	if l.last != nil && !l.lastGuard.ready.Load() {
+		l.last.Close()
+	}
+	l.last, l.lastGuard = nil, nil
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -66,7 +90,11 @@ func (l ctxListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, net.ErrClosed
 	}
-	return track(l.ctx, guard(c)), nil
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	g := guard(c)
+	g.handshake = true
+	l.last, l.lastGuard = track(l.ctx, g), g
+	return l.last, nil
 }
 
 // connHookKey carries, in a socket's context, the func its transport calls
@@ -143,7 +171,7 @@ const MaxFrame = 64 << 20
 var errFrameTooLarge = fmt.Errorf("kvevents: a peer declared a ZMTP frame over %d bytes", MaxFrame)
 
 // guard wraps c in a frameGuard.
-func guard(c net.Conn) net.Conn { return &frameGuard{Conn: c, greeting: zmtpGreeting} }
+func guard(c net.Conn) *frameGuard { return &frameGuard{Conn: c, greeting: zmtpGreeting} }
 
 // zmtpGreeting is the length of ZMTP 3's greeting, in bytes; frames follow.
 const zmtpGreeting = 64
@@ -158,6 +186,12 @@ type frameGuard struct {
 	body     uint64  // body bytes of the current frame still to come
 	hdr      [9]byte // the frame header read so far
 	hdrN     int     // its length so far
+	// handshake says the connection was accepted with a deadline for its
+	// handshake, lifted once ready.
+	handshake bool
+	// ready is set once the peer's first frame after the greeting (its
+	// READY command) has come whole: the handshake's reads are over.
+	ready atomic.Bool
 }
 
 func (g *frameGuard) Read(p []byte) (int, error) {
@@ -181,6 +215,9 @@ func (g *frameGuard) scan(b []byte) error {
 			k := int(min(g.body, uint64(len(b))))
 			g.body -= uint64(k)
 			b = b[k:]
+			if g.body == 0 {
+				g.frameDone()
+			}
 		default:
 			g.hdr[g.hdrN] = b[0]
 			g.hdrN++
@@ -200,7 +237,19 @@ func (g *frameGuard) scan(b []byte) error {
 				return errFrameTooLarge
 			}
 			g.body, g.hdrN = size, 0
+			if size == 0 {
+				g.frameDone()
+			}
 		}
 	}
 	return nil
+}
+
+// frameDone notes that a frame has come whole; the first ends the
+// handshake's reads, and lifts its deadline.
+func (g *frameGuard) frameDone() {
+	if g.ready.Swap(true) || !g.handshake {
+		return
+	}
+	g.Conn.SetDeadline(time.Time{})
 }
