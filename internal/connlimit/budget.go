@@ -5,9 +5,13 @@ const (
 	// Fallback is each group's share when the descriptor limit is unknown
 	// (on systems without RLIMIT_NOFILE).
 	Fallback = 4096
-	// Floor is the least a listener gets: a worker of a large fleet still
-	// takes the router's requests to it in parallel.
-	Floor = 32
+	// Floor is the least a listener gets, whatever the descriptor limit:
+	// the demo's own traffic must never wait behind the cap. Two lanes at
+	// the slider's top send 360 streams through the dashboard, with their
+	// keep-alive pool beside them, and the router may send most of a
+	// lane's to one worker. On a machine with few descriptors the cap
+	// then guards less, rather than the demo stalling.
+	Floor = 1024
 	// Ceiling is the most a listener gets, however many descriptors the
 	// process may open: the load generator's most conversations
 	// (loadgen.MaxConcurrency, 10,000) and the dashboard's viewers fit, and

@@ -24,8 +24,10 @@ func TestShare(t *testing.T) {
 		{"the audit's 20,000 descriptors give the dashboard a quarter", 20000, 1, 5000},
 		{"a fleet of 3 workers splits its quarter", 20000, 3, 1666},
 		{"a million descriptors stop at the ceiling", 1 << 20, 1, Ceiling},
-		// 1,024 / 4 / 64 = 4 connections a worker, raised to 32.
+		// 1,024 / 4 / 64 = 4 connections a worker, raised to the floor.
 		{"a worker of a large fleet still gets the floor", 1024, 64, Floor},
+		// 1,024 / 4 = 256 would stall two lanes of 180 conversations.
+		{"a small descriptor limit still leaves the demo's own traffic room", 1024, 1, 1024},
 		{"an unknown limit gives the fallback", 0, 1, Fallback},
 		{"no listeners count as one", 20000, 0, 5000},
 	}
@@ -39,7 +41,9 @@ func TestShare(t *testing.T) {
 }
 
 func TestDefaultLeavesAQuarterWhenEveryListenerIsFlooded(t *testing.T) {
-	for _, nofile := range []uint64{1024, 20000, 65536, 1 << 20} {
+	// From 12,288 descriptors on: under that the floor binds, and the
+	// demo's own traffic goes before the quarter (Floor).
+	for _, nofile := range []uint64{12288, 20000, 65536, 1 << 20} {
 		// The dashboard and the A/B demo's two fleets of 3 workers.
 		held := share(nofile, 1) + 2*3*share(nofile, 3)
 		if left := int(nofile) - held; left < int(nofile)/4 {
