@@ -56,7 +56,11 @@ func (a Rule) Check(r *http.Request) error {
 		if !ok {
 			return errors.New("access: the Authorization header must be \"Bearer <operator token>\"")
 		}
+		if err := guesses.held(r); err != nil {
+			return err
+		}
 		if !a.ValidToken(tok) {
+			guesses.wrong(r)
 			return errors.New("access: wrong operator token in the Authorization header")
 		}
 		return nil
@@ -85,7 +89,11 @@ func (a Rule) IsOperator(r *http.Request) bool { return a.Check(r) == nil }
 func (a Rule) Require(next http.Handler) http.Handler {
 	return CrossOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := a.Check(r); err != nil {
-			http.Error(w, err.Error(), http.StatusForbidden)
+			status := http.StatusForbidden
+			if held := (*HeldError)(nil); errors.As(err, &held) {
+				status = http.StatusTooManyRequests
+			}
+			http.Error(w, err.Error(), status)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -105,6 +113,20 @@ func (a Rule) RequireForChanges(next http.Handler) http.Handler {
 			guarded.ServeHTTP(w, r)
 		}
 	})
+}
+
+// Login checks a token a browser entered, from r: nil when it is the
+// operator token; a *HeldError when r's address has sent too many wrong
+// ones of late (GuessBurst, GuessEvery), whatever this one is; else why not.
+func (a Rule) Login(r *http.Request, tok string) error {
+	if err := guesses.held(r); err != nil {
+		return err
+	}
+	if !a.ValidToken(tok) {
+		guesses.wrong(r)
+		return errors.New("wrong operator token")
+	}
+	return nil
 }
 
 // ValidToken reports whether tok is the operator token. No token is valid

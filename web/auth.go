@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,8 +22,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "login: "+err.Error(), status)
 		return
 	}
-	if !s.rule.ValidToken(strings.TrimSpace(form.Get("token"))) {
-		http.Error(w, "wrong operator token", http.StatusForbidden)
+	if err := s.rule.Login(r, strings.TrimSpace(form.Get("token"))); err != nil {
+		status := http.StatusForbidden
+		if held := (*access.HeldError)(nil); errors.As(err, &held) {
+			status = http.StatusTooManyRequests
+		}
+		http.Error(w, err.Error(), status)
 		return
 	}
 	http.SetCookie(w, s.rule.Cookie())

@@ -17,6 +17,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvlens/kvlens/access"
 )
 
 const (
@@ -347,12 +349,12 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "websocket refused: the dashboard is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	addr := viewerAddress(r.RemoteAddr)
+	addr := access.PeerPrefix(r.RemoteAddr)
 	if h.held[addr] >= h.lim.MaxPerAddress {
 		h.mu.Unlock()
 		h.metrics.drops.WithLabelValues(dropAddress).Inc()
 		w.Header().Set("Retry-After", "10")
-		http.Error(w, fmt.Sprintf("websocket refused: %s already has %d dashboards open, the most one address may (--max-viewers-per-address); close one and reload", addrText(addr), h.lim.MaxPerAddress), http.StatusTooManyRequests)
+		http.Error(w, fmt.Sprintf("websocket refused: %s already has %d dashboards open, the most one address may (--max-viewers-per-address); close one and reload", access.PrefixName(addr), h.lim.MaxPerAddress), http.StatusTooManyRequests)
 		return
 	}
 	if len(h.clients)+h.pending >= h.lim.MaxViewers {
@@ -405,36 +407,6 @@ func (h *Hub) releaseLocked(addr netip.Prefix) {
 		return
 	}
 	h.held[addr]--
-}
-
-// viewerAddress is what MaxPerAddress counts a connection against: its IPv4
-// address, or the /64 of its IPv6 address, since one host usually has a
-// whole /64 to pick addresses from. A remote address that does not parse
-// (not TCP) counts as the zero prefix, shared by all such.
-func viewerAddress(remote string) netip.Prefix {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	a := ap.Addr().Unmap().WithZone("")
-	bits := 32
-	if a.Is6() {
-		bits = 64
-	}
-	p, _ := a.Prefix(bits)
-	return p
-}
-
-// addrText names an address as a refusal shows it: an IPv4 address alone,
-// an IPv6 one as its /64.
-func addrText(p netip.Prefix) string {
-	switch {
-	case !p.IsValid():
-		return "this address"
-	case p.Addr().Is4():
-		return p.Addr().String()
-	}
-	return p.String()
 }
 
 // push queues frames queued at now; false means the client is too far
