@@ -50,7 +50,7 @@ func decodeError(err error) error {
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("request body is larger than %d bytes", tooLarge.Limit)
 	case errors.As(err, &typ):
-		got := valueKind(typ.Value)
+		got := tokenizer.JSONKind(typ.Value)
 		if n, ok := strings.CutPrefix(typ.Value, "number "); ok {
 			got = n
 		}
@@ -69,24 +69,6 @@ func decodeError(err error) error {
 		return errors.New("request body is not a valid request")
 	}
 	return &fieldError{msg}
-}
-
-// valueKind names the JSON type of a json.UnmarshalTypeError's Value
-// ("string", "number", "array", …).
-func valueKind(v string) string {
-	switch v {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "array":
-		return "a list"
-	case "object":
-		return "an object"
-	case "null":
-		return "null"
-	}
-	return "a number"
 }
 
 // typeName names the JSON a field of Go type t takes.

@@ -31,7 +31,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &te) && te.Field == "":
-			return fmt.Errorf("expected a message, an object such as {\"role\":\"user\",\"content\":\"…\"}, got %s", valueKind(te.Value))
+			return fmt.Errorf("expected a message, an object such as {\"role\":\"user\",\"content\":\"…\"}, got %s", JSONKind(te.Value))
 		case errors.As(err, &te):
 			// Only a number too large for a float64 fails to decode as any.
 			return fmt.Errorf("%s: %s is out of range", te.Field, strings.TrimPrefix(te.Value, "number "))
@@ -85,9 +85,10 @@ func contentText(c any) (string, error) {
 	return "", fmt.Errorf("content: expected a string or a list of content parts, got %s", kindOf(c))
 }
 
-// valueKind names the JSON type of a json.UnmarshalTypeError's Value
-// ("string", "number 1.5", "array", …), for a client's eyes.
-func valueKind(v string) string {
+// JSONKind names the JSON type of a json.UnmarshalTypeError's Value
+// ("string", "number 1.5", "array", …), for a client's eyes: "a string",
+// "a list", "null".
+func JSONKind(v string) string {
 	switch v {
 	case "string":
 		return "a string"
@@ -97,6 +98,8 @@ func valueKind(v string) string {
 		return "a list"
 	case "object":
 		return "an object"
+	case "null":
+		return "null"
 	}
 	return "a number"
 }
