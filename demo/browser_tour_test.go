@@ -223,13 +223,13 @@ func TestBrowserTour(t *testing.T) {
 
 // tourShotAfter, when set, makes TestBrowserTourShot run: the docs'
 // picture of a tour step, this long into the built-in tour at its own pace.
-var tourShotAfter = flag.Duration("tour-shot-after", 0, "run TestBrowserTourShot: a screenshot of the built-in tour this long after start (docs/tour-1920x1080.png), such as 3m55s for step 3's settled figures, its rates the last (after the warm-up, which takes 20-25 s here)")
+var tourShotAfter = flag.Duration("tour-shot-after", 0, "run TestBrowserTourShot: a screenshot of the built-in tour this long after start (docs/tour-1920x1080.png), such as 3m48s for step 3's settled figures, its rates the last (after the warm-up, which takes 20-25 s here)")
 
 // TestBrowserTourShot takes the docs' picture of the tour: the built-in
 // tour at its own pace, seen from a visitor's browser at 1920x1080.
 func TestBrowserTourShot(t *testing.T) {
 	if *tourShotAfter <= 0 {
-		t.Skip("the docs' tour picture is taken with -tour-shot-after, such as -tour-shot-after 3m55s")
+		t.Skip("the docs' tour picture is taken with -tour-shot-after, such as -tour-shot-after 3m48s")
 	}
 	// As `kvlens --tour` runs it: with the default warm-up, which the
 	// tour's first step waits for.
