@@ -83,7 +83,7 @@ func TestBrowserReplay(t *testing.T) {
 			t.Fatal("still warming up 90 s after start")
 		}
 	}
-	time.Sleep(20 * time.Second) // 20 s of steady traffic after it
+	time.Sleep(10 * time.Second) // 10 s of steady traffic after it
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := d.FlushRecording(flushCtx); err != nil {
@@ -122,7 +122,7 @@ func TestBrowserReplay(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(t, ctx, `Number(document.body.dataset.frameCount) >= 25`, 10*time.Second, "the replay loaded fewer than 25 frames")
+	waitJS(t, ctx, `Number(document.body.dataset.frameCount) >= 15`, 10*time.Second, "the replay loaded fewer than 15 frames")
 	frames, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.body.dataset.frameCount)`))
 	if err != nil {
 		t.Fatal(err)
