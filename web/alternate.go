@@ -97,7 +97,7 @@ func (a *alternator) due(now time.Time, live string, w loadgen.Stats, shed int64
 	if now.Sub(a.turnAt) < a.every {
 		return live, false
 	}
-	if flowing(w) == "" {
+	if answering(w) == "" {
 		a.kept[cur] = &keptWindow{window: w, shed: shed, at: now}
 	}
 	a.turnAt = now
@@ -128,6 +128,12 @@ func (a *alternator) sides(now time.Time, live string, snap loadgen.Snapshot, sh
 			out[i].settling, out[i].answering, out[i].rates = settling(snap.Window), answering(snap.Window), flowing(snap.Window)
 		case k != nil:
 			out[i].window, out[i].shed, out[i].ago = k.window, k.shed, ago(now.Sub(k.at))
+			if flowing(k.window) != "" {
+				// Its turn ended after the answers settled, before the
+				// rates did (a turn at 180 conversations may): they are
+				// not compared until a turn that lets them.
+				out[i].rates = "rates: its turn ended before they settled"
+			}
 		default:
 			out[i].none = true
 			left := a.every

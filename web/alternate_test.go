@@ -103,3 +103,32 @@ func TestAlternationPairChangeRunsTheNewPolicyAtOnce(t *testing.T) {
 		t.Fatalf("compare line %q does not say the pair takes turns", got)
 	}
 }
+
+// TestAKeptWindowWhoseRatesHadNotSettledComparesNoRates: a turn may end
+// once its answers have settled but before its rates have (at 180
+// conversations on real workers); the window is kept, and compared on
+// everything but the rates.
+func TestAKeptWindowWhoseRatesHadNotSettledComparesNoRates(t *testing.T) {
+	s, load, _ := altServer(t)
+	t0 := time.Unix(1_700_000_000, 0)
+	young := settled(window(561, 0.86))
+	young.Answered = 20 * time.Second
+	young.OutputTokensPerSec = 2000
+	load.snap.Window = young
+	s.alternate(t0, load.Snapshot())
+	s.alternate(t0.Add(90*time.Second), load.Snapshot()) // round-robin's window is kept
+	live := settled(window(372, 0.98))
+	live.OutputTokensPerSec = 2400
+	load.snap.Window = live
+	sides := s.sides(t0.Add(100*time.Second), s.snapshots())
+	if sides[0].none || sides[0].ago == "" {
+		t.Fatal("round-robin's window, settled but for its rates, was not kept")
+	}
+	td := s.tiles(sides)
+	if got := tile(td, "ttft-p95"); got.Delta == "" {
+		t.Errorf("TTFT p95 of a kept window settled on its answers is not compared: %+v", got)
+	}
+	if got := tile(td, "tops"); got.Delta != "" || got.Settling != "rates: its turn ended before they settled" {
+		t.Errorf("tokens/s of a kept window whose rates had not settled: delta %q, settling %q; want no delta, and why", got.Delta, got.Settling)
+	}
+}
