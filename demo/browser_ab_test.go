@@ -407,10 +407,14 @@ func TestBrowserHero(t *testing.T) {
 // virtual time (scripts/warmprobe -virtual, seeds 1-3) the cold start
 // leaves the 60 s window between 60 and 90 s, after which kv's TTFT p95
 // is 324-353 ms at 90 s; a 1 min warm-up would end with the cold start (0.9-1.4 s)
-// filling the window, and red.
+// filling the window, and red. Then the session's recording replays
+// (checkReplay).
 func TestBrowserWarmStart(t *testing.T) {
 	const warm, speed = DefaultWarm, DefaultWarmSpeed
-	ctx, d, started := firstFrame(t, func(cfg *Config) { cfg.Warm, cfg.WarmSpeed = warm, speed })
+	ctx, d, started := firstFrame(t, func(cfg *Config) {
+		cfg.Warm, cfg.WarmSpeed = warm, speed
+		cfg.DB, cfg.Record = filepath.Join(t.TempDir(), "kvlens.db"), true // for checkReplay
+	})
 	if h := text(t, ctx, `[data-testid=headline]`); !strings.Contains(h, "Warming up: the fleets run 2 min") || !strings.Contains(h, "of traffic ahead") || !strings.Contains(h, "s left") {
 		t.Fatalf("the first frame's headline says %q; want it warming up", h)
 	}
@@ -535,6 +539,10 @@ func TestBrowserWarmStart(t *testing.T) {
 	if yTop >= yPeak {
 		t.Fatalf("the TTFT chart's y axis reaches %d ms, above the warm-up's cold start (%d ms), 10 s after the tiles settled; want it scaled on the points after the warm-up", yTop, yPeak)
 	}
+	if rest := 10*time.Second - time.Since(ended); rest > 0 {
+		time.Sleep(rest) // 10 s of steady traffic in the recording
+	}
+	checkReplay(t, ctx, d)
 }
 
 // getJSON decodes the JSON at url into v.
