@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-		"strings"
+	"strings"
 	"testing"
 	"time"
 
