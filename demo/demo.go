@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,7 +245,7 @@ func Start(cfg Config) (*Demo, error) {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("address %s is already in use: another program (or another kvlens) is listening there; choose another with --addr, for example --addr :%d", cfg.Addr, portOf(cfg.Addr)+1)
+			return nil, fmt.Errorf("address %s is already in use: another program (or another kvlens) is listening there; choose another with --addr, for example --addr %s", cfg.Addr, nextAddr(cfg.Addr))
 		}
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
@@ -779,14 +780,19 @@ func plural(n int, noun string) string {
 	return noun + "s"
 }
 
-func portOf(addr string) int {
-	_, p, _ := strings.Cut(addr, ":")
-	var n int
-	fmt.Sscan(p, &n)
-	if n == 0 {
-		return 8080
+// nextAddr is addr with the next port, on the same host: a suggestion
+// for --addr that listens where the operator asked, not on every
+// interface. The port of an address without one is taken as 8080.
+func nextAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = addr, ""
 	}
-	return n
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n >= 65535 {
+		n = 8080
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
 // conns follows the listener's connections through their states: those

@@ -81,3 +81,20 @@ func TestSimPortsPinTheFleet(t *testing.T) {
 		t.Fatalf("the first fleet's worker 0 answers %d after the refused start", resp.StatusCode)
 	}
 }
+
+func TestNextAddrKeepsTheHost(t *testing.T) {
+	for _, tt := range []struct{ name, addr, want string }{
+		{"loopback stays on loopback", "127.0.0.1:8080", "127.0.0.1:8081"},
+		{"every interface stays every interface", ":8080", ":8081"},
+		{"a host name is kept", "localhost:9000", "localhost:9001"},
+		{"IPv6 keeps its brackets", "[::1]:8080", "[::1]:8081"},
+		{"no port reads as 8080", "127.0.0.1", "127.0.0.1:8081"},
+		{"the last port wraps to 8081", "127.0.0.1:65535", "127.0.0.1:8081"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextAddr(tt.addr); got != tt.want {
+				t.Errorf("nextAddr(%q) = %q, want %q", tt.addr, got, tt.want)
+			}
+		})
+	}
+}
