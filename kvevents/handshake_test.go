@@ -79,3 +79,34 @@ func TestAFailedHandshakeClosesItsConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestABoundSocketHoldsAtMostMaxPeers: past maxPeers connections a bound
+// subscriber accepts no more until one closes; then the waiting publisher
+// gets through. Before, a bound socket took every connection that came.
+func TestABoundSocketHoldsAtMostMaxPeers(t *testing.T) {
+	old := maxPeers
+	maxPeers = 2
+	t.Cleanup(func() { maxPeers = old })
+	addr := freeAddr(t)
+	_, u := newSub(t, Endpoint{Addr: addr, Bind: true})
+	a := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "a"}, nil)
+	warm(t, a.Publish, u, "a")
+	b := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "b"}, nil)
+	warm(t, b.Publish, u, "b")
+
+	c := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "c"}, nil)
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+		if err := c.Publish(Batch{TS: -1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case up := <-u:
+			if up.Topic == "c" {
+				t.Fatal("a third publisher got through to a subscriber that holds 2")
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	a.Close()
+	warm(t, c.Publish, u, "c")
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/transport"
+
+	"github.com/kvlens/kvlens/internal/connlimit"
 )
 
 // go-zeromq closes a socket's connections before its listener, and its
@@ -41,8 +43,18 @@ func (t closingTCP) Listen(ctx context.Context, addr string) (net.Listener, erro
 	if err != nil {
 		return nil, err
 	}
-	return &ctxListener{Listener: l, ctx: ctx}, nil
+	return &ctxListener{Listener: connlimit.Limit(l, maxPeers), ctx: ctx}, nil
 }
+
+// maxPeers is how many connections a bound socket holds at once; later
+// ones wait in the kernel's accept queue until one closes. A fleet's
+// engines publishing to a bound subscriber, or the routers subscribing to
+// a bound publisher, are tens. Each connection costs a descriptor, and
+// go-zeromq goroutines and buffers for it (a publisher copies every batch
+// to each), so a peer opening connections by the thousand would otherwise
+// take the descriptors the dashboard and the router need. A variable so
+// that tests can shorten it.
+var maxPeers = connlimit.Floor
 
 // Dial dials as TCP does, and reports the connection to the socket's
 // connection hook, if it has one.
