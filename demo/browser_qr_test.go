@@ -17,6 +17,7 @@ import (
 // Chromium draws at 1920×1080 (72 CSS pixels, the page's size for it), with
 // ZXing's decoder: what a phone pointed at the booth's screen decodes.
 func TestBrowserQRCodeReadsAsDrawn(t *testing.T) {
+	t.Parallel() // see TestBrowserReconnects
 	const public = "http://192.0.2.7:8080/"
 	d := startDemo(t, func(cfg *Config) { cfg.Dashboard.PublicURL = public })
 	ctx := newBrowser(t, 1920, 1080)

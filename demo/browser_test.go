@@ -776,6 +776,7 @@ func checkShortWindow(t *testing.T, ctx context.Context) {
 // minute before it. uPlot widens a single point's range to 1,000 days,
 // whose ticks at midnight read 00:00:00 on every label.
 func TestBrowserTimeAxisOfOnePoint(t *testing.T) {
+	t.Parallel() // see TestBrowserReconnects
 	d := startDemo(t, func(cfg *Config) { cfg.AB, cfg.NoStart = nil, true })
 	ctx := newBrowser(t, 1920, 1080)
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.URL), chromedp.WaitVisible(`#ttft-chart .uplot`)); err != nil {

@@ -64,6 +64,7 @@ func readBar(t *testing.T, ctx context.Context) tourBar {
 // slider: the bar says the tour is paused, Resume shows, and pressing it
 // plays on.
 func TestBrowserTour(t *testing.T) {
+	t.Parallel() // see TestBrowserReconnects
 	script := tour.Builtin()
 	d := startDemo(t, func(cfg *Config) {
 		cfg.Dashboard.Tour, cfg.Dashboard.TourSpeed = script, tourSpeed

@@ -126,6 +126,7 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 func TestSweepInterruptedThenResumed(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel() // each sweep mostly waits out its levels' 3 s
 			dir := t.TempDir()
 			db := filepath.Join(dir, "kvlens.db")
 			// 3 s of measurement: with max_tokens 4 a turn takes well under a
