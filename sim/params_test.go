@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 // TestSamplingParamsAreCheckedAsVLLMChecksThem sends the sampling fields
@@ -23,8 +25,8 @@ func TestSamplingParamsAreCheckedAsVLLMChecksThem(t *testing.T) {
 	}{
 		{"max_tokens 1 is served one token", "/v1/chat/completions", `{"max_tokens":1,` + msgs + `}`, 200, `"chat.completion"`, 1},
 		{"a completion's max_tokens 1 is served one token", "/v1/completions", `{"max_tokens":1,"prompt":"x"}`, 200, `"text_completion"`, 1},
-		{"an absent max_tokens takes the default", "/v1/chat/completions", `{"ignore_eos":true,` + msgs + `}`, 200, `"chat.completion"`, defaultMaxTokens},
-		{"a null max_tokens takes the default, as absent", "/v1/completions", `{"max_tokens":null,"ignore_eos":true,"prompt":"x"}`, 200, `"text_completion"`, defaultMaxTokens},
+		{"a completion without max_tokens is cut at vLLM's 16 tokens", "/v1/completions", `{"prompt":"x"}`, 200, `"finish_reason":"length"`, 16},
+		{"a null max_tokens takes the default, as absent", "/v1/completions", `{"max_tokens":null,"ignore_eos":true,"prompt":"x"}`, 200, `"text_completion"`, 16},
 		{"max_completion_tokens is read when given, over max_tokens", "/v1/chat/completions", `{"max_tokens":0,"max_completion_tokens":3,"ignore_eos":true,` + msgs + `}`, 200, `"chat.completion"`, 3},
 		{"temperature 0 and 2, the ends of vLLM's range, are served", "/v1/completions", `{"temperature":2,"max_tokens":1,"prompt":"x"}`, 200, `"text_completion"`, 1},
 		// sad path
@@ -40,6 +42,64 @@ func TestSamplingParamsAreCheckedAsVLLMChecksThem(t *testing.T) {
 			status, raw := call(t, srv, "POST", tt.path, tt.body)
 			if status != tt.want || !strings.Contains(string(raw), tt.wantIn) || strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 {
 				t.Fatalf("got %d %.300s, want %d containing %q on one line", status, raw, tt.want, tt.wantIn)
+			}
+			if tt.wantCompletion == 0 {
+				return
+			}
+			var got struct {
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal(raw, &got); err != nil || got.Usage.CompletionTokens != tt.wantCompletion {
+				t.Fatalf("completion_tokens %d (%v), want %d", got.Usage.CompletionTokens, err, tt.wantCompletion)
+			}
+		})
+	}
+}
+
+// TestAChatWithoutMaxTokensMayRunToTheEndOfTheContext: vLLM caps a chat
+// answer that sets neither max_tokens nor max_completion_tokens at what is
+// left of the context (max_model_len less the prompt), not at a fixed
+// count; a prompt that leaves nothing is refused as a max_tokens of 0.
+func TestAChatWithoutMaxTokensMayRunToTheEndOfTheContext(t *testing.T) {
+	p := fast()
+	p.MaxModelLen = 200               // tokens: ignore_eos runs to the end in ~200 steps of 1 ms
+	p.OutputMin, p.OutputMax = 20, 30 // an answer left alone ends well before
+	_, srv, _ := newTestServer(t, p)
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	count := func(content string) int {
+		return tokenizer.Count(tokenizer.RenderChat([]tokenizer.Message{{Role: "user", Content: content}}))
+	}
+	prompt := count("x")
+	// fill is a message whose chat prompt is exactly max_model_len tokens.
+	fill := "word"
+	for count(fill) < p.MaxModelLen {
+		fill += " word"
+	}
+	if count(fill) != p.MaxModelLen {
+		t.Fatalf("no prompt of exactly %d tokens: %d", p.MaxModelLen, count(fill))
+	}
+	tests := []struct {
+		name, body string
+		want       int
+		// wantIn is a piece of the answer.
+		wantIn string
+		// wantCompletion is a 200's completion_tokens; 0 to skip the check.
+		wantCompletion int
+	}{
+		{"an absent max_tokens runs to max_model_len less the prompt", `{"ignore_eos":true,` + msgs + `}`, 200, `"finish_reason":"length"`, p.MaxModelLen - prompt},
+		{"a null max_tokens and max_completion_tokens are absent", `{"max_tokens":null,"max_completion_tokens":null,"ignore_eos":true,` + msgs + `}`, 200, `"finish_reason":"length"`, p.MaxModelLen - prompt},
+		{"an answer that ends by itself first ends with stop", `{"messages":[{"role":"user","content":"x"}]}`, 200, `"finish_reason":"stop"`, 0},
+		{"max_completion_tokens alone caps it", `{"max_completion_tokens":5,"ignore_eos":true,` + msgs + `}`, 200, `"finish_reason":"length"`, 5},
+		// sad path
+		{"a prompt that fills the context leaves no token to answer with, a 400 in vLLM's words", `{"messages":[{"role":"user","content":"` + fill + `"}]}`, 400, "max_tokens must be at least 1, got 0.", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, raw := call(t, srv, "POST", "/v1/chat/completions", tt.body)
+			if status != tt.want || !strings.Contains(string(raw), tt.wantIn) {
+				t.Fatalf("got %d %.300s, want %d containing %q", status, raw, tt.want, tt.wantIn)
 			}
 			if tt.wantCompletion == 0 {
 				return

@@ -293,7 +293,8 @@ type chatRequest struct {
 	// N is how many choices to answer with; the worker answers one.
 	N *int `json:"n"`
 
-	// maxTokens is the answer's cap in force (see resolveMaxTokens).
+	// maxTokens is the answer's cap in force (see resolveMaxTokens), or
+	// restOfContext when the request sets none.
 	maxTokens int
 }
 
@@ -321,7 +322,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 		limit = req.MaxCompletionTokens
 	}
 	var err error
-	if req.maxTokens, err = resolveMaxTokens(limit); err != nil {
+	if req.maxTokens, err = resolveMaxTokens(limit, restOfContext); err != nil {
 		return nil, err
 	}
 	if err := checkTemperature(req.Temperature); err != nil {
@@ -363,7 +364,7 @@ func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 	if req.text, req.ids, err = promptOf(req.Prompt); err != nil {
 		return nil, err
 	}
-	if req.maxTokens, err = resolveMaxTokens(req.MaxTokens); err != nil {
+	if req.maxTokens, err = resolveMaxTokens(req.MaxTokens, completionMaxTokens); err != nil {
 		return nil, err
 	}
 	if err := checkTemperature(req.Temperature); err != nil {
@@ -402,24 +403,42 @@ func promptOf(raw json.RawMessage) (text string, ids []uint32, err error) {
 	return "", nil, errors.New("prompt must be a non-empty string, a list of token ids (whole numbers from 0), or a list of one of either")
 }
 
-// defaultMaxTokens caps an answer whose request sets no max_tokens. vLLM
-// lets such an answer run to the end of the context (a chat) or to 16
-// tokens (a completion); the simulated worker's answers are 640 to 1,024
-// tokens long, as the seeds' workload asked for.
-const defaultMaxTokens = 1024
+// completionMaxTokens is the cap on a completion whose request sets no
+// max_tokens (or sets it null), in tokens: vLLM's CompletionRequest
+// defaults it to 16, as OpenAI's legacy completions API does.
+const completionMaxTokens = 16
 
-// resolveMaxTokens returns the cap on an answer's length: n, or
-// defaultMaxTokens when n is absent or null. A cap below 1 is refused, in
-// vLLM's words: its SamplingParams refuses any max_tokens under 1, 0
-// among them, with a 400 (vllm/sampling_params.py, _verify_args).
-func resolveMaxTokens(n *int) (int, error) {
+// restOfContext stands for a chat's cap when the request sets neither
+// max_tokens nor max_completion_tokens: vLLM then lets the answer run to
+// the end of the context, max_model_len less the prompt's tokens, which
+// only the tokenized prompt tells (see contextLeft).
+const restOfContext = 0
+
+// resolveMaxTokens returns the cap on an answer's length: n, or def when n
+// is absent or null. A cap below 1 is refused, in vLLM's words: its
+// SamplingParams refuses any max_tokens under 1, 0 among them, with a 400
+// (vllm/sampling_params.py, _verify_args).
+func resolveMaxTokens(n *int, def int) (int, error) {
 	switch {
 	case n == nil:
-		return defaultMaxTokens, nil
+		return def, nil
 	case *n < 1:
-		return 0, fmt.Errorf("max_tokens must be at least 1, got %d.", *n)
+		return 0, tooFewTokens(*n)
 	}
 	return *n, nil
+}
+
+func tooFewTokens(n int) error { return fmt.Errorf("max_tokens must be at least 1, got %d.", n) }
+
+// contextLeft is a chat's cap when it set none: what the prompt of
+// promptLen tokens leaves of the model's context. vLLM takes the cap so,
+// and a prompt that fills the context leaves a cap of 0, which its
+// SamplingParams refuses as any max_tokens of 0.
+func contextLeft(maxModelLen, promptLen int) (int, error) {
+	if left := maxModelLen - promptLen; left >= 1 {
+		return left, nil
+	}
+	return 0, tooFewTokens(maxModelLen - promptLen)
 }
 
 // checkTemperature refuses a temperature outside [0, 2], in vLLM's words
@@ -554,6 +573,11 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	}
 	if err != nil {
 		return genRequest{}, http.StatusBadRequest, err
+	}
+	if g.maxTokens == restOfContext {
+		if g.maxTokens, err = contextLeft(limit, len(g.ids)); err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
 	}
 	if text := answerText(msgs, g.maxTokens, s.pick(), g.greedy); text != "" {
 		g.answer = s.tok.Encode(text)

@@ -663,6 +663,7 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Add(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true}`)
 	f.Add(`{"messages":[{"role":"robot"}]}`)
 	f.Add(`{"max_completion_tokens":9,"messages":[{"role":"system","content":""}]}`)
+	f.Add(`{"max_tokens":null,"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`)
 	f.Add(`[]`)
 	f.Add(`{"messages":[{"role":"user","content":"hi"}]}xyz`)
 	f.Fuzz(func(t *testing.T, body string) {
@@ -676,8 +677,12 @@ func FuzzParseChatRequest(f *testing.F) {
 		if !json.Valid([]byte(body)) {
 			t.Fatalf("accepted a body that is not one JSON value: %q", body)
 		}
-		if len(req.Messages) == 0 || req.maxTokens <= 0 {
+		if len(req.Messages) == 0 || req.maxTokens < 0 {
 			t.Fatalf("accepted request with %d messages and max_tokens %d", len(req.Messages), req.maxTokens)
+		}
+		// Only a chat that sets no cap runs to the end of the context.
+		if unset := req.MaxTokens == nil && req.MaxCompletionTokens == nil; unset != (req.maxTokens == restOfContext) {
+			t.Fatalf("max_tokens %v, max_completion_tokens %v: cap %d", req.MaxTokens, req.MaxCompletionTokens, req.maxTokens)
 		}
 	})
 }
