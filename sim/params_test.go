@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvlens/kvlens/apierror"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -111,6 +112,47 @@ func TestAChatWithoutMaxTokensMayRunToTheEndOfTheContext(t *testing.T) {
 			}
 			if err := json.Unmarshal(raw, &got); err != nil || got.Usage.CompletionTokens != tt.wantCompletion {
 				t.Fatalf("completion_tokens %d (%v), want %d", got.Usage.CompletionTokens, err, tt.wantCompletion)
+			}
+		})
+	}
+}
+
+// TestStreamOptionsWithoutAStreamAreRefused: vLLM refuses stream_options
+// on a request that does not stream, with a 400 in its words. It tests the
+// options as Python tests a dict, so an empty object, or null, passes.
+func TestStreamOptionsWithoutAStreamAreRefused(t *testing.T) {
+	_, srv, _ := newTestServer(t, fast())
+	const msgs = `"messages":[{"role":"user","content":"x"}],"max_tokens":1`
+	const prompt = `"prompt":"x","max_tokens":1`
+	const refusal = "Stream options can only be defined when `stream=True`."
+	tests := []struct {
+		name, path, body string
+		want             int
+		// wantIn is a piece of the answer.
+		wantIn string
+	}{
+		{"a chat's stream_options with stream true are served", "/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true},` + msgs + `}`, 200, `"usage":`},
+		{"a completion's stream_options with stream true are served", "/v1/completions", `{"stream":true,"stream_options":{"include_usage":false},` + prompt + `}`, 200, "data: [DONE]"},
+		{"empty stream_options without a stream pass, as vLLM reads {} as false", "/v1/chat/completions", `{"stream_options":{},` + msgs + `}`, 200, `"chat.completion"`},
+		{"null stream_options without a stream pass", "/v1/completions", `{"stream_options":null,` + prompt + `}`, 200, `"text_completion"`},
+		// sad path
+		{"a chat's stream_options without stream are a 400", "/v1/chat/completions", `{"stream_options":{"include_usage":true},` + msgs + `}`, 400, refusal},
+		{"a completion's stream_options with stream false are a 400", "/v1/completions", `{"stream":false,"stream_options":{"include_usage":true},` + prompt + `}`, 400, refusal},
+		{"stream_options with stream null are a 400", "/v1/chat/completions", `{"stream":null,"stream_options":{"include_usage":false},` + msgs + `}`, 400, refusal},
+		{"stream_options holding only options the worker ignores are a 400 too", "/v1/completions", `{"stream_options":{"continuous_usage_stats":false},` + prompt + `}`, 400, refusal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, raw := call(t, srv, "POST", tt.path, tt.body)
+			if status != tt.want || !strings.Contains(string(raw), tt.wantIn) {
+				t.Fatalf("got %d %.300s, want %d containing %q", status, raw, tt.want, tt.wantIn)
+			}
+			if status != 400 {
+				return
+			}
+			var e apierror.Response
+			if err := json.Unmarshal(raw, &e); err != nil || e.Error.Type != "BadRequestError" || e.Error.Code != 400 || strings.Count(strings.TrimSpace(string(raw)), "\n") > 0 {
+				t.Fatalf("%s is not vLLM's error JSON on one line", raw)
 			}
 		})
 	}

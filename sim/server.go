@@ -331,6 +331,9 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if err := checkOneChoice(req.N); err != nil {
 		return nil, err
 	}
+	if err := checkStreamOptions(body, req.Stream, req.StreamOptions != nil); err != nil {
+		return nil, err
+	}
 	return &req, nil
 }
 
@@ -355,9 +358,9 @@ type completionRequest struct {
 
 // parseCompletionRequest decodes and checks a completion request body; the
 // prompt is one prompt in any of the OpenAI API's shapes (see promptOf).
-func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
+func parseCompletionRequest(body []byte) (*completionRequest, error) {
 	var req completionRequest
-	if err := decodeBody(body, &req, false); err != nil {
+	if err := decodeBody(bytes.NewReader(body), &req, false); err != nil {
 		return nil, err
 	}
 	var err error
@@ -371,6 +374,9 @@ func parseCompletionRequest(body io.Reader) (*completionRequest, error) {
 		return nil, err
 	}
 	if err := checkOneChoice(req.N); err != nil {
+		return nil, err
+	}
+	if err := checkStreamOptions(body, req.Stream, req.StreamOptions != nil); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -465,6 +471,25 @@ func checkOneChoice(n *int) error {
 	return nil
 }
 
+// checkStreamOptions refuses stream_options on a request that does not
+// stream, in vLLM's words (its request models' validate_stream_options).
+// vLLM tests the options as Python tests a dict, so an empty object passes
+// as null does; given says the body's stream_options are neither absent
+// nor null. Learning whether they are empty decodes the body again, which
+// only a request that gives options without streaming pays.
+func checkStreamOptions(body []byte, stream, given bool) error {
+	if stream || !given {
+		return nil
+	}
+	var raw struct {
+		StreamOptions map[string]json.RawMessage `json:"stream_options"`
+	}
+	if json.Unmarshal(body, &raw) == nil && len(raw.StreamOptions) == 0 {
+		return nil
+	}
+	return errors.New("Stream options can only be defined when `stream=True`.")
+}
+
 // isZero says whether an optional number was given as 0.
 func isZero(v *float64) bool { return v != nil && *v == 0 }
 
@@ -543,7 +568,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 			greedy: isZero(req.Temperature)}
 		msgs = req.Messages
 	} else {
-		req, err := parseCompletionRequest(bytes.NewReader(body))
+		req, err := parseCompletionRequest(body)
 		if err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}

@@ -664,6 +664,8 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Add(`{"messages":[{"role":"robot"}]}`)
 	f.Add(`{"max_completion_tokens":9,"messages":[{"role":"system","content":""}]}`)
 	f.Add(`{"max_tokens":null,"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`)
+	f.Add(`{"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	f.Add(`{"stream":false,"stream_options":{},"messages":[{"role":"user","content":"hi"}]}`)
 	f.Add(`[]`)
 	f.Add(`{"messages":[{"role":"user","content":"hi"}]}xyz`)
 	f.Fuzz(func(t *testing.T, body string) {
@@ -679,6 +681,9 @@ func FuzzParseChatRequest(f *testing.F) {
 		}
 		if len(req.Messages) == 0 || req.maxTokens < 0 {
 			t.Fatalf("accepted request with %d messages and max_tokens %d", len(req.Messages), req.maxTokens)
+		}
+		if !req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			t.Fatalf("accepted stream_options without a stream: %q", body)
 		}
 		// Only a chat that sets no cap runs to the end of the context.
 		if unset := req.MaxTokens == nil && req.MaxCompletionTokens == nil; unset != (req.maxTokens == restOfContext) {
@@ -696,8 +701,10 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Add(`{"prompt":[[1],[2]]}`)
 	f.Add(`{"prompt":[-1]}`)
 	f.Add(`{"prompt":"x"} {}`)
+	f.Add(`{"prompt":"x","stream_options":{"include_usage":true}}`)
+	f.Add(`{"prompt":"x","stream":null,"stream_options":null}`)
 	f.Fuzz(func(t *testing.T, body string) {
-		req, err := parseCompletionRequest(strings.NewReader(body))
+		req, err := parseCompletionRequest([]byte(body))
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") || speaksGo(err.Error()) {
 				t.Fatalf("error is not one line free of Go types: %q", err)
@@ -706,6 +713,9 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		}
 		if !json.Valid([]byte(body)) {
 			t.Fatalf("accepted a body that is not one JSON value: %q", body)
+		}
+		if !req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			t.Fatalf("accepted stream_options without a stream: %q", body)
 		}
 		// One prompt, text or ids, never both nor neither.
 		if (req.text == "") == (len(req.ids) == 0) || req.maxTokens <= 0 {
