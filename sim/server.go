@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -271,11 +272,12 @@ type genRequest struct {
 	usage     bool // stream_options.include_usage
 	ignoreEOS bool // vLLM's sampling option: run to max_tokens
 	greedy    bool // temperature 0: one prompt, one answer
-	// answer is the tokens the answer is made of, drawn from the chat's
-	// text (answer.go), and pieces their texts as the worker streams them;
-	// both nil for the prose ring.
-	answer []uint32
-	pieces []string
+	n         int  // choices, each its own sequence in the engine
+	// answers holds, for each choice, the tokens its answer is made of,
+	// drawn from the chat's text (answer.go), and pieces their texts as
+	// the worker streams them; both nil for the prose ring.
+	answers [][]uint32
+	pieces  [][]string
 }
 
 // chatRequest is the subset of an OpenAI chat request the worker reads.
@@ -290,12 +292,16 @@ type chatRequest struct {
 	// Temperature 0 decodes greedily; absent, the engine samples, as
 	// OpenAI's default of 1 says.
 	Temperature *float64 `json:"temperature"`
-	// N is how many choices to answer with; the worker answers one.
+	// N is how many choices to answer with; absent or null is 1.
 	N *int `json:"n"`
+	// UseBeamSearch asks vLLM for beam search, which the worker refuses.
+	UseBeamSearch bool `json:"use_beam_search"`
 
 	// maxTokens is the answer's cap in force (see resolveMaxTokens), or
 	// restOfContext when the request sets none.
 	maxTokens int
+	// n is the number of choices (see checkChoices).
+	n int
 }
 
 // parseChatRequest decodes and checks a chat request body. Its errors are one
@@ -328,7 +334,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if err := checkTemperature(req.Temperature); err != nil {
 		return nil, err
 	}
-	if err := checkOneChoice(req.N); err != nil {
+	if req.n, err = checkChoices(req.N, req.Temperature, req.UseBeamSearch); err != nil {
 		return nil, err
 	}
 	if err := checkStreamOptions(body, req.Stream, req.StreamOptions != nil); err != nil {
@@ -347,6 +353,7 @@ type completionRequest struct {
 	IgnoreEOS     bool                  `json:"ignore_eos"`
 	Temperature   *float64              `json:"temperature"`
 	N             *int                  `json:"n"`
+	UseBeamSearch bool                  `json:"use_beam_search"`
 
 	// text is the prompt given as text; ids the prompt given as token
 	// ids, nil for text.
@@ -354,6 +361,8 @@ type completionRequest struct {
 	ids  []uint32
 	// maxTokens is the answer's cap in force (see resolveMaxTokens).
 	maxTokens int
+	// n is the number of choices (see checkChoices).
+	n int
 }
 
 // parseCompletionRequest decodes and checks a completion request body; the
@@ -373,7 +382,7 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 	if err := checkTemperature(req.Temperature); err != nil {
 		return nil, err
 	}
-	if err := checkOneChoice(req.N); err != nil {
+	if req.n, err = checkChoices(req.N, req.Temperature, req.UseBeamSearch); err != nil {
 		return nil, err
 	}
 	if err := checkStreamOptions(body, req.Stream, req.StreamOptions != nil); err != nil {
@@ -385,8 +394,8 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 // promptOf reads a completion's prompt as vLLM does: a string, a list of
 // token ids, or a list holding one of either (tokenizer.CompletionPrompt).
 // ids is nil for a text prompt. A batch of several prompts is refused: a
-// simulated worker answers one choice, where vLLM would answer one per
-// prompt.
+// simulated worker answers one prompt per request, where vLLM would answer
+// n choices for each prompt.
 func promptOf(raw json.RawMessage) (text string, ids []uint32, err error) {
 	text, ids, ok := tokenizer.CompletionPrompt(raw)
 	switch {
@@ -461,14 +470,37 @@ func checkTemperature(t *float64) error {
 	return nil
 }
 
-// checkOneChoice refuses n other than 1: a simulated worker answers with one
-// choice, and answering one where a client asked for several would count
-// them wrong without a word.
-func checkOneChoice(n *int) error {
-	if n != nil && *n != 1 {
-		return fmt.Errorf("n %d: a simulated worker answers with one choice; send n 1 or leave it out", *n)
+// maxChoices is the most choices (n) one request may ask a worker for.
+// vLLM's limit is VLLM_MAX_N_SEQUENCES, 16384 by default; a simulated
+// worker holds each choice's copy of the prompt, up to 64 KiB at its
+// 16k-token context, and a smaller cap keeps one request from holding
+// gigabytes of a booth machine's memory. A deployment may set vLLM's
+// limit as low.
+const maxChoices = 128
+
+// checkChoices returns how many choices a request asks for, 1 when n is
+// absent or null. It refuses as vLLM's SamplingParams does, in its words:
+// an n under 1, and more than one choice with greedy decoding
+// (temperature 0), which would answer one prompt with n copies of one
+// answer; and beyond vLLM, an n past maxChoices, and beam search, which
+// the worker does not run: answering sampled choices as beams would pass
+// off another workload, one of many short steps per beam, as vLLM's.
+func checkChoices(n *int, temperature *float64, beam bool) (int, error) {
+	if beam {
+		return 0, errors.New("use_beam_search: a simulated worker does not run beam search; leave it out or false")
 	}
-	return nil
+	if n == nil {
+		return 1, nil
+	}
+	switch {
+	case *n < 1:
+		return 0, fmt.Errorf("n must be at least 1, got %d.", *n)
+	case *n > maxChoices:
+		return 0, fmt.Errorf("n must be at most %d, got %d: a simulated worker's limit, where vLLM's is VLLM_MAX_N_SEQUENCES, 16384 by default.", maxChoices, *n)
+	case *n > 1 && isZero(temperature):
+		return 0, fmt.Errorf("n must be 1 when using greedy sampling, got %d.", *n)
+	}
+	return *n, nil
 }
 
 // checkStreamOptions refuses stream_options on a request that does not
@@ -515,17 +547,38 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 			writeError(w, http.StatusInternalServerError, "injected fault: internal engine error")
 			return
 		}
-		req := Request{Prompt: g.ids, MaxTokens: g.maxTokens, Greedy: g.greedy, Answer: g.answer}
+		// As vLLM does, each choice is a request of its own in the engine,
+		// with one prompt: the engine reads it and never writes it, and
+		// its prefix cache serves each choice what the others computed.
+		// wake is told whenever any choice has tokens or ends.
+		wake := make(chan struct{}, 1)
+		notify := func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+		sts := make([]*Stream, 0, g.n)
+		for i := range g.n {
+			req := Request{Prompt: g.ids, MaxTokens: g.maxTokens, Greedy: g.greedy}
+			if i < len(g.answers) {
+				req.Answer = g.answers[i]
+			}
+			if g.ignoreEOS {
+				req.OutputTokens = g.maxTokens
+			}
+			st, err := s.runner.SubmitNotify(req, notify)
+			if err != nil {
+				for _, st := range sts {
+					s.runner.Cancel(st.ID)
+				}
+				writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "sim: "))
+				return
+			}
+			sts = append(sts, st)
+		}
 		g.ids = nil // the engine owns them now
-		if g.ignoreEOS {
-			req.OutputTokens = g.maxTokens
-		}
-		st, err := s.runner.Submit(req)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "sim: "))
-			return
-		}
-		s.serveStream(w, r, st, g, chat, fault == faultCut)
+		s.serveStream(w, r, sts, wake, g, chat, fault == faultCut)
 	}
 }
 
@@ -565,7 +618,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		}
 		g = genRequest{maxTokens: req.maxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
-			greedy: isZero(req.Temperature)}
+			greedy: isZero(req.Temperature), n: req.n}
 		msgs = req.Messages
 	} else {
 		req, err := parseCompletionRequest(body)
@@ -578,7 +631,7 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		prompt = req.text
 		g = genRequest{maxTokens: req.maxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
-			greedy: isZero(req.Temperature)}
+			greedy: isZero(req.Temperature), n: req.n}
 		if req.ids != nil {
 			// Token ids are the prompt as they are: vLLM neither tokenizes
 			// them again nor adds special tokens, and refuses ids past its
@@ -604,12 +657,21 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 			return genRequest{}, http.StatusBadRequest, err
 		}
 	}
-	if text := answerText(msgs, g.maxTokens, s.pick(), g.greedy); text != "" {
-		g.answer = s.tok.Encode(text)
-		g.pieces = make([]string, len(g.answer))
-		for i := range g.answer {
-			g.pieces[i] = s.tok.Decode(g.answer[i : i+1])
+	// Each sampled choice draws where its answer starts, as each of vLLM's
+	// does its own tokens; a chat with no text to draw from leaves them all
+	// to the prose ring.
+	for range g.n {
+		text := answerText(msgs, g.maxTokens, s.pick(), g.greedy)
+		if text == "" {
+			break
 		}
+		answer := s.tok.Encode(text)
+		pieces := make([]string, len(answer))
+		for i := range answer {
+			pieces[i] = s.tok.Decode(answer[i : i+1])
+		}
+		g.answers = append(g.answers, answer)
+		g.pieces = append(g.pieces, pieces)
 	}
 	return g, 0, nil
 }
@@ -644,10 +706,12 @@ func (s *Server) checkModel(name string) error {
 	return fmt.Errorf("The model `%s` does not exist.", name)
 }
 
-// serveStream waits for the engine's tokens and writes them out, as SSE
-// chunks or one response at the end. cut aborts the connection halfway.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream, g genRequest, chat, cut bool) {
-	id := fmt.Sprintf("cmpl-%s-%d", s.name, st.ID)
+// serveStream waits for the engine's tokens of each choice's stream, sts
+// in index order, and writes them out, as SSE chunks or one response at the
+// end; wake is told whenever any of them has news. cut aborts the
+// connection halfway.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sts []*Stream, wake <-chan struct{}, g genRequest, chat, cut bool) {
+	id := fmt.Sprintf("cmpl-%s-%d", s.name, sts[0].ID)
 	if chat {
 		id = "chat" + id
 	}
@@ -662,98 +726,126 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, st *Stream,
 		}
 		cutAt = s.faults.intN(limit)
 	}
+	cancel := func() {
+		for _, st := range sts {
+			s.runner.Cancel(st.ID)
+		}
+	}
 	enc := newChunkWriter(w, id, s.model, created, chat)
 	if g.stream {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 	}
-	var text strings.Builder
+	texts := make([]strings.Builder, len(sts))
+	fins := make([]*Finished, len(sts))
 	var toks []Token
-	sent := 0
-	for {
+	sent, ended := 0, 0
+	for ended < len(sts) {
 		select {
 		case <-r.Context().Done():
-			s.runner.Cancel(st.ID)
+			cancel()
 			return
-		case <-st.Ready():
+		case <-wake:
 		}
-		var fin *Finished
-		toks, fin = st.Take(toks[:0])
-		for _, t := range toks {
-			if sent == cutAt {
-				// An injected stream cut: the connection dies mid-answer,
-				// as when a worker crashes.
-				s.runner.Cancel(st.ID)
-				if g.stream {
-					enc.flush()
+		for i, st := range sts {
+			if fins[i] != nil {
+				continue
+			}
+			var fin *Finished
+			toks, fin = st.Take(toks[:0])
+			for _, t := range toks {
+				if sent == cutAt {
+					// An injected stream cut: the connection dies
+					// mid-answer, as when a worker crashes.
+					cancel()
+					if g.stream {
+						enc.flush()
+					}
+					panic(http.ErrAbortHandler)
 				}
-				panic(http.ErrAbortHandler)
+				piece := pieceText(t.Token)
+				if i < len(g.pieces) && len(g.pieces[i]) > 0 {
+					piece = g.pieces[i][t.Index%len(g.pieces[i])]
+				}
+				if g.stream {
+					enc.token(i, piece, t.Index == 0)
+				} else {
+					texts[i].WriteString(piece)
+				}
+				sent++
 			}
-			piece := pieceText(t.Token)
-			if len(g.pieces) > 0 {
-				piece = g.pieces[t.Index%len(g.pieces)]
+			if fin == nil {
+				continue
 			}
+			fins[i] = fin
+			ended++
 			if g.stream {
-				enc.token(piece, t.Index == 0)
-			} else {
-				text.WriteString(piece)
+				enc.finish(i, finishReason(fin))
 			}
-			sent++
 		}
-		if fin == nil {
-			if g.stream {
-				enc.flush()
-			}
-			continue
+		if g.stream {
+			enc.flush()
 		}
-		finish := "stop"
-		if fin.Length {
-			finish = "length"
-		}
-		u := usage{
-			PromptTokens:     fin.PromptTokens,
-			CompletionTokens: fin.CompletionTokens,
-			TotalTokens:      fin.PromptTokens + fin.CompletionTokens,
-		}
-		if !s.noCached {
-			u.PromptTokensDetails = &promptTokensDetails{CachedTokens: fin.CachedTokens}
-		}
-		if !g.stream {
-			s.writeWhole(w, id, created, chat, text.String(), finish, u)
-			return
-		}
-		enc.finish(finish)
-		if g.usage {
-			enc.usage(u)
-		}
-		enc.done()
+	}
+	// Usage counts the one prompt once and every choice's tokens, as
+	// vLLM's does; the cache's hits are those of the first choice.
+	u := usage{PromptTokens: fins[0].PromptTokens}
+	for _, f := range fins {
+		u.CompletionTokens += f.CompletionTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if !s.noCached {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: fins[0].CachedTokens}
+	}
+	if !g.stream {
+		s.writeWhole(w, id, created, chat, texts, fins, u)
 		return
 	}
+	if g.usage {
+		enc.usage(u)
+	}
+	enc.done()
 }
 
-func (s *Server) writeWhole(w http.ResponseWriter, id string, created int64, chat bool, text, finish string, u usage) {
+// finishReason is an ended answer's finish_reason: length when it stopped
+// at max_tokens, stop when it ended by itself.
+func finishReason(f *Finished) string {
+	if f.Length {
+		return "length"
+	}
+	return "stop"
+}
+
+func (s *Server) writeWhole(w http.ResponseWriter, id string, created int64, chat bool, texts []strings.Builder, fins []*Finished, u usage) {
 	if chat {
+		choices := make([]chatChoice, len(fins))
+		for i, f := range fins {
+			choices[i] = chatChoice{Index: i, Message: chatMessage{Role: "assistant", Content: texts[i].String(), ToolCalls: []any{}}, FinishReason: finishReason(f)}
+		}
 		writeJSON(w, http.StatusOK, chatAnswer{
 			ID: id, Object: "chat.completion", Created: created, Model: s.model,
-			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: text, ToolCalls: []any{}}, FinishReason: finish}},
-			Usage:   u,
+			Choices: choices, Usage: u,
 		})
 		return
 	}
+	choices := make([]textChoice, len(fins))
+	for i, f := range fins {
+		choices[i] = textChoice{Index: i, Text: texts[i].String(), FinishReason: finishReason(f)}
+	}
 	writeJSON(w, http.StatusOK, textAnswer{
 		ID: id, Object: "text_completion", Created: created, Model: s.model,
-		Choices: []textChoice{{Text: text, FinishReason: finish}},
-		Usage:   u,
+		Choices: choices, Usage: u,
 	})
 }
 
 // chunkWriter writes SSE chunks by hand: a worker streams thousands of them
 // a second, and the fixed parts of each are formatted once per request.
+// Each chunk holds one choice, by its index, as vLLM's do.
 type chunkWriter struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
-	head    string // `data: {"id":...,"choices":[{"index":0,`
+	head    string // `data: {"id":...,"choices":[{"index":`
 	tail    string // `"finish_reason":null}]}` + "\n\n"
 	chat    bool
 	buf     []byte
@@ -767,13 +859,22 @@ func newChunkWriter(w http.ResponseWriter, id, model string, created int64, chat
 	f, _ := w.(http.Flusher)
 	return &chunkWriter{
 		w: w, flusher: f, chat: chat,
-		head: fmt.Sprintf(`data: {"id":%s,"object":%q,"created":%d,"model":%s,"choices":[{"index":0,`, jsonString(id), object, created, jsonString(model)),
+		head: fmt.Sprintf(`data: {"id":%s,"object":%q,"created":%d,"model":%s,"choices":[{"index":`, jsonString(id), object, created, jsonString(model)),
 		tail: `"finish_reason":null}]}` + "\n\n",
 	}
 }
 
-func (c *chunkWriter) token(piece string, first bool) {
+// start begins a chunk of choice i.
+func (c *chunkWriter) start(i int) {
 	c.buf = append(c.buf, c.head...)
+	c.buf = strconv.AppendInt(c.buf, int64(i), 10)
+	c.buf = append(c.buf, ',')
+}
+
+// token writes a piece of choice i's text; first says it is the choice's
+// first, whose chat delta carries the assistant's role.
+func (c *chunkWriter) token(i int, piece string, first bool) {
+	c.start(i)
 	switch {
 	case !c.chat:
 		c.buf = append(c.buf, `"text":`...)
@@ -790,8 +891,9 @@ func (c *chunkWriter) token(piece string, first bool) {
 	c.buf = append(c.buf, c.tail...)
 }
 
-func (c *chunkWriter) finish(reason string) {
-	c.buf = append(c.buf, c.head...)
+// finish ends choice i with reason.
+func (c *chunkWriter) finish(i int, reason string) {
+	c.start(i)
 	if c.chat {
 		c.buf = append(c.buf, `"delta":{},`...)
 	} else {

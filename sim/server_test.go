@@ -244,8 +244,7 @@ func TestBadRequestsGetOneLineErrors(t *testing.T) {
 		{"no messages is a 400", "POST", "/v1/chat/completions", `{"messages":[]}`, 400, "at least one message"},
 		{"unknown role is a 400", "POST", "/v1/chat/completions", `{"messages":[{"role":"robot","content":"x"}]}`, 400, "not a chat role"},
 		{"negative max_tokens is a 400", "POST", "/v1/chat/completions", `{"max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`, 400, "max_tokens must be at least 1, got -1."},
-		{"several choices are a 400, not one answered silently", "POST", "/v1/chat/completions", `{"n":5,"messages":[{"role":"user","content":"x"}]}`, 400, "n 5: a simulated worker answers with one choice"},
-		{"several completion choices are a 400", "POST", "/v1/completions", `{"n":2,"prompt":"x"}`, 400, "n 2: a simulated worker answers with one choice"},
+		{"n 0 is a 400", "POST", "/v1/chat/completions", `{"n":0,"messages":[{"role":"user","content":"x"}]}`, 400, "n must be at least 1, got 0."},
 		{"n 1 is served", "POST", "/v1/completions", `{"n":1,"prompt":"x","max_tokens":1}`, 200, "text_completion"},
 		{"a prompt past the context length is a 400", "POST", "/v1/completions", `{"prompt":"` + long + `"}`, 400, "maximum context length"},
 		{"a completion without prompt is a 400", "POST", "/v1/completions", `{"max_tokens":3}`, 400, "prompt must be"},
@@ -666,6 +665,9 @@ func FuzzParseChatRequest(f *testing.F) {
 	f.Add(`{"max_tokens":null,"max_completion_tokens":null,"messages":[{"role":"user","content":"hi"}]}`)
 	f.Add(`{"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
 	f.Add(`{"stream":false,"stream_options":{},"messages":[{"role":"user","content":"hi"}]}`)
+	f.Add(`{"n":3,"messages":[{"role":"user","content":"hi"}]}`)
+	f.Add(`{"n":2,"temperature":0,"messages":[{"role":"user","content":"hi"}]}`)
+	f.Add(`{"n":null,"use_beam_search":true,"messages":[{"role":"user","content":"hi"}]}`)
 	f.Add(`[]`)
 	f.Add(`{"messages":[{"role":"user","content":"hi"}]}xyz`)
 	f.Fuzz(func(t *testing.T, body string) {
@@ -685,6 +687,9 @@ func FuzzParseChatRequest(f *testing.F) {
 		if !req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 			t.Fatalf("accepted stream_options without a stream: %q", body)
 		}
+		if req.n < 1 || req.n > maxChoices || (req.n > 1 && isZero(req.Temperature)) || req.UseBeamSearch {
+			t.Fatalf("accepted %d choices (temperature %v, beam search %v): %q", req.n, req.Temperature, req.UseBeamSearch, body)
+		}
 		// Only a chat that sets no cap runs to the end of the context.
 		if unset := req.MaxTokens == nil && req.MaxCompletionTokens == nil; unset != (req.maxTokens == restOfContext) {
 			t.Fatalf("max_tokens %v, max_completion_tokens %v: cap %d", req.MaxTokens, req.MaxCompletionTokens, req.maxTokens)
@@ -703,6 +708,8 @@ func FuzzParseCompletionRequest(f *testing.F) {
 	f.Add(`{"prompt":"x"} {}`)
 	f.Add(`{"prompt":"x","stream_options":{"include_usage":true}}`)
 	f.Add(`{"prompt":"x","stream":null,"stream_options":null}`)
+	f.Add(`{"prompt":"x","n":0}`)
+	f.Add(`{"prompt":"x","n":129,"use_beam_search":false}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := parseCompletionRequest([]byte(body))
 		if err != nil {
@@ -716,6 +723,9 @@ func FuzzParseCompletionRequest(f *testing.F) {
 		}
 		if !req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 			t.Fatalf("accepted stream_options without a stream: %q", body)
+		}
+		if req.n < 1 || req.n > maxChoices || (req.n > 1 && isZero(req.Temperature)) || req.UseBeamSearch {
+			t.Fatalf("accepted %d choices (temperature %v, beam search %v): %q", req.n, req.Temperature, req.UseBeamSearch, body)
 		}
 		// One prompt, text or ids, never both nor neither.
 		if (req.text == "") == (len(req.ids) == 0) || req.maxTokens <= 0 {
