@@ -279,13 +279,21 @@ func (r *Runner) endStep() {
 	if now.Sub(r.due) > LateStep {
 		r.late++
 	}
-	for _, t := range res.Tokens {
+	for j, t := range res.Tokens {
 		s := r.streams[t.ID]
 		if s == nil {
 			continue // cancelled while the step ran
 		}
 		s.mu.Lock()
 		s.tokens = append(s.tokens, t)
+		if j == len(res.Tokens)-1 || res.Tokens[j+1].ID != t.ID {
+			// A request's tokens of a step are adjacent. Its last one and
+			// its end, if it ended, are handed over together, so that a
+			// reader never takes the last token without the end: the
+			// server puts finish_reason on the last token's chunk, as
+			// vLLM does.
+			s.fin = endOf(res.Finished, t.ID)
+		}
 		prev := s.lastAt
 		if t.Index == 0 {
 			prev = s.Submitted
@@ -304,7 +312,9 @@ func (r *Runner) endStep() {
 		}
 		delete(r.streams, f.ID)
 		s.mu.Lock()
-		s.fin = &f
+		if s.fin == nil {
+			s.fin = &f // an end with no token in its step
+		}
 		s.mu.Unlock()
 		if r.obs != nil {
 			r.obs.done(now.Sub(s.Submitted))
@@ -313,6 +323,18 @@ func (r *Runner) endStep() {
 	}
 	r.publish(res.Events)
 	r.step()
+}
+
+// endOf returns a copy of the end of request id among ends, nil when it
+// did not end; a step ends few requests, so a scan costs less than a map.
+func endOf(ends []Finished, id uint64) *Finished {
+	for i := range ends {
+		if ends[i].ID == id {
+			f := ends[i] // ends is reused by the engine's next step
+			return &f
+		}
+	}
+	return nil
 }
 
 // publish hands events to the sink as one batch; r.mu is held.

@@ -741,6 +741,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sts []*Stre
 	fins := make([]*Finished, len(sts))
 	var toks []Token
 	sent, ended := 0, 0
+	opened := false // a chat stream's role chunks are out
 	for ended < len(sts) {
 		select {
 		case <-r.Context().Done():
@@ -754,7 +755,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sts []*Stre
 			}
 			var fin *Finished
 			toks, fin = st.Take(toks[:0])
-			for _, t := range toks {
+			if g.stream && chat && !opened && len(toks) > 0 {
+				// vLLM opens a chat stream when the engine's first output
+				// is out: a chunk with the role for each choice, then the
+				// tokens, in one go.
+				for j := range sts {
+					enc.role(j)
+				}
+				opened = true
+			}
+			for k, t := range toks {
 				if sent == cutAt {
 					// An injected stream cut: the connection dies
 					// mid-answer, as when a worker crashes.
@@ -769,7 +779,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sts []*Stre
 					piece = g.pieces[i][t.Index%len(g.pieces[i])]
 				}
 				if g.stream {
-					enc.token(i, piece, t.Index == 0)
+					reason := ""
+					if fin != nil && k == len(toks)-1 {
+						reason = finishReason(fin)
+					}
+					enc.token(i, piece, reason)
 				} else {
 					texts[i].WriteString(piece)
 				}
@@ -780,7 +794,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, sts []*Stre
 			}
 			fins[i] = fin
 			ended++
-			if g.stream {
+			if g.stream && len(toks) == 0 {
 				enc.finish(i, finishReason(fin))
 			}
 		}
@@ -846,10 +860,12 @@ type chunkWriter struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	head    string // `data: {"id":...,"choices":[{"index":`
-	tail    string // `"finish_reason":null}]}` + "\n\n"
 	chat    bool
 	buf     []byte
 }
+
+// openChunk is the tail of a chunk whose choice goes on.
+const openChunk = `"finish_reason":null}]}` + "\n\n"
 
 func newChunkWriter(w http.ResponseWriter, id, model string, created int64, chat bool) *chunkWriter {
 	object := "text_completion"
@@ -860,7 +876,6 @@ func newChunkWriter(w http.ResponseWriter, id, model string, created int64, chat
 	return &chunkWriter{
 		w: w, flusher: f, chat: chat,
 		head: fmt.Sprintf(`data: {"id":%s,"object":%q,"created":%d,"model":%s,"choices":[{"index":`, jsonString(id), object, created, jsonString(model)),
-		tail: `"finish_reason":null}]}` + "\n\n",
 	}
 }
 
@@ -871,27 +886,49 @@ func (c *chunkWriter) start(i int) {
 	c.buf = append(c.buf, ',')
 }
 
-// token writes a piece of choice i's text; first says it is the choice's
-// first, whose chat delta carries the assistant's role.
-func (c *chunkWriter) token(i int, piece string, first bool) {
+// end closes a chunk: reason is the choice's finish_reason, or "" while
+// it goes on.
+func (c *chunkWriter) end(reason string) {
+	if reason == "" {
+		c.buf = append(c.buf, openChunk...)
+		return
+	}
+	// Reasons are the engine's own words (stop, length): nothing to escape.
+	c.buf = append(c.buf, `"finish_reason":"`...)
+	c.buf = append(c.buf, reason...)
+	c.buf = append(c.buf, "\"}]}\n\n"...)
+}
+
+// role writes a chat's opening chunk for choice i, as vLLM sends one for
+// every choice when the first tokens are out and before them: the
+// assistant's role and empty content.
+func (c *chunkWriter) role(i int) {
 	c.start(i)
-	switch {
-	case !c.chat:
-		c.buf = append(c.buf, `"text":`...)
-	case first:
-		c.buf = append(c.buf, `"delta":{"role":"assistant","content":`...)
-	default:
+	c.buf = append(c.buf, `"delta":{"role":"assistant","content":""},`...)
+	c.buf = append(c.buf, openChunk...)
+}
+
+// token writes a piece of choice i's text; reason is its finish_reason
+// when the piece is the choice's last, as vLLM puts the end on the chunk
+// with the last token, or "" when more follow.
+func (c *chunkWriter) token(i int, piece, reason string) {
+	c.start(i)
+	if c.chat {
 		c.buf = append(c.buf, `"delta":{"content":`...)
+	} else {
+		c.buf = append(c.buf, `"text":`...)
 	}
 	c.buf = append(c.buf, jsonString(piece)...)
 	if c.chat {
 		c.buf = append(c.buf, '}')
 	}
 	c.buf = append(c.buf, ',')
-	c.buf = append(c.buf, c.tail...)
+	c.end(reason)
 }
 
-// finish ends choice i with reason.
+// finish ends choice i with reason in a chunk with no text, for an end
+// that comes after its last token was written: the runner hands a
+// request's last token and its end over together, so this is a fallback.
 func (c *chunkWriter) finish(i int, reason string) {
 	c.start(i)
 	if c.chat {
@@ -899,9 +936,7 @@ func (c *chunkWriter) finish(i int, reason string) {
 	} else {
 		c.buf = append(c.buf, `"text":"",`...)
 	}
-	c.buf = append(c.buf, `"finish_reason":`...)
-	c.buf = append(c.buf, jsonString(reason)...)
-	c.buf = append(c.buf, "}]}\n\n"...)
+	c.end(reason)
 }
 
 func (c *chunkWriter) usage(u usage) {

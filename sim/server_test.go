@@ -175,7 +175,7 @@ func TestStreamingCompletionsEndWithUsageAndDone(t *testing.T) {
 	_, srv, _ := newTestServer(t, fast())
 	tests := []struct {
 		name, path, body string
-		chunks           int // content chunks, then a finish chunk
+		chunks           int // chunks with text, the last of them with the finish_reason
 		usage            bool
 	}{
 		{"chat without include_usage has no usage chunk", "/v1/chat/completions",
@@ -216,12 +216,15 @@ func TestStreamingCompletionsEndWithUsageAndDone(t *testing.T) {
 				if err := json.Unmarshal([]byte(data), &c); err != nil {
 					t.Fatalf("chunk %q is not JSON: %v", data, err)
 				}
-				switch {
-				case c.Usage != nil:
+				if c.Usage != nil {
 					usage++
-				case c.Choices[0].FinishReason != nil:
+					continue
+				}
+				ch := c.Choices[0]
+				if ch.FinishReason != nil {
 					finish++
-				default:
+				}
+				if (ch.Text != nil && *ch.Text != "") || strings.Contains(string(ch.Delta), `"content":"`) && !strings.Contains(string(ch.Delta), `"content":""`) {
 					content++
 				}
 			}
