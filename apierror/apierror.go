@@ -70,12 +70,27 @@ func Type(status int) string {
 // says when to retry (Retry-After: 1, in seconds, unless the caller set
 // one), which the openai SDKs honour before their own backoff.
 func Write(w http.ResponseWriter, status int, msg string) {
+	write(w, status, New(status, msg))
+}
+
+// WriteParam is Write for an error that names the request field at
+// fault, as vLLM's validation errors do ("max_tokens"); an empty param
+// is null.
+func WriteParam(w http.ResponseWriter, status int, msg, param string) {
+	r := New(status, msg)
+	if param != "" {
+		r.Error.Param = &param
+	}
+	write(w, status, r)
+}
+
+func write(w http.ResponseWriter, status int, r Response) {
 	if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(New(status, msg))
+	json.NewEncoder(w).Encode(r)
 }
 
 // Event is an SSE event carrying the error, for a stream that fails after

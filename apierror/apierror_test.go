@@ -115,3 +115,25 @@ func TestEvent(t *testing.T) {
 		t.Fatalf("Event = %q\nwant    %q", got, want)
 	}
 }
+
+func TestWriteParam(t *testing.T) {
+	tests := []struct {
+		name, param string
+		// want is the whole body, byte for byte.
+		want string
+	}{
+		{"a field at fault is named in param, as vLLM's validation errors name it", "max_tokens",
+			`{"error":{"message":"m","type":"BadRequestError","param":"max_tokens","code":400}}`},
+		{"no field at fault is a null param, as Write writes", "",
+			`{"error":{"message":"m","type":"BadRequestError","param":null,"code":400}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			WriteParam(rec, http.StatusBadRequest, "m", tt.param)
+			if got := strings.TrimSpace(rec.Body.String()); got != tt.want {
+				t.Errorf("body = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
