@@ -186,7 +186,7 @@ func TestTheRouterSurfaceIsWhatClientsExpect(t *testing.T) {
 		// Sad path: the router's own refusals carry a type too.
 		{"an unknown path is a NotFoundError", "GET", "/v1/nothing", "", 404, "NotFoundError", "no route"},
 		{"a prompt past the context length is a BadRequestError", "POST", "/v1/completions",
-			`{"prompt":"` + strings.Repeat("word ", 70000) + `"}`, 400, "BadRequestError", "maximum context length"},
+			`{"prompt":"` + strings.Repeat("word ", 70000) + `"}`, 400, "BadRequestError", "context length"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

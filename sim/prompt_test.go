@@ -35,8 +35,8 @@ func TestACompletionPromptMayBeTokenIDs(t *testing.T) {
 		{"ids filling the context but for max_tokens are served", `{"prompt":[` + ids(63) + `],"max_tokens":1}`, 200, `"text_completion"`, 63},
 		// sad path
 		{"an id past the vocabulary is a 400 in vLLM's words", `{"prompt":[1,100277],"max_tokens":1}`, 400, "Token id 100277 is out of vocabulary", 0},
-		{"more ids than the context length is a 400", `{"prompt":[` + ids(65) + `],"max_tokens":1}`, 400, "the prompt has 65 tokens, but this model's maximum context length is 64 tokens", 0},
-		{"ids and max_tokens past the context length is a 400", `{"prompt":[` + ids(64) + `],"max_tokens":1}`, 400, "maximum context length is 64 tokens", 0},
+		{"more ids than the context length is a 400", `{"prompt":[` + ids(65) + `],"max_tokens":1}`, 400, "You passed 65 input tokens and requested 1 output tokens. However, the model's context length is only 64 tokens, resulting in a maximum input length of 63 tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value=65)", 0},
+		{"ids and max_tokens past the context length is a 400 in vLLM's words, with the ids' exact count", `{"prompt":[` + ids(64) + `],"max_tokens":1}`, 400, "You passed 64 input tokens and requested 1 output tokens. However, the model's context length is only 64 tokens, resulting in a maximum input length of 63 tokens.", 0},
 		{"a negative id is a 400", `{"prompt":[1,-2],"max_tokens":1}`, 400, "list of token ids (whole numbers from 0)", 0},
 		{"no ids is a 400", `{"prompt":[],"max_tokens":1}`, 400, "prompt must not be empty", 0},
 		{"one empty list of ids is a 400", `{"prompt":[[]],"max_tokens":1}`, 400, "prompt must not be empty", 0},

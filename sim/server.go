@@ -443,7 +443,11 @@ func resolveMaxTokens(n *int, def int) (int, error) {
 	return *n, nil
 }
 
-func tooFewTokens(n int) error { return fmt.Errorf("max_tokens must be at least 1, got %d.", n) }
+// tooFewTokens is SamplingParams' refusal of a cap under 1, which names
+// max_tokens whichever field set it.
+func tooFewTokens(n int) error {
+	return &validationError{fmt.Sprintf("max_tokens must be at least 1, got %d.", n), "max_tokens", strconv.Itoa(n)}
+}
 
 // contextLeft is a chat's cap when it set none: what the prompt of
 // promptLen tokens leaves of the model's context. vLLM takes the cap so,
@@ -457,15 +461,18 @@ func contextLeft(maxModelLen, promptLen int) (int, error) {
 }
 
 // checkTemperature refuses a temperature outside [0, 2], in vLLM's words
-// (its SamplingParams checks the same range); absent is OpenAI's default.
+// (its SamplingParams checks the same range, and prints the number as
+// Python prints a float); absent is OpenAI's default.
 func checkTemperature(t *float64) error {
 	switch {
 	case t == nil:
 		return nil
 	case *t < 0:
-		return fmt.Errorf("temperature must be non-negative, got %v.", *t)
+		v := pyFloat(*t)
+		return &validationError{"temperature must be non-negative, got " + v + ".", "temperature", v}
 	case *t > 2:
-		return fmt.Errorf("temperature must be in [0, 2], got %v.", *t)
+		v := pyFloat(*t)
+		return &validationError{"temperature must be in [0, 2], got " + v + ".", "temperature", v}
 	}
 	return nil
 }
@@ -519,7 +526,7 @@ func checkStreamOptions(body []byte, stream, given bool) error {
 	if json.Unmarshal(body, &raw) == nil && len(raw.StreamOptions) == 0 {
 		return nil
 	}
-	return errors.New("Stream options can only be defined when `stream=True`.")
+	return &validationError{msg: "Stream options can only be defined when `stream=True`.", param: "stream_options"}
 }
 
 // isZero says whether an optional number was given as 0.
@@ -532,7 +539,7 @@ func (s *Server) completions(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		g, status, err := s.parseGen(w, r, chat)
 		if err != nil {
-			writeError(w, status, err.Error())
+			writeErr(w, status, err)
 			return
 		}
 		fault := s.faults.draw()
@@ -599,6 +606,18 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	var g genRequest
 	var prompt string
 	var msgs []tokenizer.Message
+	// maxOut is the answer's cap the request set, 0 for none: as in vLLM,
+	// the prompt may then fill the context less that cap, maxIn tokens.
+	var maxOut, maxIn int
+	// capOf checks the cap, set by the field named param, against the
+	// context before any prompt is read, as vLLM's renderer does.
+	capOf := func(maxTokens int, param string) error {
+		if maxOut = maxTokens; maxOut > limit {
+			return tooManyOutputTokens(param, maxOut, limit)
+		}
+		maxIn = limit - maxOut
+		return nil
+	}
 	if chat {
 		if err := tokenizer.CheckPieces(body, limit); err != nil {
 			return genRequest{}, http.StatusBadRequest, err
@@ -607,8 +626,15 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if err != nil {
 			return genRequest{}, http.StatusBadRequest, err
 		}
-		if err := tokenizer.CheckBytes(s.tok.RenderBytes(req.Messages), limit); err != nil {
+		param := "max_tokens"
+		if req.MaxCompletionTokens != nil {
+			param = "max_completion_tokens"
+		}
+		if err := capOf(req.maxTokens, param); err != nil { // restOfContext is 0
 			return genRequest{}, http.StatusBadRequest, err
+		}
+		if err := tokenizer.CheckBytes(s.tok.RenderBytes(req.Messages), maxIn); err != nil {
+			return genRequest{}, http.StatusBadRequest, contextError(err, maxOut, limit)
 		}
 		if err := s.checkModel(req.Model); err != nil {
 			return genRequest{}, http.StatusNotFound, err
@@ -628,6 +654,9 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 		if err := s.checkModel(req.Model); err != nil {
 			return genRequest{}, http.StatusNotFound, err
 		}
+		if err := capOf(req.maxTokens, "max_tokens"); err != nil {
+			return genRequest{}, http.StatusBadRequest, err
+		}
 		prompt = req.text
 		g = genRequest{maxTokens: req.maxTokens, stream: req.Stream,
 			usage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage, ignoreEOS: req.IgnoreEOS,
@@ -636,8 +665,8 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 			// Token ids are the prompt as they are: vLLM neither tokenizes
 			// them again nor adds special tokens, and refuses ids past its
 			// tokenizer's vocabulary.
-			if err := s.checkIDs(req.ids); err != nil {
-				return genRequest{}, http.StatusBadRequest, err
+			if err := s.checkIDs(req.ids, maxIn); err != nil {
+				return genRequest{}, http.StatusBadRequest, contextError(err, maxOut, limit)
 			}
 			g.ids = req.ids
 			return g, 0, nil
@@ -645,12 +674,12 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	}
 	if chat {
 		// The template wrote the special tokens; vLLM adds none.
-		g.ids, err = s.tok.EncodeLimit(prompt, limit)
+		g.ids, err = s.tok.EncodeLimit(prompt, maxIn)
 	} else {
-		g.ids, err = s.tok.EncodePrompt(prompt, limit)
+		g.ids, err = s.tok.EncodePrompt(prompt, maxIn)
 	}
 	if err != nil {
-		return genRequest{}, http.StatusBadRequest, err
+		return genRequest{}, http.StatusBadRequest, contextError(err, maxOut, limit)
 	}
 	if g.maxTokens == restOfContext {
 		if g.maxTokens, err = contextLeft(limit, len(g.ids)); err != nil {
@@ -676,11 +705,12 @@ func (s *Server) parseGen(w http.ResponseWriter, r *http.Request, chat bool) (ge
 	return g, 0, nil
 }
 
-// checkIDs refuses a prompt of token ids as vLLM does: longer than the
-// model's maximum context length, or holding an id larger than the
-// tokenizer's largest, in its words ("Token id N is out of vocabulary").
-func (s *Server) checkIDs(ids []uint32) error {
-	if err := tokenizer.CheckIDs(ids, s.prof.MaxModelLen); err != nil {
+// checkIDs refuses a prompt of token ids as vLLM does: longer than
+// maxIn, what the context leaves the prompt, or holding an id larger than
+// the tokenizer's largest, in its words ("Token id N is out of
+// vocabulary").
+func (s *Server) checkIDs(ids []uint32, maxIn int) error {
+	if err := tokenizer.CheckIDs(ids, maxIn); err != nil {
 		return err
 	}
 	if top, most := slices.Max(ids), s.tok.MaxTokenID(); top > most {
@@ -1040,7 +1070,9 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := encode(text, s.prof.MaxModelLen)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		// vLLM's /tokenize checks the prompt as a generation asking for
+		// no output tokens.
+		writeErr(w, http.StatusBadRequest, contextError(err, 0, s.prof.MaxModelLen))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
