@@ -47,14 +47,7 @@ func TestSamplingParamsAreCheckedAsVLLMChecksThem(t *testing.T) {
 			if tt.wantCompletion == 0 {
 				return
 			}
-			var got struct {
-				Usage struct {
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-			}
-			if err := json.Unmarshal(raw, &got); err != nil || got.Usage.CompletionTokens != tt.wantCompletion {
-				t.Fatalf("completion_tokens %d (%v), want %d", got.Usage.CompletionTokens, err, tt.wantCompletion)
-			}
+			checkCompletionTokens(t, raw, tt.wantCompletion)
 		})
 	}
 }
@@ -105,14 +98,7 @@ func TestAChatWithoutMaxTokensMayRunToTheEndOfTheContext(t *testing.T) {
 			if tt.wantCompletion == 0 {
 				return
 			}
-			var got struct {
-				Usage struct {
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-			}
-			if err := json.Unmarshal(raw, &got); err != nil || got.Usage.CompletionTokens != tt.wantCompletion {
-				t.Fatalf("completion_tokens %d (%v), want %d", got.Usage.CompletionTokens, err, tt.wantCompletion)
-			}
+			checkCompletionTokens(t, raw, tt.wantCompletion)
 		})
 	}
 }
@@ -155,5 +141,19 @@ func TestStreamOptionsWithoutAStreamAreRefused(t *testing.T) {
 				t.Fatalf("%s is not vLLM's error JSON on one line", raw)
 			}
 		})
+	}
+}
+
+// checkCompletionTokens fails unless the answer raw reports want
+// completion tokens in its usage.
+func checkCompletionTokens(t *testing.T, raw []byte, want int) {
+	t.Helper()
+	var got struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil || got.Usage.CompletionTokens != want {
+		t.Fatalf("completion_tokens %d (%v), want %d", got.Usage.CompletionTokens, err, want)
 	}
 }
