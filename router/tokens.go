@@ -8,9 +8,23 @@ import (
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
-// maxTokenCacheBytes bounds the chat token cache: message text plus 4 bytes
-// per token (64 MiB).
+// maxTokenCacheBytes bounds the proxy's chat token cache, in bytes of heap
+// as entryCost counts them (64 MiB). It holds a few hundred live
+// conversations' transcripts: the demo's two lanes of up to 180
+// conversations each, with answers of up to max_tokens (about 4 KB) per turn.
 const maxTokenCacheBytes = 64 << 20
+
+// entryOverhead is what one cache entry costs besides its text and token
+// ids, in bytes: its map slot (a string and a slice header, 40 bytes, at a
+// load factor that falls to 7/16 after a map grows), its place in order
+// (16 bytes, with append's slack) and the two allocations' rounding up to a
+// size class. Measured at 98 to 134 bytes per entry by
+// TestTokenCacheHeapWithinCap's sizes; without it, a cache of short
+// chats held 2.8 times its cap.
+const entryOverhead = 128
+
+// entryCost is the heap one entry holds, in bytes.
+func entryCost(seg string, ids []uint32) int { return len(seg) + 4*cap(ids) + entryOverhead }
 
 // tokenCache tokenizes chat prompts one message at a time and remembers each
 // message's tokens, so a conversation's next turn only tokenizes what is new.
@@ -18,7 +32,9 @@ const maxTokenCacheBytes = 64 << 20
 // the template opens every message with "<|" right after a newline, and
 // cl100k's pre-tokenizer never lets a piece span a newline followed by "<",
 // so each message tokenizes on its own (TestChatTokensMatchEncode checks it).
+// When its entries cost more than max bytes (entryCost), the oldest go.
 type tokenCache struct {
+	max   int
 	mu    sync.Mutex
 	m     map[string][]uint32
 	order []string // insertion order, for eviction
@@ -26,7 +42,11 @@ type tokenCache struct {
 	bytes int
 }
 
-func newTokenCache() *tokenCache { return &tokenCache{m: map[string][]uint32{}} }
+func newTokenCache() *tokenCache { return newTokenCacheOf(maxTokenCacheBytes) }
+
+func newTokenCacheOf(maxBytes int) *tokenCache {
+	return &tokenCache{max: maxBytes, m: map[string][]uint32{}}
+}
 
 // segment renders one message as RenderChat does.
 func segment(m tokenizer.Message) string {
@@ -59,8 +79,8 @@ func (c *tokenCache) get(seg string) ([]uint32, bool) {
 }
 
 func (c *tokenCache) put(seg string, ids []uint32) {
-	cost := len(seg) + 4*len(ids)
-	if cost > maxTokenCacheBytes/16 {
+	cost := entryCost(seg, ids)
+	if cost > c.max/16 {
 		return // too big to be worth keeping
 	}
 	c.mu.Lock()
@@ -71,17 +91,24 @@ func (c *tokenCache) put(seg string, ids []uint32) {
 	c.m[seg] = ids
 	c.order = append(c.order, seg)
 	c.bytes += cost
-	for c.bytes > maxTokenCacheBytes && c.head < len(c.order) {
+	for c.bytes > c.max && c.head < len(c.order) {
 		old := c.order[c.head]
 		c.order[c.head] = ""
 		c.head++
-		c.bytes -= len(old) + 4*len(c.m[old])
+		c.bytes -= entryCost(old, c.m[old])
 		delete(c.m, old)
 	}
 	if c.head > len(c.order)/2 && c.head > 1024 {
 		c.order = append([]string(nil), c.order[c.head:]...)
 		c.head = 0
 	}
+}
+
+// size returns the entries' count and cost in bytes.
+func (c *tokenCache) size() (entries, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m), c.bytes
 }
 
 // pieceBytes is how much new text chatUntil tokenizes between two asks

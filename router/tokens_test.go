@@ -1,9 +1,13 @@
 package router
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kvlens/kvlens/tokenizer"
@@ -62,4 +66,56 @@ func FuzzChatTokens(f *testing.F) {
 			t.Fatalf("%q: per-message %v, whole %v", msgs, got, want)
 		}
 	})
+}
+
+// TestTokenCacheHeapWithinCap fills a cache with many more distinct
+// conversations than it holds and checks that the heap it keeps, measured
+// after a collection, stays within its cap in bytes: the cap is a bound on
+// memory, not on text.
+func TestTokenCacheHeapWithinCap(t *testing.T) {
+	const capBytes = 1 << 20
+	tests := []struct {
+		name        string
+		answerBytes int // each conversation's answer; the question adds about 40
+	}{
+		// Per-entry headers and map slots outweigh the text: the case
+		// that held 2.8 times the cap when only text and ids counted.
+		{"short messages, where each entry's overhead dominates", 8},
+		{"answers of a few sentences", 200},
+		{"answers of about 1,000 tokens, the demo's max_tokens", 4000},
+	}
+	chatTokens.chat([]tokenizer.Message{{Role: "user", Content: "load the vocabulary first"}})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			answer := strings.Repeat("word ", tt.answerBytes/5)
+			before := heapAfterGC()
+			c := newTokenCacheOf(capBytes)
+			for i := 0; i < 2*capBytes/(tt.answerBytes+40); i++ {
+				c.chat([]tokenizer.Message{
+					{Role: "user", Content: fmt.Sprintf("Question %d: what is a KV cache?", i)},
+					{Role: "assistant", Content: answer + strconv.Itoa(i)},
+				})
+			}
+			held := heapAfterGC() - before
+			entries, bytes := c.size()
+			if bytes > capBytes {
+				t.Errorf("cache counts %d bytes, over its cap of %d", bytes, capBytes)
+			}
+			// A tenth over the cap allows for size classes the cost
+			// rounds differently and the map's own table.
+			if held > capBytes+capBytes/10 {
+				t.Errorf("cache of %d entries holds %d bytes of heap, over its cap of %d (it counts %d)", entries, held, capBytes, bytes)
+			}
+			t.Logf("%d entries, %d bytes counted, %d bytes of heap", entries, bytes, held)
+			runtime.KeepAlive(c)
+		})
+	}
+}
+
+// heapAfterGC returns the bytes of live heap after a full collection.
+func heapAfterGC() int {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return int(m.HeapAlloc)
 }
