@@ -191,3 +191,30 @@ func (c *tokenCache) chat(msgs []tokenizer.Message) []uint32 {
 // ChatTokens returns the tokens of tokenizer.RenderChat(msgs), as the proxy
 // computes them for a chat request, from the same per-message cache.
 func ChatTokens(msgs []tokenizer.Message) []uint32 { return chatTokens.chat(msgs) }
+
+// ChatTokensCached returns how many messages the proxy's token cache holds
+// and the heap they cost, in bytes (entryCost).
+func ChatTokensCached() (entries, bytes int) { return chatTokens.size() }
+
+// A TokenCache tokenizes chat prompts as the proxy does (ChatTokens), but
+// remembers messages in a cache of its own. A caller whose conversations
+// the proxy never serves, such as a virtual-time simulation, uses one so
+// that they neither evict the proxy's nor outlive the caller: the cache is
+// freed with the TokenCache.
+type TokenCache struct{ c *tokenCache }
+
+// NewTokenCache returns a TokenCache whose messages cost at most maxBytes of
+// heap (entryCost); 0 means the proxy's bound, maxTokenCacheBytes.
+func NewTokenCache(maxBytes int) *TokenCache {
+	if maxBytes <= 0 {
+		maxBytes = maxTokenCacheBytes
+	}
+	return &TokenCache{newTokenCacheOf(maxBytes)}
+}
+
+// Chat returns the tokens of tokenizer.RenderChat(msgs).
+func (t *TokenCache) Chat(msgs []tokenizer.Message) []uint32 { return t.c.chat(msgs) }
+
+// Size returns how many messages the cache holds and the heap they cost,
+// in bytes.
+func (t *TokenCache) Size() (entries, bytes int) { return t.c.size() }

@@ -70,6 +70,8 @@ type Pipeline struct {
 	Router *router.Router
 	// Gen is the load generator.
 	Gen *loadgen.Generator
+	// Tokens tokenizes the generator's prompts.
+	Tokens *router.TokenCache
 
 	runners map[string]*sim.Runner
 	names   []string
@@ -129,7 +131,13 @@ func build(cfg Config, clk clock.Clock) (*Pipeline, error) {
 	if len(load.Starters) == 0 {
 		load.Starters = loadgen.BuiltinStarters()
 	}
-	p.Gen, err = loadgen.NewAsync(NewTransport(clk, p.Router, p.runners), load, nil)
+	// The pipeline's conversations never reach the live proxy: they are
+	// tokenized through a cache of its own, which goes with the pipeline
+	// instead of filling the proxy's (about 50 MB per dashboard simulation).
+	p.Tokens = router.NewTokenCache(0)
+	tr := NewTransport(clk, p.Router, p.runners)
+	tr.tokens = p.Tokens.Chat
+	p.Gen, err = loadgen.NewAsync(tr, load, nil)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -199,12 +207,15 @@ type Transport struct {
 	clk     clock.Clock
 	router  *router.Router
 	runners map[string]*sim.Runner
+	// tokens tokenizes a turn's messages: router.ChatTokens, the proxy's
+	// cache, unless a Pipeline gives its own.
+	tokens func([]tokenizer.Message) []uint32
 }
 
 // NewTransport returns a transport to the runners, by worker name, through
 // rt, on clk: the clock the runners and the router run on.
 func NewTransport(clk clock.Clock, rt *router.Router, runners map[string]*sim.Runner) *Transport {
-	return &Transport{clk: clk, router: rt, runners: runners}
+	return &Transport{clk: clk, router: rt, runners: runners, tokens: router.ChatTokens}
 }
 
 // Start implements loadgen.AsyncTransport. The request reaches the router
@@ -246,7 +257,7 @@ func (c *call) begin() {
 		c.mu.Unlock()
 		return
 	}
-	tokens := router.ChatTokens(c.req.Messages)
+	tokens := c.t.tokens(c.req.Messages)
 	b, err := c.t.router.Decide(&router.Request{Path: "/v1/chat/completions", TokenIDs: tokens, Messages: c.req.Messages}, nil)
 	if err != nil {
 		// The proxy answers 503 when it sheds or has no worker left.

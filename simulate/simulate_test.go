@@ -417,3 +417,28 @@ func TestMissesSaysWhyALevelFails(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineTokenizesThroughItsOwnCache checks that a virtual-time run
+// leaves the live proxy's token cache as it found it: its conversations
+// are tokenized through the pipeline's cache, which goes with the pipeline.
+func TestPipelineTokenizesThroughItsOwnCache(t *testing.T) {
+	c, cfg := smallSweep(), smallConfig(3)
+	c.Levels, c.Modes = c.Levels[:1], c.Modes[1:]
+	cfg.Policy, cfg.Load.Concurrency = c.Modes[0], c.Levels[0]
+	before, _ := router.ChatTokensCached()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sw := baselines.Sweep{Config: c, Target: p.Target(), Clock: p.Loop}
+	if _, err := sw.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := router.ChatTokensCached(); after != before {
+		t.Errorf("the proxy's token cache went from %d to %d messages during a virtual-time run", before, after)
+	}
+	if n, _ := p.Tokens.Size(); n == 0 {
+		t.Error("the pipeline's own token cache is empty after a run")
+	}
+}
