@@ -3,6 +3,7 @@
 package components
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -482,16 +483,17 @@ type SimData struct {
 	Err string
 	// Result names the finished curve set; Took is how long it took.
 	Result, Took string
-	// Stored says the set was saved in the store; InUse that the
-	// dashboard compares with it now.
+	// Stored says the set was saved in the store, NotStored why not;
+	// InUse that the dashboard compares with it now.
 	Stored, InUse bool
+	NotStored     string
 }
 
-func storedText(stored bool) string {
+func storedText(stored bool, why string) string {
 	if stored {
 		return " (stored)"
 	}
-	return " (not stored: no database)"
+	return " (not stored: " + cmp.Or(why, "no store") + ")"
 }
 
 // Option is one choice of a select.

@@ -3527,9 +3527,9 @@ func SimStatus(d SimData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var194 string
-				templ_7745c5c3_Var194, templ_7745c5c3_Err = templ.JoinStringErrs(storedText(d.Stored))
+				templ_7745c5c3_Var194, templ_7745c5c3_Err = templ.JoinStringErrs(storedText(d.Stored, d.NotStored))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/page.templ`, Line: 528, Col: 99}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/page.templ`, Line: 528, Col: 112}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var194))
 				if templ_7745c5c3_Err != nil {

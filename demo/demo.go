@@ -370,18 +370,21 @@ func Start(cfg Config) (*Demo, error) {
 		}
 	}
 	var rec *recording.Recorder
-	if cfg.Record && cfg.DB != "" {
-		rec = d.startRecording(cfg, pair)
-		if rec != nil {
+	storeErr := d.openStore(cfg)
+	switch {
+	case cfg.DB == "":
+		opts.RecordingsOff = "kvlens runs without a store (--db)"
+	case storeErr != nil:
+		opts.RecordingsOff = "the store at " + cfg.DB + " could not be opened (see the warning kvlens printed at start)"
+	case !cfg.Record:
+		opts.RecordingsOff = "this session was started with --record=false"
+	default:
+		if rec = d.startRecording(cfg, pair); rec != nil {
 			opts.Record = rec.Add
 			opts.Recordings, opts.CurrentRecording = d.db, rec.ID()
 		} else {
-			opts.RecordingsOff = "the store at " + cfg.DB + " could not be opened (see the warning kvlens printed at start)"
+			opts.RecordingsOff = "the recording could not start (see the warning kvlens printed at start)"
 		}
-	} else if cfg.DB == "" {
-		opts.RecordingsOff = "kvlens runs without a store (--db)"
-	} else {
-		opts.RecordingsOff = "this session was started with --record=false"
 	}
 	var imported []string
 	if d.db != nil {
@@ -421,7 +424,7 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if d.fleet != nil {
-		sim, err := newSimulator(ctx, cfg, d.db)
+		sim, err := newSimulator(ctx, cfg, d.db, noStoreReason(cfg, storeErr))
 		if err != nil {
 			cancel()
 			return fail(err)
@@ -659,28 +662,53 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 	}
 }
 
-// startRecording opens the store and starts this session's recording. A
-// store that cannot be opened turns recording off with a one-line warning:
-// the demo itself must not depend on the disk.
-func (d *Demo) startRecording(cfg Config, pair []string) *recording.Recorder {
+// openStore opens the store at --db, if one is given, for the recordings
+// and the dashboard's simulated curves; --record=false turns off only the
+// former. A store that cannot be opened turns both off with a one-line
+// warning: the demo itself must not depend on the disk.
+func (d *Demo) openStore(cfg Config) error {
+	if cfg.DB == "" {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	db, err := store.Open(ctx, cfg.DB)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens: warning: not recording this session: %v\n", err)
-		return nil
+		fmt.Fprintf(os.Stderr, "kvlens: warning: no store this session (no recording, simulated curves kept in memory): %v\n", err)
+		return err
 	}
+	d.db = db
+	return nil
+}
+
+// noStoreReason says why the dashboard's simulated curves are not stored
+// when d.db is nil: no --db, or a store that would not open.
+func noStoreReason(cfg Config, err error) string {
+	if cfg.DB == "" {
+		return "kvlens runs without a store (--db)"
+	}
+	if err != nil {
+		return "the store at " + cfg.DB + " could not be opened"
+	}
+	return ""
+}
+
+// startRecording starts this session's recording in the open store; one
+// that cannot start turns recording off with a one-line warning.
+func (d *Demo) startRecording(cfg Config, pair []string) *recording.Recorder {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db := d.db
 	conf, _ := json.Marshal(map[string]any{
 		"policy": cfg.Policy, "ab": pair, "model": cfg.Model, "workers": d.WorkerURLs,
 		"profile": cfg.SimProfile.Name, "concurrency": cfg.Load.Concurrency,
 	})
 	rec, err := recording.Start(ctx, db, clock.Real, recording.Name(time.Now()), conf, cfg.RecordingRetention)
 	if err != nil {
-		db.Close()
 		fmt.Fprintf(os.Stderr, "kvlens: warning: not recording this session: %v\n", err)
 		return nil
 	}
-	d.db, d.rec, d.Recording = db, rec, rec.ID()
+	d.rec, d.Recording = rec, rec.ID()
 	return rec
 }
 

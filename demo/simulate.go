@@ -32,6 +32,8 @@ type simulator struct {
 	sim   simulate.Config
 	sweep baselines.SweepConfig
 	db    *store.DB // nil keeps results in memory only
+	// noStore says why db is nil, for the page.
+	noStore string
 	ctx   context.Context
 	wg    sync.WaitGroup
 
@@ -41,12 +43,12 @@ type simulator struct {
 
 var _ web.Simulator = (*simulator)(nil)
 
-func newSimulator(ctx context.Context, cfg Config, db *store.DB) (*simulator, error) {
+func newSimulator(ctx context.Context, cfg Config, db *store.DB, noStore string) (*simulator, error) {
 	sw, sc := liveSweep(cfg, []string{"round_robin", "kv"}, simWarmup, simMeasure)
 	if err := sw.Validate(); err != nil {
 		return nil, fmt.Errorf("simulate this curve: %w", err)
 	}
-	return &simulator{sim: sc, sweep: sw, db: db, ctx: ctx}, nil
+	return &simulator{sim: sc, sweep: sw, db: db, noStore: noStore, ctx: ctx}, nil
 }
 
 // liveSweep is a virtual-time sweep of cfg's simulated fleet and load over
@@ -117,11 +119,14 @@ func (s *simulator) run() {
 		set := c.Result("simulated in virtual time from the dashboard", results)
 		set.Sort()
 		st.Result, st.Finished = &set, st.Steps
+		st.NotStored = s.noStore
 		if s.db != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, serr := s.db.SaveSet(ctx, &set, false)
 			cancel()
-			st.Stored = serr == nil
+			if st.Stored = serr == nil; serr != nil {
+				st.NotStored = serr.Error()
+			}
 		}
 	}
 	s.mu.Lock()

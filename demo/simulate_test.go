@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,10 @@ func TestSimulateThisCurve(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.NoStart = true
-	cfg.DB, cfg.Record = path, true
+	// Without a recording (--record=false) the store still keeps the
+	// simulated curves: it was opened only to record, and the page said
+	// "not stored: no database".
+	cfg.DB, cfg.Record = path, false
 	// Two levels keep the test short; the dashboard's default slider has 7.
 	cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax, cfg.Dashboard.SliderStep = 60, 80, 20
 	cfg.Load.Concurrency = 60
@@ -59,6 +63,9 @@ func TestSimulateThisCurve(t *testing.T) {
 	if !st.Stored || st.Finished != st.Steps || st.Steps != 4 {
 		t.Fatalf("status %+v: want stored, 4 of 4 levels", st)
 	}
+	if d.Recording != 0 {
+		t.Errorf("--record=false, yet the session is recording %d", d.Recording)
+	}
 	d.Close(context.Background())
 	db, err := store.Open(context.Background(), path)
 	if err != nil {
@@ -100,5 +107,25 @@ func TestInjectedFaultReachesClients(t *testing.T) {
 	(fleetFaults{d.fleet}).InjectFault("none", 0)
 	if code := ask(); code != 200 {
 		t.Fatalf("after faults off: %d", code)
+	}
+}
+
+func TestNoStoreReasonSaysWhy(t *testing.T) {
+	for _, tt := range []struct {
+		name, db string
+		err      error
+		want     string
+	}{
+		{"no --db", "", nil, "kvlens runs without a store (--db)"},
+		{"a store that would not open names it", "/nonexistent/k.db", errors.New("boom"), "the store at /nonexistent/k.db could not be opened"},
+		{"an open store needs no reason", "/tmp/k.db", nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.DB = tt.db
+			if got := noStoreReason(cfg, tt.err); got != tt.want {
+				t.Errorf("noStoreReason = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -37,8 +37,10 @@ type SimStatus struct {
 	Err string
 	// Result is the finished curve set, also stored when kvlens has a store.
 	Result *baselines.Set
-	// Stored says the result was saved in the store under its name.
-	Stored bool
+	// Stored says the result was saved in the store under its name;
+	// NotStored says why it was not.
+	Stored    bool
+	NotStored string
 }
 
 func (s *Server) simStatusData(operator bool) components.SimData {
@@ -47,7 +49,7 @@ func (s *Server) simStatusData(operator bool) components.SimData {
 		return d
 	}
 	st := s.opts.Simulator.SimStatus()
-	d.Available, d.Running, d.Finished, d.Steps, d.Phase, d.Err, d.Stored = true, st.Running, st.Finished, st.Steps, st.Phase, st.Err, st.Stored
+	d.Available, d.Running, d.Finished, d.Steps, d.Phase, d.Err, d.Stored, d.NotStored = true, st.Running, st.Finished, st.Steps, st.Phase, st.Err, st.Stored, st.NotStored
 	if st.Result != nil {
 		d.Result = st.Result.Name
 		d.Took = st.Took.Round(100 * time.Millisecond).String()
