@@ -34,8 +34,8 @@ type simulator struct {
 	db    *store.DB // nil keeps results in memory only
 	// noStore says why db is nil, for the page.
 	noStore string
-	ctx   context.Context
-	wg    sync.WaitGroup
+	ctx     context.Context
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	status web.SimStatus
