@@ -101,9 +101,12 @@ func TestTokenCacheHeapWithinCap(t *testing.T) {
 			if bytes > capBytes {
 				t.Errorf("cache counts %d bytes, over its cap of %d", bytes, capBytes)
 			}
-			// A tenth over the cap allows for size classes the cost
-			// rounds differently and the map's own table.
-			if held > capBytes+capBytes/10 {
+			// A quarter over the cap allows for size classes the cost
+			// rounds differently, the map's own table, and what the
+			// package's other goroutines hold meanwhile: a tenth failed
+			// once in CI, at 1.104 times, under the race detector. The
+			// old cost, text and ids alone, held 1.5 and 2.8 times.
+			if held > capBytes+capBytes/4 {
 				t.Errorf("cache of %d entries holds %d bytes of heap, over its cap of %d (it counts %d)", entries, held, capBytes, bytes)
 			}
 			t.Logf("%d entries, %d bytes counted, %d bytes of heap", entries, bytes, held)
