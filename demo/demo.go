@@ -370,12 +370,10 @@ func Start(cfg Config) (*Demo, error) {
 		}
 	}
 	var rec *recording.Recorder
-	storeErr := d.openStore(cfg)
+	noStore := noStoreReason(cfg, d.openStore(cfg))
 	switch {
-	case cfg.DB == "":
-		opts.RecordingsOff = "kvlens runs without a store (--db)"
-	case storeErr != nil:
-		opts.RecordingsOff = "the store at " + cfg.DB + " could not be opened (see the warning kvlens printed at start)"
+	case noStore != "":
+		opts.RecordingsOff = noStore
 	case !cfg.Record:
 		opts.RecordingsOff = "this session was started with --record=false"
 	default:
@@ -424,7 +422,7 @@ func Start(cfg Config) (*Demo, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if d.fleet != nil {
-		sim, err := newSimulator(ctx, cfg, d.db, noStoreReason(cfg, storeErr))
+		sim, err := newSimulator(ctx, cfg, d.db, noStore)
 		if err != nil {
 			cancel()
 			return fail(err)
@@ -681,14 +679,15 @@ func (d *Demo) openStore(cfg Config) error {
 	return nil
 }
 
-// noStoreReason says why the dashboard's simulated curves are not stored
-// when d.db is nil: no --db, or a store that would not open.
+// noStoreReason says why there is no store (d.db is nil), for the
+// recordings and the simulated curves alike: no --db, or a store that
+// would not open (openStore's err); "" when there is one.
 func noStoreReason(cfg Config, err error) string {
 	if cfg.DB == "" {
 		return "kvlens runs without a store (--db)"
 	}
 	if err != nil {
-		return "the store at " + cfg.DB + " could not be opened"
+		return "the store at " + cfg.DB + " could not be opened (see the warning kvlens printed at start)"
 	}
 	return ""
 }

@@ -117,7 +117,7 @@ func TestNoStoreReasonSaysWhy(t *testing.T) {
 		want     string
 	}{
 		{"no --db", "", nil, "kvlens runs without a store (--db)"},
-		{"a store that would not open names it", "/nonexistent/k.db", errors.New("boom"), "the store at /nonexistent/k.db could not be opened"},
+		{"a store that would not open names it", "/nonexistent/k.db", errors.New("boom"), "the store at /nonexistent/k.db could not be opened (see the warning kvlens printed at start)"},
 		{"an open store needs no reason", "/tmp/k.db", nil, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
