@@ -9,7 +9,8 @@ const DefaultStaleBooking = 300 * time.Second
 // load is one worker's active sequences: the requests booked on it and not
 // yet finished. The Router's lock guards it.
 type load struct {
-	// inflight counts booked requests.
+	// inflight counts booked requests' sequences (Request.Sequences),
+	// the batch slots they hold.
 	inflight int
 	// prefillTokens sums ISL − overlap·B over requests without a first token.
 	prefillTokens int
@@ -41,8 +42,20 @@ func (l *load) freedSince(t time.Time) int {
 	return n
 }
 
+// sequences is how many batch slots r holds on c: its Sequences, at least
+// one, and at most c's batch capacity. An engine runs the sequences beyond
+// its max_num_seqs in later waves, and an "n" the worker will refuse must
+// not fill its books while the refusal is on its way.
+func sequences(r *Request, c *Candidate) int {
+	n := max(1, r.Sequences)
+	if c.Capacity > 0 {
+		n = min(n, c.Capacity)
+	}
+	return n
+}
+
 func (l *load) add(b *Booking) {
-	l.inflight++
+	l.inflight += b.seqs
 	l.prefillTokens += b.prefill
 	l.contextTokens += b.isl
 	for _, h := range b.chain {
@@ -55,7 +68,7 @@ func (l *load) prefillDone(b *Booking) {
 }
 
 func (l *load) remove(b *Booking) {
-	l.inflight--
+	l.inflight -= b.seqs
 	if !b.prefilled {
 		l.prefillTokens -= b.prefill
 	}
@@ -91,6 +104,7 @@ type Booking struct {
 	predicted bool // the decision was inserted in the predicted index
 	chain     []uint64
 	isl       int
+	seqs      int // sequences, at least 1
 	prefill   int
 	at        time.Time
 	prefilled bool

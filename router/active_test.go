@@ -2,6 +2,9 @@ package router
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,6 +198,61 @@ func TestCandidatesCountTheSlotsFreedWithinTheWindow(t *testing.T) {
 				if c.Worker == ws[0] && c.RecentlyFreed != tt.want {
 					t.Fatalf("RecentlyFreed = %d, want %d", c.RecentlyFreed, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// A request with "n" choices runs n sequences on its worker, each holding a
+// batch slot until it ends; the router's books say so, and release them.
+func TestParallelSamplingBooksASlotPerSequence(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want int // in flight on the worker while the request runs
+	}{
+		{"no n is one sequence", `{"prompt":"hi"}`, 1},
+		{"n of 1", `{"prompt":"hi","n":1}`, 1},
+		{"n of 4 holds 4 slots", `{"prompt":"hi","n":4}`, 4},
+		{"a chat's n counts the same", `{"messages":[{"role":"user","content":"hi"}],"n":3}`, 3},
+		{"n written as 2.0", `{"prompt":"hi","n":2.0}`, 2},
+		{"n past the batch capacity holds the whole batch, not more", `{"prompt":"hi","n":1000000}`, 8},
+		{"a fractional n, for the worker to refuse, books one", `{"prompt":"hi","n":2.5}`, 1},
+		{"a zero n, for the worker to refuse, books one", `{"prompt":"hi","n":0}`, 1},
+		{"a string n, for the worker to refuse, books one", `{"prompt":"hi","n":"4"}`, 1},
+		{"null n is one", `{"prompt":"hi","n":null}`, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := fleet(1)
+			ws[0].Capacity = 8
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{})
+			px := NewProxy(rt)
+			path := "/v1/completions"
+			if strings.Contains(tt.body, "messages") {
+				path = "/v1/chat/completions"
+			}
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(tt.body))
+			req, _, err := px.request(r, []byte(tt.body), 1<<16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(req.TokenIDs) == 0 {
+				t.Fatal("the prompt was not read")
+			}
+			b, err := rt.Decide(req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rt.Workers()[0].InFlight; got != tt.want {
+				t.Fatalf("in flight while it runs = %d, want %d", got, tt.want)
+			}
+			b.Release()
+			if got := rt.Workers()[0].InFlight; got != 0 {
+				t.Fatalf("in flight after it ended = %d, want 0", got)
+			}
+			if got, want := ws[0].load.freedSince(time.Time{}), min(tt.want, 8); got != want {
+				t.Fatalf("slots recorded freed = %d, want %d", got, want)
 			}
 		})
 	}

@@ -39,6 +39,9 @@ type Request struct {
 	// model. The router fills it from the body's "model" when that names an
 	// adapter workers have stored blocks of.
 	Adapter string
+	// Sequences is how many sequences the engine runs for the request, its
+	// body's "n" (a choice each); 0 means 1. Each holds a batch slot.
+	Sequences int
 }
 
 // Candidate is one healthy worker as a policy sees it at decision time.
@@ -53,7 +56,8 @@ type Candidate struct {
 	Overlap int
 	// IndexBlocks is how many blocks the index holds for the worker.
 	IndexBlocks int
-	// InFlight counts requests booked on the worker and not finished.
+	// InFlight counts the sequences of requests booked on the worker and
+	// not finished: one a request, or its "n" (Request.Sequences).
 	InFlight int
 	// PrefillTokens sums the uncached prompt tokens of booked requests that
 	// have no first token yet.

@@ -145,6 +145,20 @@ func PromptTokens(path string, body []byte) []uint32 {
 type promptBody struct {
 	Messages []tokenizer.Message `json:"messages"`
 	Prompt   json.RawMessage     `json:"prompt"`
+	// N is kept raw so that an "n" the worker will refuse does not hide
+	// the prompt from the router.
+	N json.RawMessage `json:"n"`
+}
+
+// sequences is the body's "n" when it is a whole number above 1, the
+// sequences the engine will run for the request; else 1, and the worker
+// judges what is wrong with it.
+func (b *promptBody) sequences() int {
+	var n float64
+	if json.Unmarshal(b.N, &n) != nil || n < 1 || n != math.Trunc(n) || n > math.MaxInt32 {
+		return 1
+	}
+	return int(n)
 }
 
 // completionPrompt reads a completion request's prompt (see
@@ -233,6 +247,7 @@ func (px *Proxy) request(r *http.Request, body []byte, limit int) (req *Request,
 	if json.Unmarshal(body, &pb) != nil {
 		return req, nil, nil // the worker will judge the body
 	}
+	req.Sequences = pb.sequences()
 	n := pb.textBytes(r.URL.Path)
 	if n < 0 {
 		if r.URL.Path != "/v1/chat/completions" {

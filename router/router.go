@@ -305,7 +305,7 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 	r.last.Candidates = append(r.last.Candidates[:0], cands...)
 	b := &Booking{
 		Worker: c.Worker, Overlap: c.Overlap, Policy: p.Name(), r: r,
-		chain: req.Chain, isl: req.Tokens, prefill: uncachedTokens(req, &c), at: now,
+		chain: req.Chain, isl: req.Tokens, seqs: sequences(req, &c), prefill: uncachedTokens(req, &c), at: now,
 		oracle: oracle,
 	}
 	c.Worker.load.add(b)
@@ -389,7 +389,9 @@ func (r *Router) releaseLocked(b *Booking) {
 	}
 	b.done = true
 	b.Worker.load.remove(b)
-	b.Worker.load.freed(r.clk.Now())
+	for range min(b.seqs, len(b.Worker.load.freedAt)) {
+		b.Worker.load.freed(r.clk.Now())
+	}
 	delete(r.bookings, b)
 }
 
