@@ -261,6 +261,14 @@ func TestBrowserAB(t *testing.T) {
 			t.Errorf("%s ends at %.0f px (%v), below a 390x844 phone's first screen", sel, bottom, err)
 		}
 	}
+	// Each lane's name in the key above the tiles stays on one line: it
+	// wraps whole, never leaving "simulated" alone under the next one.
+	broken, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('.tiles .compare [class^=lane-]')]
+		.filter(el => el.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(el).fontSize))
+		.map(el => el.textContent)`))
+	if err != nil || len(broken) > 0 {
+		t.Errorf("on a 390 px phone these lane names wrap inside: %q (%v)", broken, err)
+	}
 	screenshot(t, ctx, "ab-390x844.png", false)
 
 	stage = "the replay"
