@@ -532,6 +532,14 @@ func (g *Generator) heldBackLocked(r *run, since time.Time) InFlight {
 	return in
 }
 
+// Target is the load level asked for, as Snapshot's Target, without the
+// window's figures that a Snapshot computes.
+func (g *Generator) Target() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.target
+}
+
 // Snapshot returns the current state and window metrics.
 func (g *Generator) Snapshot() Snapshot {
 	// The oldest requests in flight that the window counts hold back its

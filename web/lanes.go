@@ -87,7 +87,7 @@ func (s *Server) recordSeenLocked() {
 	s.seen.targets = s.seen.targets[:0]
 	for _, l := range s.lanes {
 		s.seen.policies = append(s.seen.policies, l.Router.PolicyName())
-		s.seen.targets = append(s.seen.targets, l.Gen.Snapshot().Target)
+		s.seen.targets = append(s.seen.targets, l.Gen.Target())
 	}
 }
 
@@ -111,7 +111,7 @@ func (s *Server) watch(now time.Time) bool {
 			s.beginLocked(now, s.laneMark(i, "mode", s.opts.Describe(p)))
 			return true
 		}
-		if n := l.Gen.Snapshot().Target; n != s.seen.targets[i] {
+		if n := l.Gen.Target(); n != s.seen.targets[i] {
 			s.beginLocked(now, Mark{Kind: "concurrency", Label: fmt.Sprintf("→ %d", n)})
 			return true
 		}

@@ -38,6 +38,9 @@ type Loadgen interface {
 	Stop()
 	SetConcurrency(n int) error
 	Snapshot() loadgen.Snapshot
+	// Target is Snapshot's Target alone, read every tick without the
+	// window's figures.
+	Target() int
 	// BeginWindow empties the metrics window, whose per-request figures
 	// then count only requests sent from now on, so that none mixes what
 	// came before a change with what came after (loadgen.Window.Begin).

@@ -50,6 +50,7 @@ func (f *fakeLoad) Snapshot() loadgen.Snapshot {
 	s.Running, s.Target, s.Time = !f.stopped, f.target, time.Now()
 	return s
 }
+func (f *fakeLoad) Target() int { f.mu.Lock(); defer f.mu.Unlock(); return f.target }
 
 func (f *fakeLoad) BeginWindow() { f.mu.Lock(); f.resets++; f.mu.Unlock() }
 func (f *fakeLoad) Conversations() []loadgen.ConversationSummary {
