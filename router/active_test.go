@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -256,4 +257,29 @@ func TestParallelSamplingBooksASlotPerSequence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSequences: whatever a body's "n" holds, the router books at least one
+// sequence and at most the worker's batch capacity, and books a whole n in
+// that range as it is.
+func FuzzSequences(f *testing.F) {
+	for _, n := range []string{`1`, `4`, `2.0`, `2.5`, `0`, `-3`, `"4"`, `null`, `1e300`, `9223372036854775807`, `[2]`, `{}`} {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, n string) {
+		body := []byte(`{"prompt":"hi","n":` + n + `}`)
+		var pb promptBody
+		if json.Unmarshal(body, &pb) != nil {
+			return // not JSON: the router reads no prompt and books one
+		}
+		c := Candidate{Capacity: 8}
+		got := sequences(&Request{Sequences: pb.sequences()}, &c)
+		if got < 1 || got > c.Capacity {
+			t.Fatalf("n %s books %d sequences, outside 1..%d", n, got, c.Capacity)
+		}
+		var whole int
+		if json.Unmarshal([]byte(n), &whole) == nil && whole >= 1 && whole <= c.Capacity && got != whole {
+			t.Fatalf("n %s books %d sequences, want %d", n, got, whole)
+		}
+	})
 }
