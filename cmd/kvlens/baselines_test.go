@@ -93,7 +93,9 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 		want     string
 	}{
 		{"an unknown mode", []string{"--modes", "rr,nonsense"}, 2, `unknown routing policy "nonsense"`},
-		{"a level that is not a number", []string{"--levels", "40,lots"}, 2, `--levels: "lots" is not a concurrency`},
+		{"a level that is not a number", []string{"--levels", "40,lots"}, 2, `--levels: "lots" is not a number, a range like 1-5`},
+		{"a range that runs downward", []string{"--levels", "120-40"}, 2, `--levels: "120-40": want numbers from 1 to 10000, low to high`},
+		{"a level given twice", []string{"--levels", "40,60,40"}, 2, "--levels: 40 is given twice"},
 		{"a mode given twice through its alias", []string{"--modes", "rr,round_robin"}, 2, "round_robin is given twice"},
 		{"a switch command without an external target", []string{"--mode-switch-cmd", "true"}, 2, "give its --target too"},
 		{"two modes on an external router with no way to switch", []string{"--target", "http://127.0.0.1:1/v1", "--modes", "rr,kv"}, 2, "give --mode-switch-cmd"},

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/bench"
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/demo"
 	"github.com/kvlens/kvlens/loadgen"
@@ -69,20 +70,12 @@ func parseModes(s string, external bool) ([]string, error) {
 	return modes, nil
 }
 
+// parseLevels reads sweep's --levels as bench routing and sim calibrate
+// read theirs: a list, a range or a range with a step, in order.
 func parseLevels(s string) ([]int, error) {
-	var levels []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > loadgen.MaxConcurrency {
-			return nil, fmt.Errorf("--levels: %q is not a concurrency from 1 to %d", f, loadgen.MaxConcurrency)
-		}
-		levels = append(levels, n)
-	}
-	if len(levels) == 0 {
-		return nil, errors.New("--levels: no level given")
+	levels, err := bench.ParseList(s, 1, loadgen.MaxConcurrency)
+	if err != nil {
+		return nil, fmt.Errorf("--levels: %w", err)
 	}
 	return levels, nil
 }
@@ -118,7 +111,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	def, _ := store.DefaultPath()
 	fs.StringVar(&o.db, "db", def, "path of kvlens's SQLite database, where runs and the resulting set are stored")
-	fs.StringVar(&o.levels, "levels", "40,60,80,100,120", "comma-separated concurrency levels, measured in this order")
+	fs.StringVar(&o.levels, "levels", "40,60,80,100,120", "concurrency levels, measured in this order: a list, a range 40-120 or a range with a step 40-120/20")
 	fs.StringVar(&o.modes, "modes", defaultModes(), "comma-separated routing modes to compare, baseline first (rr = round_robin)")
 	fs.StringVar(&o.switchCmd, "mode-switch-cmd", "", "shell command that switches an external router's mode ({mode} and $KVLENS_MODE hold it, and the environment is passed on); the sweep then waits for --target's /models. A kvlens router's admin API needs the operator token: curl -fsS -X PUT -H \"Authorization: Bearer $KVLENS_CONTROL_TOKEN\" -d '{\"policy\":\"{mode}\"}' http://HOST:8080/admin/router/policy")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 10*time.Minute, "how long to wait for the target to answer /models after a mode switch")
