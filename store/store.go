@@ -71,6 +71,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("store: database path %q: must not contain ? or #", path)
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("store: %s is a directory: give the path of a database file, such as %s", path, filepath.Join(path, "kvlens.db"))
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: create the database's directory: %w", err)
 	}
@@ -131,6 +134,10 @@ func (db *DB) quickCheck(ctx context.Context) error {
 		return fmt.Errorf("store: open %s: %w", db.path, err)
 	case err != nil && strings.Contains(err.Error(), "SQLITE_BUSY"):
 		return fmt.Errorf("store: open %s: %w", db.path, friendly(err))
+	case err != nil && strings.Contains(err.Error(), "unable to open database file"):
+		// SQLITE_CANTOPEN: the file, or the journal beside it, could not
+		// be opened or made; nothing says the file is damaged.
+		return fmt.Errorf("store: cannot open %s (SQLite: %s): check that kvlens may read and write it and make files in its directory", db.path, strings.Join(strings.Fields(err.Error()), " "))
 	case err != nil:
 		verdict = err.Error()
 	case verdict == "ok":

@@ -261,6 +261,8 @@ func TestOpenRefuses(t *testing.T) {
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk.db")
 	os.WriteFile(junk, []byte(strings.Repeat("this is not sqlite\n", 300)), 0o644)
+	dangling := filepath.Join(dir, "dangling.db")
+	os.Symlink(filepath.Join(dir, "gone", "x.db"), dangling)
 	db, path := open(t)
 	db.db.Exec("PRAGMA user_version = 99")
 	db.Close()
@@ -271,6 +273,8 @@ func TestOpenRefuses(t *testing.T) {
 		{"a database from a newer kvlens", path, "schema version 99 is newer"},
 		{"a path with a query string", filepath.Join(dir, "a?mode=ro"), "must not contain"},
 		{"an empty path", "", "empty database path"},
+		{"a directory is not taken for a damaged file", dir, "is a directory: give the path of a database file, such as " + filepath.Join(dir, "kvlens.db")},
+		{"a file SQLite cannot open is not taken for a damaged one", dangling, "store: cannot open " + dangling + " (SQLite: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
