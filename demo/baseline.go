@@ -11,42 +11,37 @@ import (
 	"github.com/kvlens/kvlens/store"
 )
 
-// chooseBaseline returns the set the dashboard compares with: name from the
-// store at dbPath, or from the built-in sets when dbPath is empty or the
-// store fails to open (with a one-line warning). An empty name is the
-// seeds' 6-sweep average, the first built-in set. imported names the
-// built-in sets that opening the store added to it.
-func chooseBaseline(dbPath, name string) (set *baselines.Set, imported []string, err error) {
+// chooseBaseline returns the set the dashboard compares with: name from db,
+// the store the demo opened at --db, or from the built-in sets when there
+// is none (openStore has warned why, when one was asked for). An empty
+// name is the seeds' 6-sweep average, the first built-in set.
+func chooseBaseline(db *store.DB, name string) (*baselines.Set, error) {
 	builtin, err := baselines.Builtin()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if name == "" && len(builtin) > 0 {
 		name = builtin[0].Name
 	}
-	if dbPath != "" {
+	if db != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		db, err := store.Open(ctx, dbPath)
-		if err == nil {
-			defer db.Close()
-			imported = db.Imported()
-			set, err := db.Set(ctx, name)
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, nil, fmt.Errorf("--baseline %q: no such set in %s (list them with kvlens baselines list)", name, dbPath)
-			}
-			if err == nil {
-				set.Sort()
-				return &set, imported, nil
-			}
+		set, err := db.Set(ctx, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("--baseline %q: no such set in %s (list them with kvlens baselines list)", name, db.Path())
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "kvlens: warning: read the baseline set %q from %s: %v; using the built-in baselines\n", name, db.Path(), err)
+		default:
+			set.Sort()
+			return &set, nil
 		}
-		fmt.Fprintf(os.Stderr, "kvlens: warning: %v; using the built-in baselines\n", err)
 	}
 	for i := range builtin {
 		if builtin[i].Name == name {
 			builtin[i].Sort()
-			return &builtin[i], imported, nil
+			return &builtin[i], nil
 		}
 	}
-	return nil, nil, fmt.Errorf("--baseline %q: no such built-in set", name)
+	return nil, fmt.Errorf("--baseline %q: no such built-in set", name)
 }

@@ -389,12 +389,11 @@ func Start(cfg Config) (*Demo, error) {
 		imported = d.db.Imported()
 	}
 	if opts.Baseline == nil {
-		set, more, err := chooseBaseline(cfg.DB, cfg.Baseline)
+		set, err := chooseBaseline(d.db, cfg.Baseline)
 		if err != nil {
 			return fail(err)
 		}
 		opts.Baseline = set
-		imported = append(imported, more...)
 	}
 	d.Store = storeNote(cfg, d.Recording, imported, opts.Baseline)
 	opts.Model = cfg.Model
@@ -672,7 +671,7 @@ func (d *Demo) openStore(cfg Config) error {
 	defer cancel()
 	db, err := store.Open(ctx, cfg.DB)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens: warning: no store this session (no recording, simulated curves kept in memory): %v\n", err)
+		fmt.Fprintf(os.Stderr, "kvlens: warning: no store this session (no recording, simulated curves kept in memory, the built-in baselines): %v\n", err)
 		return err
 	}
 	d.db = db

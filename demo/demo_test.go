@@ -1,13 +1,14 @@
 package demo
 
 import (
-	"os"
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/store"
 	"github.com/kvlens/kvlens/web"
 )
 
@@ -86,26 +87,26 @@ func FuzzParseGauges(f *testing.F) {
 }
 
 func TestChooseBaseline(t *testing.T) {
-	dir := t.TempDir()
-	// A path under a regular file cannot be a database.
-	blocker := filepath.Join(dir, "file")
-	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "kvlens.db"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	tests := []struct {
-		name, db, set string
-		wantName      string
-		wantErr       string
+		name     string
+		db       *store.DB
+		set      string
+		wantName string
+		wantErr  string
 	}{
-		{"no store and no name is the seeds' 6-sweep average", "", "", "averaged, 6 sweeps", ""},
-		{"a store that cannot open falls back to the built-in sets", filepath.Join(blocker, "kvlens.db"), "", "averaged, 6 sweeps", ""},
-		{"a fresh store holds the built-in sets", filepath.Join(dir, "kvlens.db"), "", "averaged, 6 sweeps", ""},
-		{"an unknown name in the store is an error", filepath.Join(dir, "kvlens.db"), "nope", "", `--baseline "nope": no such set in`},
-		{"an unknown built-in name is an error", "", "nope", "", `--baseline "nope": no such built-in set`},
+		{"no store and no name is the seeds' 6-sweep average", nil, "", "averaged, 6 sweeps", ""},
+		{"a fresh store holds the built-in sets", db, "", "averaged, 6 sweeps", ""},
+		{"an unknown name in the store is an error", db, "nope", "", `--baseline "nope": no such set in ` + db.Path()},
+		{"an unknown built-in name is an error", nil, "nope", "", `--baseline "nope": no such built-in set`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, _, err := chooseBaseline(tt.db, tt.set)
+			set, err := chooseBaseline(tt.db, tt.set)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
