@@ -25,10 +25,13 @@ type load struct {
 	freedNext int
 }
 
-// freed records that a request ended at t, freeing its batch slot.
-func (l *load) freed(t time.Time) {
-	l.freedAt[l.freedNext] = t
-	l.freedNext = (l.freedNext + 1) % len(l.freedAt)
+// freed records that a request ended at t, freeing its n batch slots; the
+// ring keeps the last 8 of them.
+func (l *load) freed(t time.Time, n int) {
+	for range min(n, len(l.freedAt)) {
+		l.freedAt[l.freedNext] = t
+		l.freedNext = (l.freedNext + 1) % len(l.freedAt)
+	}
 }
 
 // freedSince counts the requests that ended after t, up to the ring's 8.

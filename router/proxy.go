@@ -150,8 +150,8 @@ type promptBody struct {
 	N json.RawMessage `json:"n"`
 }
 
-// sequences is the body's "n" when it is a whole number above 1, the
-// sequences the engine will run for the request; else 1, and the worker
+// sequences is the body's "n", the sequences the engine will run for the
+// request, when it is a whole number of at least 1; else 1, and the worker
 // judges what is wrong with it.
 func (b *promptBody) sequences() int {
 	var n float64

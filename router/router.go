@@ -389,9 +389,7 @@ func (r *Router) releaseLocked(b *Booking) {
 	}
 	b.done = true
 	b.Worker.load.remove(b)
-	for range min(b.seqs, len(b.Worker.load.freedAt)) {
-		b.Worker.load.freed(r.clk.Now())
-	}
+	b.Worker.load.freed(r.clk.Now(), b.seqs)
 	delete(r.bookings, b)
 }
 
