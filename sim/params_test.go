@@ -27,7 +27,6 @@ func TestSamplingParamsAreCheckedAsVLLMChecksThem(t *testing.T) {
 		{"max_tokens 1 is served one token", "/v1/chat/completions", `{"max_tokens":1,` + msgs + `}`, 200, `"chat.completion"`, 1},
 		{"a completion's max_tokens 1 is served one token", "/v1/completions", `{"max_tokens":1,"prompt":"x"}`, 200, `"text_completion"`, 1},
 		{"a completion without max_tokens is cut at vLLM's 16 tokens", "/v1/completions", `{"prompt":"x"}`, 200, `"finish_reason":"length"`, 16},
-		{"a null max_tokens takes the default, as absent", "/v1/completions", `{"max_tokens":null,"ignore_eos":true,"prompt":"x"}`, 200, `"text_completion"`, 16},
 		{"max_completion_tokens is read when given, over max_tokens", "/v1/chat/completions", `{"max_tokens":0,"max_completion_tokens":3,"ignore_eos":true,` + msgs + `}`, 200, `"chat.completion"`, 3},
 		{"temperature 0 and 2, the ends of vLLM's range, are served", "/v1/completions", `{"temperature":2,"max_tokens":1,"prompt":"x"}`, 200, `"text_completion"`, 1},
 		// sad path
@@ -99,6 +98,49 @@ func TestAChatWithoutMaxTokensMayRunToTheEndOfTheContext(t *testing.T) {
 				return
 			}
 			checkCompletionTokens(t, raw, tt.wantCompletion)
+		})
+	}
+}
+
+// TestACompletionsNullMaxTokensIsNotItsDefault: vLLM's CompletionRequest
+// defaults max_tokens to 16, and a null given replaces that default with
+// None, which get_max_tokens reads as the rest of the context, as for a
+// chat; only a completion that leaves max_tokens out is cut at 16.
+func TestACompletionsNullMaxTokensIsNotItsDefault(t *testing.T) {
+	p := fast()
+	p.MaxModelLen = 200 // tokens: ignore_eos runs to the end in ~200 steps of 1 ms
+	_, srv, _ := newTestServer(t, p)
+	tests := []struct {
+		name, body string
+		want       func(prompt int) int // completion_tokens for a prompt of that many tokens
+	}{
+		{"left out, it is 16", `{"ignore_eos":true,"prompt":"x"}`, func(int) int { return 16 }},
+		{"null, it is the rest of the context", `{"max_tokens":null,"ignore_eos":true,"prompt":"x"}`, func(prompt int) int { return p.MaxModelLen - prompt }},
+		{"null and streamed, the same", `{"max_tokens":null,"ignore_eos":true,"prompt":"x","stream":true,"stream_options":{"include_usage":true}}`, func(prompt int) int { return p.MaxModelLen - prompt }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, raw := call(t, srv, "POST", "/v1/completions", tt.body)
+			if status != 200 {
+				t.Fatalf("got %d %.300s", status, raw)
+			}
+			// A stream's usage rides on its last chunk before [DONE].
+			body := string(raw)
+			if i := strings.LastIndex(body, `data: {"id"`); i >= 0 {
+				body, _, _ = strings.Cut(strings.TrimPrefix(body[i:], "data: "), "\n")
+			}
+			var got struct {
+				Usage struct {
+					PromptTokens     int `json:"prompt_tokens"`
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal([]byte(body), &got); err != nil || got.Usage.PromptTokens == 0 {
+				t.Fatalf("no usage in %.300s (%v)", body, err)
+			}
+			if want := tt.want(got.Usage.PromptTokens); got.Usage.CompletionTokens != want {
+				t.Fatalf("completion_tokens %d for a prompt of %d, want %d", got.Usage.CompletionTokens, got.Usage.PromptTokens, want)
+			}
 		})
 	}
 }

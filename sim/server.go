@@ -376,7 +376,11 @@ func parseCompletionRequest(body []byte) (*completionRequest, error) {
 	if req.text, req.ids, err = promptOf(req.Prompt); err != nil {
 		return nil, err
 	}
-	if req.maxTokens, err = resolveMaxTokens(req.MaxTokens, completionMaxTokens); err != nil {
+	def := completionMaxTokens
+	if req.MaxTokens == nil && nullMaxTokens(body) {
+		def = restOfContext
+	}
+	if req.maxTokens, err = resolveMaxTokens(req.MaxTokens, def); err != nil {
 		return nil, err
 	}
 	if err := checkTemperature(req.Temperature); err != nil {
@@ -418,10 +422,21 @@ func promptOf(raw json.RawMessage) (text string, ids []uint32, err error) {
 	return "", nil, errors.New("prompt must be a non-empty string, a list of token ids (whole numbers from 0), or a list of one of either")
 }
 
-// completionMaxTokens is the cap on a completion whose request sets no
-// max_tokens (or sets it null), in tokens: vLLM's CompletionRequest
-// defaults it to 16, as OpenAI's legacy completions API does.
+// completionMaxTokens is the cap on a completion whose request has no
+// max_tokens, in tokens: vLLM's CompletionRequest defaults the field to 16,
+// as OpenAI's legacy completions API does. A max_tokens given as null
+// replaces that default with None, and vLLM's get_max_tokens then caps the
+// answer at the rest of the context, as a chat's (restOfContext).
 const completionMaxTokens = 16
+
+// nullMaxTokens reports whether body, a JSON object, gives max_tokens as
+// null rather than leaving it out; it copies nothing else of the body.
+func nullMaxTokens(body []byte) bool {
+	var f struct {
+		MaxTokens json.RawMessage `json:"max_tokens"`
+	}
+	return json.Unmarshal(body, &f) == nil && string(f.MaxTokens) == "null"
+}
 
 // restOfContext stands for a chat's cap when the request sets neither
 // max_tokens nor max_completion_tokens: vLLM then lets the answer run to
