@@ -34,7 +34,7 @@ func (l *load) freed(t time.Time, n int) {
 	}
 }
 
-// freedSince counts the requests that ended after t, up to the ring's 8.
+// freedSince counts the batch slots freed after t, up to the ring's 8.
 func (l *load) freedSince(t time.Time) int {
 	n := 0
 	for _, at := range l.freedAt {
