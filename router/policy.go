@@ -71,8 +71,9 @@ type Candidate struct {
 	ActiveDepth int
 	// Capacity is the worker's batch capacity (max_batch_size).
 	Capacity int
-	// RecentlyFreed counts the requests that ended on the worker within the
-	// last FreedWindow (at most 8): the batch slots it freed. It is 0 under
+	// RecentlyFreed counts the batch slots the worker freed within the last
+	// FreedWindow (at most 8): one for each request that ended, n for a
+	// request for n choices. It is 0 under
 	// shed admission, which refuses a request rather than queue it.
 	RecentlyFreed int
 }
