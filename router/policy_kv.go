@@ -9,10 +9,11 @@ import "math"
 // The rule in full: cost(w) = W · (a quarter of the prefill queued on w +
 // this prompt's tokens not cached on w) + LoadTokens · requests in flight
 // on w, in tokens; the lowest cost wins. While another worker has room, a
-// worker at or above its max_batch_size is a candidate only when the fleet
-// is crowded (fewer than 4 free batch slots a worker in all) and it freed
-// at least as many slots in the last FreedWindow as requests would wait
-// there (in flight − batch capacity + 1); otherwise it is skipped. A request
+// worker without a free batch slot for each of the request's sequences is
+// a candidate only when the fleet is crowded (fewer than 4 free batch slots
+// a worker in all) and it freed at least as many slots in the last
+// FreedWindow as sequences would wait there (in flight + the request's
+// sequences − batch capacity); otherwise it is skipped. A request
 // cached nowhere beyond a prefix other conversations share (a first turn
 // on a shared starter or system prompt: branches) does not go to a worker
 // that would then hold more than SharedBound requests while another with
@@ -91,7 +92,8 @@ func (p *KV) predicted() bool { return p.Approximate }
 func (p *KV) Pick(r *Request, cands []Candidate) int {
 	room, free, total, deepest := false, 0, 0, 0
 	for i := range cands {
-		room = room || cands[i].InFlight < cands[i].Capacity
+		// A request for n choices needs a slot for each (sequences).
+		room = room || cands[i].InFlight+sequences(r, &cands[i]) <= cands[i].Capacity
 		free += max(0, cands[i].Capacity-cands[i].InFlight)
 		total += cands[i].InFlight
 		deepest = max(deepest, cands[i].Overlap)
@@ -119,7 +121,7 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 		}
 		// A full worker, while another has room, only if the fleet is
 		// crowded and it frees a slot for each request that would wait.
-		if wait := c.InFlight - c.Capacity + 1; room && wait > 0 && (!crowded || c.RecentlyFreed < wait) {
+		if wait := c.InFlight + sequences(r, c) - c.Capacity; room && wait > 0 && (!crowded || c.RecentlyFreed < wait) {
 			continue
 		}
 		v := KVCost(r, c, p.Weight)

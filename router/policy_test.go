@@ -196,74 +196,85 @@ func TestKVPolicy(t *testing.T) {
 	r := &Request{Tokens: 3200, BlockSize: 32, Chain: make([]uint64, 100)}
 	tests := []struct {
 		name string
-		set  func(cs []Candidate)
+		set  func(r *Request, cs []Candidate)
 		want int
 	}{
-		{"the worker holding the prompt wins when loads are equal", func(cs []Candidate) { cs[2].Overlap = 90 }, 2},
-		{"a full worker that freed no slot lately is skipped despite a full cache hit", func(cs []Candidate) {
+		{"the worker holding the prompt wins when loads are equal", func(_ *Request, cs []Candidate) { cs[2].Overlap = 90 }, 2},
+		{"a full worker that freed no slot lately is skipped despite a full cache hit", func(_ *Request, cs []Candidate) {
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 64, 64
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
-		{"a crowded fleet's full worker freeing slots keeps a follow-up it holds", func(cs []Candidate) {
+		{"a crowded fleet's full worker freeing slots keeps a follow-up it holds", func(_ *Request, cs []Candidate) {
 			// 64·32 against 3,200 + 60·32: the follow-up waits for a slot.
 			// 4 free slots in all, fewer than 4 a worker.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 0},
-		{"a full worker freeing slots is skipped while the fleet has slots to spare", func(cs []Candidate) {
+		{"a full worker freeing slots is skipped while the fleet has slots to spare", func(_ *Request, cs []Candidate) {
 			// 24 + 24 free slots, more than 4 a worker: the move keeps its
 			// room. Costed, 64·32 would beat 3,200 + 40·32.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 40, 40*9000
 			cs[2].InFlight = 40
 		}, 2},
-		{"a full worker freeing a slot for each request that would wait keeps the follow-up", func(cs []Candidate) {
+		{"a full worker freeing a slot for each request that would wait keeps the follow-up", func(_ *Request, cs []Candidate) {
 			// 65·32 against 3,200 + 60·32; 2 would wait, 3 slots freed.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 60, 60*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 0},
-		{"a full worker freeing fewer slots than would wait there is skipped", func(cs []Candidate) {
+		{"a full worker freeing fewer slots than would wait there is skipped", func(_ *Request, cs []Candidate) {
 			// Costed, 65·32 would beat 3,200 + a quarter of 8,000
 			// queued + 60·32; 2 would wait, 1 slot freed.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 100, 65, 64, 1
 			cs[1].InFlight, cs[1].ContextTokens, cs[1].PrefillTokens = 60, 60*9000, 8000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
-		{"a full worker freeing slots loses a prompt it holds little of to a lighter one with room", func(cs []Candidate) {
+		{"a full worker freeing slots loses a prompt it holds little of to a lighter one with room", func(_ *Request, cs []Candidate) {
 			// 3,200 − 5·32 + 64·32 against 3,200 + 50·32.
 			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity, cs[0].RecentlyFreed = 5, 64, 64, 3
 			cs[1].InFlight, cs[1].ContextTokens = 50, 50*9000
 			cs[2].InFlight, cs[2].Capacity = 8, 8
 		}, 1},
-		{"queued prefill counts against a worker", func(cs []Candidate) {
+		{"a request for 4 choices skips a worker with room for 2 of them", func(r *Request, cs []Candidate) {
+			r.Sequences = 4
+			// Costed, 62·32 would beat 3,200 + 40·32, and one choice fits.
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 62, 64
+			cs[1].InFlight, cs[2].InFlight = 40, 40
+		}, 1},
+		{"a request for 2 choices keeps a worker with room for both", func(r *Request, cs []Candidate) {
+			r.Sequences = 2
+			cs[0].Overlap, cs[0].InFlight, cs[0].Capacity = 100, 62, 64
+			cs[1].InFlight, cs[2].InFlight = 40, 40
+		}, 0},
+		{"queued prefill counts against a worker", func(_ *Request, cs []Candidate) {
 			cs[0].Overlap, cs[0].PrefillTokens = 50, 40000
 		}, 1},
-		{"queued prefill counts a quarter: twice the prompt queued does not drive a follow-up from its cache", func(cs []Candidate) {
+		{"queued prefill counts a quarter: twice the prompt queued does not drive a follow-up from its cache", func(_ *Request, cs []Candidate) {
 			// 0.25 × 6,400 = 1,600 tokens against the 3,200 a move would prefill.
 			cs[0].Overlap, cs[0].PrefillTokens = 100, 6400
 		}, 0},
-		{"a cached prompt outweighs a moderate load", func(cs []Candidate) {
+		{"a cached prompt outweighs a moderate load", func(_ *Request, cs []Candidate) {
 			// 3,200 tokens saved against 20 requests × 32 tokens.
 			cs[0].Overlap, cs[0].InFlight = 100, 20
 		}, 0},
-		{"load outweighs a small saving", func(cs []Candidate) {
+		{"load outweighs a small saving", func(_ *Request, cs []Candidate) {
 			// 320 tokens saved against 20 requests × 32 tokens.
 			cs[0].Overlap, cs[0].InFlight = 10, 20
 		}, 1},
-		{"near-ties go to the worker with fewer requests, not to chance", func(cs []Candidate) {
+		{"near-ties go to the worker with fewer requests, not to chance", func(_ *Request, cs []Candidate) {
 			cs[0].InFlight, cs[0].ContextTokens = 3, 30
 			cs[1].InFlight, cs[1].ContextTokens = 1, 40
 			cs[2].InFlight, cs[2].ContextTokens = 2, 20
 		}, 1},
-		{"when every worker is full, the follow-up still goes where its cache is", func(cs []Candidate) {
+		{"when every worker is full, the follow-up still goes where its cache is", func(_ *Request, cs []Candidate) {
 			cs[0].InFlight, cs[0].Capacity = 70, 64
 			cs[1].InFlight, cs[1].Capacity, cs[1].Overlap = 130, 128, 100
 			cs[2].InFlight, cs[2].Capacity = 66, 64
 		}, 1},
-		{"when every worker is full and none holds the prompt, the least loaded takes it", func(cs []Candidate) {
+		{"when every worker is full and none holds the prompt, the least loaded takes it", func(_ *Request, cs []Candidate) {
 			cs[0].InFlight, cs[0].Capacity = 70, 64
 			cs[1].InFlight, cs[1].Capacity = 130, 128
 			cs[2].InFlight, cs[2].Capacity = 66, 64
@@ -272,10 +283,11 @@ func TestKVPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := cands(fleet(3))
-			tt.set(cs)
+			r := *r
+			tt.set(&r, cs)
 			p := &KV{Weight: 1}
 			for range 20 { // deterministic: the same pick every time
-				if got := p.Pick(r, cs); got != tt.want {
+				if got := p.Pick(&r, cs); got != tt.want {
 					t.Fatalf("picked %d, want %d", got, tt.want)
 				}
 			}
