@@ -92,8 +92,7 @@ func (p *KV) predicted() bool { return p.Approximate }
 func (p *KV) Pick(r *Request, cands []Candidate) int {
 	room, free, total, deepest := false, 0, 0, 0
 	for i := range cands {
-		// A request for n choices needs a slot for each (sequences).
-		room = room || cands[i].InFlight+sequences(r, &cands[i]) <= cands[i].Capacity
+		room = room || fits(r, &cands[i])
 		free += max(0, cands[i].Capacity-cands[i].InFlight)
 		total += cands[i].InFlight
 		deepest = max(deepest, cands[i].Overlap)
@@ -110,7 +109,7 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 	bound, bounded := SharedBound(total, len(cands)), false
 	if deepest <= shared {
 		for i := range cands {
-			bounded = bounded || (cands[i].InFlight+1 <= bound && cands[i].InFlight < cands[i].Capacity)
+			bounded = bounded || (cands[i].InFlight+1 <= bound && fits(r, &cands[i]))
 		}
 	}
 	best, bestCost := -1, 0.0
@@ -138,6 +137,12 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 	}
 	return best
 }
+
+// fits reports whether c has a free batch slot for each of r's sequences:
+// a request for n choices needs n (sequences). The bound and the
+// full-worker rule ask the same question, so that a worker the bound keeps
+// is never one the full-worker rule skips while the bound skips the rest.
+func fits(r *Request, c *Candidate) bool { return c.InFlight+sequences(r, c) <= c.Capacity }
 
 // lighter reports whether a carries less load than b: fewer in-flight
 // requests, then less queued prefill, then less context in flight, then

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -383,6 +384,52 @@ func TestKVMovesOnlyFirstTurnsOffAnOverloadedHolderOfASharedPrefix(t *testing.T)
 			cs[1].InFlight, cs[2].InFlight = tt.others, tt.others
 			if got := p.Pick(tt.r, cs); got != tt.want {
 				t.Fatalf("picked %d, want %d (bound %d)", got, tt.want, SharedBound(tt.held+2*tt.others, 3))
+			}
+		})
+	}
+}
+
+// FuzzKVPicksAWorker holds KV's rules together: whatever the loads, the
+// capacities and the request's choices, some worker is always left to
+// pick (the router indexes the candidates with the pick).
+func FuzzKVPicksAWorker(f *testing.F) {
+	f.Add(uint8(4), uint8(60), uint8(64), uint8(0), uint8(62), uint8(64), uint8(0), uint8(70), uint8(64), uint8(0), uint8(0))
+	f.Add(uint8(1), uint8(64), uint8(64), uint8(3), uint8(64), uint8(64), uint8(3), uint8(64), uint8(64), uint8(3), uint8(40))
+	f.Fuzz(func(t *testing.T, seqs, in0, cap0, freed0, in1, cap1, freed1, in2, cap2, freed2, overlap uint8) {
+		r := &Request{Tokens: 3200, BlockSize: 32, Chain: make([]uint64, 100), Sequences: int(seqs % 9)}
+		cs := cands(fleet(3))
+		for i, v := range [][3]uint8{{in0, cap0, freed0}, {in1, cap1, freed1}, {in2, cap2, freed2}} {
+			cs[i].InFlight, cs[i].Capacity, cs[i].RecentlyFreed = int(v[0]), max(1, int(v[1]%65)), int(v[2]%8)
+		}
+		cs[0].Overlap = int(overlap % 101)
+		p := &KV{Weight: 1}
+		for range 3 { // the shared-prefix learner changes with each request
+			if got := p.Pick(r, cs); got < 0 || got >= len(cs) {
+				t.Fatalf("picked %d of %d candidates: %+v", got, len(cs), cs)
+			}
+		}
+	})
+}
+
+// pickOutside is a broken policy: it picks no candidate, or one past the
+// end.
+type pickOutside struct{ at int }
+
+func (p pickOutside) Name() string                   { return "broken" }
+func (p pickOutside) Pick(*Request, []Candidate) int { return p.at }
+
+func TestAPolicyPickingNoCandidateFailsOnlyItsRequest(t *testing.T) {
+	for _, at := range []int{-1, 3} {
+		t.Run(fmt.Sprint("picked ", at), func(t *testing.T) {
+			rt := NewRouter(NewPool(fleet(3)), pickOutside{at}, Config{BlockSize: testB})
+			_, err := rt.Decide(&Request{TokenIDs: make([]uint32, 64)}, nil)
+			if !errors.Is(err, ErrNoWorker) {
+				t.Fatalf("Decide: %v, want ErrNoWorker", err)
+			}
+			// The decision lock was let go: the next request is decided.
+			rt.SetPolicy(&RoundRobin{})
+			if _, err := rt.Decide(&Request{TokenIDs: make([]uint32, 64)}, nil); err != nil {
+				t.Fatalf("the next Decide: %v", err)
 			}
 		})
 	}

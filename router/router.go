@@ -296,6 +296,12 @@ func (r *Router) Decide(req *Request, exclude []*Worker) (*Booking, error) {
 		return nil, ErrBusy
 	}
 	i := p.Pick(req, cands)
+	if i < 0 || i >= len(cands) {
+		// A policy's bug must not panic under the decision lock, which
+		// would hold every later decision: this request fails alone.
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: policy %s picked candidate %d of %d", ErrNoWorker, p.Name(), i, len(cands))
+	}
 	c := cands[i]
 	r.cands = cands
 	// Keep the decision for display: a copy of a few small structs, reusing
