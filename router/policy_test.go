@@ -434,3 +434,40 @@ func TestAPolicyPickingNoCandidateFailsOnlyItsRequest(t *testing.T) {
 		})
 	}
 }
+
+// FuzzEveryPolicyPicksAWorker: whatever the candidates hold, every policy
+// picks one of them.
+func FuzzEveryPolicyPicksAWorker(f *testing.F) {
+	f.Add(uint8(1), uint8(3), uint8(60), uint8(64), uint8(100), uint16(4000), uint8(0), uint8(0), uint8(0))
+	f.Add(uint8(4), uint8(1), uint8(0), uint8(1), uint8(0), uint16(0), uint8(255), uint8(255), uint8(1))
+	f.Fuzz(func(t *testing.T, seqs, workers, inflight, capacity, overlap uint8, queued uint16, blocks, temp, weight uint8) {
+		n := 1 + int(workers%6)
+		r := &Request{Tokens: 3200, BlockSize: 32, Chain: make([]uint64, 100), Sequences: int(seqs % 9)}
+		cs := cands(fleet(n))
+		for i := range cs {
+			// Each worker gets its own mix of the fuzzed values.
+			cs[i].InFlight = (int(inflight) * (i + 1)) % 200
+			cs[i].Capacity = max(1, (int(capacity)+7*i)%129)
+			cs[i].Overlap = (int(overlap) * (i + 2)) % 101
+			cs[i].ActiveDepth = cs[i].Overlap / 2
+			cs[i].PrefillTokens = (int(queued) * (i + 3)) % 70000
+			cs[i].ContextTokens = cs[i].InFlight * 3000
+			cs[i].ActiveBlocks = int(blocks) * i
+			cs[i].IndexBlocks = int(blocks) * (n - i)
+			cs[i].RecentlyFreed = int(seqs) % (i + 2)
+		}
+		k := DefaultKnobs()
+		k.Seed, k.Weight, k.Temperature = 1, float64(weight%4), float64(temp%3)/2
+		for _, name := range Policies {
+			p, err := NewPolicyWith(name, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if got := p.Pick(r, cs); got < 0 || got >= len(cs) {
+					t.Fatalf("%s picked %d of %d candidates: %+v", name, got, len(cs), cs)
+				}
+			}
+		}
+	})
+}
