@@ -119,7 +119,7 @@ func (p *KV) Pick(r *Request, cands []Candidate) int {
 			continue
 		}
 		// A full worker, while another has room, only if the fleet is
-		// crowded and it frees a slot for each request that would wait.
+		// crowded and it frees a slot for each sequence that would wait.
 		if wait := c.InFlight + sequences(r, c) - c.Capacity; room && wait > 0 && (!crowded || c.RecentlyFreed < wait) {
 			continue
 		}
