@@ -128,7 +128,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.BoolVar(&acc.loopbackViewer, "loopback-viewer", false, "browsers on this machine need the operator token too (for a kiosk browser on the booth machine)")
 	fs.IntVar(&cfg.Dashboard.Viewers.MaxViewers, "max-viewers", cfg.Dashboard.Viewers.MaxViewers, "most dashboard browsers at once; past it a new one gets 503 and retries, and those watching are unaffected. Each costs about 3.5 KB/s on the wire and 50 KB, so 500 is more than booth Wi-Fi carries; a browser that stops reading is dropped within 30 s either way")
 	fs.IntVar(&cfg.Dashboard.Viewers.MaxPerAddress, "max-viewers-per-address", cfg.Dashboard.Viewers.MaxPerAddress, "most of those browsers one address (an IPv6 /64) may hold, this machine's included; past it a new one gets 429, so that one client cannot take every place. Behind a proxy or gateway every viewer has its address: raise it to --max-viewers there")
-	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address); the dashboard answers to its host")
+	fs.StringVar(&cfg.Dashboard.PublicURL, "public-url", cfg.Dashboard.PublicURL, "address visitors' phones open, shown as a QR code (default: this machine's LAN address when --addr listens on every interface, else no QR code); the dashboard answers to its host")
 	fs.Func("starters", "directory of .md/.txt conversation starters, or a JSONL file with id, topic, text (default: the 10 built-in ones)", func(p string) error {
 		ss, err := loadgen.LoadStarters(p)
 		cfg.Load.Starters = ss

@@ -125,7 +125,7 @@ func simFlags(cfg *sim.FleetConfig, profile *string, acc *accessFlags) *flag.Fla
 	fs.StringVar(profile, "profile", *profile, "engine profile: a built-in name ("+strings.Join(sim.Profiles(), ", ")+") or a JSON file")
 	fs.StringVar(&cfg.Host, "host", "127.0.0.1", "address the workers listen on")
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "worker i listens on base-port+i; 0 picks free ports")
-	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port)", func(s string) error {
+	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port and --count)", func(s string) error {
 		cfg.Ports = nil
 		for _, p := range strings.Split(s, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(p))
