@@ -77,6 +77,9 @@ func TestComponents(t *testing.T) {
 	headline := HeadlineData{Show: true, A: "Round-robin", B: "KV-aware", TTFTA: "561 ms", TTFTB: "372 ms", TTFTAms: 561, TTFTBms: 372,
 		Delta: "−34%", Better: true, HitA: "86%", HitB: "98%", Conversations: 120}
 	settlingHeadline := headline
+	worseHeadline := headline
+	worseHeadline.TTFTA, worseHeadline.TTFTB, worseHeadline.TTFTAms, worseHeadline.TTFTBms = "372 ms", "561 ms", 372, 561
+	worseHeadline.Delta, worseHeadline.Better = "+51%", false
 	settlingHeadline.Delta, settlingHeadline.Settling = "", "settling (12 s of 30)"
 	conv := ConversationData{ID: 3, Title: "KV cache", Turns: []TurnData{{Index: 1, Question: "<b>why</b>", Answer: "because", Worker: "sim-2", TTFT: "90 ms", TPOT: "20.0 ms"}}}
 	mdConv := ConversationData{ID: 4, Title: "Scheduler", Starter: "The **scheduler** picks a node.", Turns: []TurnData{{Index: 0, Question: "go on",
@@ -97,7 +100,8 @@ func TestComponents(t *testing.T) {
 		{"a settling tile shows no difference", Tiles(settlingTiles), `.delta`, ""},
 		{"the tiles say they are settling", Tiles(settlingTiles), `#tiles[data-settling=true] [data-testid=ttft-p95]`, "372 ms"},
 		{"the headline carries both lanes' TTFT for tests", Headline(headline), `[data-testid=headline][data-ttft-a="561"][data-ttft-b="372"] .delta.better`, "−34%"},
-		{"the headline carries both lanes' TTFT for tests", Headline(headline), `[data-testid=headline][data-ttft-a="561"][data-ttft-b="372"] .delta.better`, "−34%"},
+		{"a headline where B is slower colours its difference as worse", Headline(worseHeadline), `[data-testid=headline][data-ttft-a="372"][data-ttft-b="561"] .delta.worse`, "+51%"},
+		{"a headline where B is slower is not coloured better", Headline(worseHeadline), `.delta.better`, ""},
 		{"a settling headline names no difference", Headline(settlingHeadline), `[data-testid=headline][data-settling=true] [data-testid=headline-settling]`, "settling (12 s of 30)"},
 		{"a settling headline has no delta", Headline(settlingHeadline), `.delta`, ""},
 		{"the pair has one select per lane", PairSwitch(pair), `[data-testid=pair-b] option[selected]`, "kvlens kv"},
@@ -192,7 +196,7 @@ func TestPage(t *testing.T) {
 		{"a viewer may enter the token", viewer, `[data-testid=viewer-notice] form[hx-post="/api/login"] button`, "Unlock"},
 		{"a viewer's reset is disabled", viewer, `[data-testid=reset][disabled]`, "Reset caches"},
 		{"an operator sees no viewer notice", operator, `[data-testid=viewer-notice]`, ""},
-		{"an operator's reset is enabled", operator, `[data-testid=reset][disabled]`, ""},
+		{"an operator's reset is enabled", operator, `[data-testid=reset]:not([disabled])`, "Reset caches"},
 		{"the run state says stopped with a Start button", base, `[data-testid=run-state][data-running=false] [data-testid=start]`, "Start"},
 		{"the conversations panel loads its list on opening", base, `details[data-testid=conversations][hx-get="/conversations"] summary`, "Conversations"},
 	}

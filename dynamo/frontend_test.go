@@ -92,17 +92,46 @@ func TestFrontendScrapeErrorsAreReported(t *testing.T) {
 	}
 }
 
+// FuzzParse feeds the frontend's /metrics parser anything: a one-line
+// error (the page shows it), and no NaN it was not sent.
 func FuzzParse(f *testing.F) {
 	f.Add(exposition(1, 2, 3, 4))
 	f.Add("# TYPE dynamo_frontend_cached_tokens counter\ndynamo_frontend_cached_tokens 5\n")
 	f.Add("")
+	f.Add("# TYPE x gauge\nx{a=\"\n\"} 1\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		s, err := parse(strings.NewReader(text))
 		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("a two-line error: %q", err)
+			}
 			return
 		}
 		if math.IsNaN(s.cached) && !strings.Contains(text, "NaN") {
 			t.Fatalf("NaN from %q", text)
+		}
+	})
+}
+
+// FuzzParseReadsBackWhatTheFrontendReports writes the four series Dynamo's
+// frontend reports and reads them back: each the sum over its labels.
+func FuzzParseReadsBackWhatTheFrontendReports(f *testing.F) {
+	f.Add(1000.0, 4000.0, 12.0, 3.0)
+	f.Add(0.0, 0.0, 0.0, 0.0)
+	f.Fuzz(func(t *testing.T, cached, input, inflight, queued float64) {
+		for _, v := range []float64{cached, input, inflight, queued} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > 1e300 {
+				return
+			}
+		}
+		s, err := parse(strings.NewReader(exposition(cached, input, inflight, queued)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// exposition writes each histogram's sum as two halves.
+		near := func(a, b float64) bool { return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+		if !near(s.cached, cached) || !near(s.input, input) || s.inflight != inflight || s.queued != queued {
+			t.Fatalf("read %+v, want cached %g, input %g, in flight %g, queued %g", s, cached, input, inflight, queued)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestFrameGuardFollowsTheFraming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, chunk := range []int{1, 7, 4096} { // however the reads split it
-			t.Run(tt.name, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s, in reads of %d bytes", tt.name, chunk), func(t *testing.T) {
 				g := &frameGuard{greeting: zmtpGreeting}
 				var err error
 				for in := tt.in; len(in) > 0 && err == nil; {
@@ -58,6 +59,64 @@ func TestFrameGuardFollowsTheFraming(t *testing.T) {
 			})
 		}
 	}
+}
+
+// refusedWhole is frameGuard's verdict on a whole stream after the
+// greeting, written plainly: walk the frames one by one and refuse at the
+// first header declaring more than MaxFrame. A header or body cut off by
+// the stream's end is not refused.
+func refusedWhole(frames []byte) bool {
+	for len(frames) > 0 {
+		flags := frames[0]
+		var size uint64
+		if flags&0x02 != 0 {
+			if len(frames) < 9 {
+				return false
+			}
+			size, frames = binary.BigEndian.Uint64(frames[1:9]), frames[9:]
+		} else {
+			if len(frames) < 2 {
+				return false
+			}
+			size, frames = uint64(frames[1]), frames[2:]
+		}
+		if size > MaxFrame {
+			return true
+		}
+		if size >= uint64(len(frames)) {
+			return false
+		}
+		frames = frames[size:]
+	}
+	return false
+}
+
+// FuzzFrameGuard holds frameGuard, which reads what any peer on the events
+// port sends, to refusedWhole, however the peer's bytes arrive split
+// into reads.
+func FuzzFrameGuard(f *testing.F) {
+	f.Add([]byte{0x04, 5, 1, 2, 3, 4, 5, 0x00, 0}, uint8(1))
+	f.Add(header(0x00, MaxFrame+1), uint8(3))
+	f.Add(append(header(0x00, 9), header(0x02, 1<<62)...), uint8(4))
+	f.Add(append(append(header(0x00, 300), bytes.Repeat([]byte{0xee}, 300)...), header(0x04, 1<<40)...), uint8(200))
+	f.Fuzz(func(t *testing.T, frames []byte, chunk uint8) {
+		want := refusedWhole(frames)
+		in := append(zmtpGreetingNull(), frames...)
+		g := &frameGuard{greeting: zmtpGreeting}
+		step := int(chunk%64) + 1
+		var err error
+		for len(in) > 0 && err == nil {
+			k := min(step, len(in))
+			err = g.scan(in[:k])
+			in = in[k:]
+		}
+		if err != nil && !errors.Is(err, errFrameTooLarge) {
+			t.Fatalf("scan failed with %v, not errFrameTooLarge", err)
+		}
+		if got := err != nil; got != want {
+			t.Fatalf("reads of %d bytes: refused %v, want %v (%v)", step, got, want, err)
+		}
+	})
 }
 
 // TestAnOversizedFrameEndsOnlyItsConnection sends a bound subscriber the

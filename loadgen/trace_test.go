@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvlens/kvlens/tokenizer"
+	"github.com/zeebo/xxh3"
 )
 
 func TestBlockVocabIsSingleTokenWords(t *testing.T) {
@@ -45,7 +46,7 @@ func TestTracePromptTokenization(t *testing.T) {
 		}
 	})
 	t.Run("different hash ids are different blocks", func(t *testing.T) {
-		if slices.Equal(enc[0][2*b:3*b], enc[1][2*b:2*b+100]) || slices.Equal(enc[0][:b], enc[2][:b]) {
+		if slices.Equal(enc[0][2*b:2*b+100], enc[1][2*b:2*b+100]) || slices.Equal(enc[0][:b], enc[2][:b]) {
 			t.Fatal("different hash ids gave equal blocks")
 		}
 	})
@@ -57,9 +58,14 @@ func TestTracePromptTokenization(t *testing.T) {
 			t.Fatal("the prompt's tokens changed inside the chat template")
 		}
 	})
-	t.Run("a prompt is the same every time", func(t *testing.T) {
-		if TracePrompt(recs[0]) != TracePrompt(recs[0]) {
-			t.Fatal("TracePrompt is not deterministic")
+	t.Run("a prompt is the same in every run and every build", func(t *testing.T) {
+		// A trace replayed again, by another build or on another machine,
+		// must send the same text, so the prompt is pinned by its hash.
+		// When TracePrompt changes on purpose, put the new hash here.
+		p := TracePrompt(recs[0])
+		const wantStart, wantHash = " column opportunity wor turned strateg needs days class load", 0x40feadf10ad3cb58
+		if !strings.HasPrefix(p, wantStart) || xxh3.HashString(p) != wantHash {
+			t.Fatalf("TracePrompt(hash ids 1, 2, 3) starts %q and hashes to %#x, want %q and %#x", p[:min(60, len(p))], xxh3.HashString(p), wantStart, uint64(wantHash))
 		}
 	})
 }

@@ -122,7 +122,9 @@ func Length(rec store.Recording, current bool, now time.Time) string {
 	case !rec.Ended.IsZero() && rec.Frames == 0:
 		return "nothing recorded"
 	case !rec.Ended.IsZero():
-		return rec.Ended.Sub(rec.Started).Round(time.Second).String()
+		// max: a clock set back during the session (NTP on a booth laptop)
+		// must not read as a negative length.
+		return max(0, rec.Ended.Sub(rec.Started)).Round(time.Second).String()
 	}
 	if Live(rec, now) {
 		return "recording (another kvlens)"

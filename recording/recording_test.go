@@ -120,6 +120,7 @@ func TestLengthTellsACutOffRecordingFromALiveOne(t *testing.T) {
 		want    string
 	}{
 		{"an ended recording gives its length", store.Recording{Started: start, Ended: start.Add(90 * time.Second), Frames: 180, LastFrame: start.Add(89 * time.Second)}, false, "1m30s"},
+		{"an ended recording whose clock was set back reads 0s, not a negative length", store.Recording{Started: start, Ended: start.Add(-time.Hour), Frames: 3, LastFrame: start}, false, "0s"},
 		{"this process's recording is recording now", store.Recording{Started: start, LastFrame: now}, true, "recording now"},
 		{"a recording with a fresh frame is another kvlens's", store.Recording{Started: start, Frames: 14000, LastFrame: now.Add(-15 * time.Second)}, false, "recording (another kvlens)"},
 		{"a recording silent past Quiet was cut off at its last frame", store.Recording{Started: start, Frames: 1500, LastFrame: start.Add(12*time.Minute + 30*time.Second)}, false, "cut off after 12m30s (no end recorded)"},

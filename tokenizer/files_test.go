@@ -315,7 +315,8 @@ func FuzzParseBPE(f *testing.F) {
 }
 
 // FuzzParseConfig feeds tokenizer_config.json's parser and the chat
-// template anything: an error, never a panic.
+// template anything: a one-line error, never a panic, and a template that
+// renders a chat the same way each time.
 func FuzzParseConfig(f *testing.F) {
 	for _, name := range fixtures {
 		b, _ := os.ReadFile(filepath.Join("testdata", name, TokenizerConfig))
@@ -323,16 +324,30 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	f.Add([]byte(`{"chat_template": [{"name": "default", "template": "{{ raise_exception('x') }}"}]}`))
 	f.Add([]byte(`{"bos_token": {"content": 3}, "chat_template": "{% for m in messages %}{{ m.content[1:] }}{% endfor %}"}`))
+	oneLine := func(t *testing.T, what string, err error) {
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: a two-line error: %q", what, err)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, src, vars, err := parseConfig(data)
+		oneLine(t, "parseConfig", err)
 		if err != nil || src == "" {
 			return
 		}
 		tmpl, err := compileTemplate(src, vars)
+		oneLine(t, "compileTemplate", err)
 		if err != nil {
 			return
 		}
-		tmpl.render(threeTurns, true)
+		// A template renders the same chat the same way every time: the
+		// router hashes what it renders, so a template that varied would
+		// never match the workers' caches.
+		a, errA := tmpl.render(threeTurns, true)
+		b, errB := tmpl.render(threeTurns, true)
+		if a != b || (errA == nil) != (errB == nil) {
+			t.Fatalf("two renders of the same chat differ: %q (%v) and %q (%v)", a, errA, b, errB)
+		}
 	})
 }
 

@@ -223,8 +223,19 @@ func TestVirtualSweepWritesTheSameOutputs(t *testing.T) {
 		t.Fatalf("two virtual sweeps with seed 5 differ:\n%s\n%s", a, b)
 	}
 	out, code := exitCode(t, kvlens("baselines", "list", "--db", db))
-	if code != 0 || !strings.Contains(out, "a") {
+	if code != 0 {
 		t.Fatalf("stored sets (exit %d):\n%s", code, out)
+	}
+	stored := map[string]string{} // name -> modes
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 {
+			stored[f[0]] = f[1]
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		if stored[name] != "round_robin,kv" {
+			t.Errorf("baselines list has no set %q of modes round_robin,kv:\n%s", name, out)
+		}
 	}
 }
 

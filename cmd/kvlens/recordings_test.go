@@ -17,15 +17,44 @@ func TestRecordingsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := db.CreateRecording(ctx, "booth", []byte(`{}`))
-	db.AppendFrames(ctx, id, []store.Frame{{T: time.Unix(1_700_000_000, 0), Kind: "snapshot",
-		Body: []byte(`{"mode":"kv","points":[{"ttft_p50":200,"ttft_p95":300,"tpot_p50":25,"tpot_p95":28,"tops":1500,"rps":2,"error_pct":0,"target":60,"live":60}]}`)}})
-	db.EndRecording(ctx, id, time.Unix(1_700_000_010, 0))
+	id, err := db.CreateRecording(ctx, "booth", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendFrames(ctx, id, []store.Frame{{T: time.Unix(1_700_000_000, 0), Kind: "snapshot",
+		Body: []byte(`{"mode":"kv","points":[{"ttft_p50":200,"ttft_p95":300,"tpot_p50":25,"tpot_p95":28,"tops":1500,"rps":2,"error_pct":0,"target":60,"live":60}]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.EndRecording(ctx, id, time.Now().Add(10*time.Second)); err != nil { // started now
+		t.Fatal(err)
+	}
 	// A second session that a running kvlens is still writing: no end, a
 	// frame a moment ago.
-	live, _ := db.CreateRecording(ctx, "live", []byte(`{}`))
-	db.AppendFrames(ctx, live, []store.Frame{{T: time.Now(), Kind: "snapshot", Body: []byte(`{}`)}})
+	live, err := db.CreateRecording(ctx, "live", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendFrames(ctx, live, []store.Frame{{T: time.Now(), Kind: "snapshot", Body: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
 	db.Close()
+
+	t.Run("list gives a session's length and frames", func(t *testing.T) {
+		out, code := exitCode(t, kvlens("recordings", "list", "--db", path))
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			// ID NAME STARTED(date time) LENGTH FRAMES SIZE(number unit)
+			if f := strings.Fields(line); len(f) == 8 && f[1] == "booth" {
+				if f[0] != "1" || f[4] != "10s" || f[5] != "1" {
+					t.Fatalf("booth's row = %q, want ID 1, length 10s and 1 frame", line)
+				}
+				return
+			}
+		}
+		t.Fatalf("no row for booth:\n%s", out)
+	})
 
 	steps := []struct {
 		name     string
