@@ -21,7 +21,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-func workloads(t *testing.T, names ...string) []loadgen.Workload {
+func workloads(t testing.TB, names ...string) []loadgen.Workload {
 	t.Helper()
 	var ws []loadgen.Workload
 	for _, n := range names {
@@ -36,7 +36,7 @@ func workloads(t *testing.T, names ...string) []loadgen.Workload {
 
 // fixedResult is a small grid's result with made-up figures: two policies,
 // a closed and an open workload, two levels, two seeds.
-func fixedResult(t *testing.T) *Result {
+func fixedResult(t testing.TB) *Result {
 	g := Grid{
 		Policies: []string{"round_robin", "kv"}, Workloads: workloads(t, "chat", "open-loop"),
 		Levels: []int{40, 80}, Seeds: []uint64{1, 2}, Workers: 3, Profile: sim.MustProfile(sim.DefaultProfile),
@@ -340,7 +340,9 @@ func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 
 func FuzzReadJSON(f *testing.F) {
 	var js bytes.Buffer
-	WriteJSON(&js, fixedResult(&testing.T{}))
+	if err := WriteJSON(&js, fixedResult(f)); err != nil {
+		f.Fatal(err)
+	}
 	f.Add(js.Bytes())
 	f.Add([]byte(`{"runs":[]}`))
 	f.Add([]byte(`{"workers":3,"profile":"h200-llama3.1-70b-fp8-tp1","policies":["kv"],"workloads":["chat"],"levels":[1],"seeds":[1],"warmup_s":{"chat":60},"measure_s":1,"slo_ttft_ms":600,"slo_tpot_ms":60,"runs":[{"workload":"chat","policy":"kv","level":1,"seed":1}]}`))

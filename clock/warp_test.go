@@ -88,7 +88,7 @@ func TestWarpLeft(t *testing.T) {
 		at, wantLeft time.Duration
 	}{
 		{"at the start, span/speed is left", 2 * time.Minute, 4, 0, 30 * time.Second},
-		{"part-way", 2 * time.Minute, 4, 12 * time.Second, 18 * time.Second},
+		{"12 s into a 2-minute span at 4×, 18 s are left", 2 * time.Minute, 4, 12 * time.Second, 18 * time.Second},
 		{"after the meeting point nothing is left", 2 * time.Minute, 4, 31 * time.Second, 0},
 		{"a span of 0 is no warp", 0, 4, 0, 0},
 		{"a speed below 1 counts as 1: the warp is its base", time.Minute, 0.5, 0, time.Minute},

@@ -55,15 +55,15 @@ func TestAPeerCannotFloodTheLog(t *testing.T) {
 		summary string
 		counted func(SubscriberStats) uint64
 	}{
-		{"malformed payloads", func(i uint64) uint64 { return i }, []byte{0x93, 0xcb, 0x00},
+		{"malformed payloads past the first few are summed up every 10 s", func(i uint64) uint64 { return i }, []byte{0x93, 0xcb, 0x00},
 			"kvevents: malformed message", "malformed KV-event messages from tcp://*:5557: 45 more not logged in the last 10s",
 			func(s SubscriberStats) uint64 { return s.DecodeErrors }},
 		// Each message skips one seq: a gap every message after the first.
-		{"gaps", func(i uint64) uint64 { return 2 * i }, valid,
+		{"gaps past the first few are summed up every 10 s", func(i uint64) uint64 { return 2 * i }, valid,
 			"kvevents: events lost", "KV-event gaps from tcp://*:5557: 44 more not logged in the last 10s",
 			func(s SubscriberStats) uint64 { return s.Gaps + 1 }},
 		// 100, 99, 98, ...: a restart every message after the first.
-		{"restarts", func(i uint64) uint64 { return 100 - i }, valid,
+		{"restarts past the first few are summed up every 10 s", func(i uint64) uint64 { return 100 - i }, valid,
 			"kvevents: publisher restarted", "KV-event publisher restarts from tcp://*:5557: 44 more not logged in the last 10s",
 			func(s SubscriberStats) uint64 { return s.Resets + 1 }},
 	}

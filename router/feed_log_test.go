@@ -25,7 +25,7 @@ func TestAPublisherCannotFloodTheFeedsLog(t *testing.T) {
 	}{
 		// The connection drops and comes back, as a peer reconnecting in a
 		// loop to a bound endpoint makes it.
-		{"reconnections", func(f *Feed, es *eventStream) { f.connected("w0", es, false); f.connected("w0", es, true) },
+		{"reconnections past the first few are summed up every 10 s", func(f *Feed, es *eventStream) { f.connected("w0", es, false); f.connected("w0", es, true) },
 			"publisher reconnected", "KV events: publisher reconnections from w0: 15 more not logged in the last 10s"},
 		// A First message that is not seq 0, as a publisher whose seq goes
 		// back every message sends.

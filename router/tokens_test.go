@@ -28,7 +28,7 @@ func TestChatTokensMatchEncode(t *testing.T) {
 		msgs []tokenizer.Message
 	}{
 		{"an empty chat is the assistant opening alone", nil},
-		{"plain prose", []tokenizer.Message{{Role: "user", Content: "Hello there."}}},
+		{"one user message is tokenized as the whole chat is", []tokenizer.Message{{Role: "user", Content: "Hello there."}}},
 		{"messages ending in spaces, newlines and punctuation", []tokenizer.Message{
 			{Role: "system", Content: "Be terse.  "}, {Role: "user", Content: "Why?\n\n"}, {Role: "assistant", Content: "Because...\r\n"}, {Role: "user", Content: "'s"}}},
 		{"messages that start with spaces, digits and brackets", []tokenizer.Message{

@@ -26,16 +26,16 @@ func TestEncodeIsTiktokensCl100k(t *testing.T) {
 		name string
 		text string
 	}{
-		{"plain prose", "Why is the sky blue? Explain it in two sentences."},
+		{"prose matches tiktoken", "Why is the sky blue? Explain it in two sentences."},
 		{"contractions and punctuation", "It's what they'd've said: \"don't\" -- isn't it?!"},
 		{"runs of spaces, tabs and newlines", "a  b   c\t\td\n\n\ne \r\n  \n"},
 		{"digits split in threes", "1234567890 3.14159 2026-11-28 0x1F"},
-		{"code", "func main() {\n\tfmt.Println(\"hi\")\n}\n"},
+		{"code with tabs and braces matches tiktoken", "func main() {\n\tfmt.Println(\"hi\")\n}\n"},
 		{"CJK, accents and emoji", "日本語のテキスト, café naïve, 🎉👩‍💻"},
 		{"a special token's text is ordinary text", "before<|endoftext|>after"},
 		{"kvlens's chat template is text to cl100k", RenderChat([]Message{
 			{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hello?"}})},
-		{"empty text", ""},
+		{"empty text is no tokens", ""},
 	}
 	for _, f := range starters {
 		b, err := os.ReadFile(f)

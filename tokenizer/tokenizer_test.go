@@ -63,7 +63,7 @@ func TestCutSplitsOnlyWhereNoPieceSpans(t *testing.T) {
 	}{
 		{"one part leaves the text whole", "alpha beta gamma", 1, []string{"alpha beta gamma"}},
 		{"two parts cut at the first space past the middle", "alpha beta gamma delta", 2, []string{"alpha beta gamma", " delta"}},
-		{"three parts", "aa bb cc dd ee ff", 3, []string{"aa bb", " cc dd", " ee ff"}},
+		{"three parts cut at the spaces nearest each third", "aa bb cc dd ee ff", 3, []string{"aa bb", " cc dd", " ee ff"}},
 		{"digits and punctuation are never cut points", "12 34 56, 78 !! 90", 2, []string{"12 34 56, 78 !! 90"}},
 		{"a double space is not a cut point", "ab  cd  ef  gh", 2, []string{"ab  cd  ef  gh"}},
 		{"no cut point past the middle keeps the tail whole", "alpha beta 1 2 3 4 5 6 7 8", 2, []string{"alpha beta 1 2 3 4 5 6 7 8"}},

@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 		{
 			// Every action, with comments and blank lines skipped and the
 			// line numbers those leave.
-			name: "every action",
+			name: "every action parses, skipping comments and blank lines",
 			file: "# a tour\n\n50s concurrency 120 \"watch TTFT p95\"\n  1m reset \"watch the hit rate\"  \n40s fault 503:10 \"watch errors\"\n2s fault none \"faults off\"\n1m30s pair rr,kv \"A against B\"\n10s watch \"look\"\n",
 			want: []Step{
 				{Line: 3, For: 50 * time.Second, Action: Concurrency, Arg: "120", Caption: "watch TTFT p95"},
@@ -37,13 +37,13 @@ func TestParse(t *testing.T) {
 		{
 			// A caption keeps Go's escapes and loses surrounding spaces;
 			// a pair is written as --ab takes it, and stored by full name.
-			name: "escapes and pair spelling",
+			name: "a caption keeps its escapes and a pair is stored by full name",
 			file: "5s pair Least-Loaded,KV \" say \\\"hi\\\" \"",
 			want: []Step{{Line: 1, For: 5 * time.Second, Action: Pair, Arg: "least_loaded,kv", Caption: `say "hi"`}},
 		},
 		{
 			// Windows line endings parse as Unix ones.
-			name: "CRLF",
+			name: "Windows line endings parse as Unix ones",
 			file: "5s reset \"a\"\r\n6s watch \"b\"\r\n",
 			want: []Step{{Line: 1, For: 5 * time.Second, Action: Reset, Caption: "a"}, {Line: 2, For: 6 * time.Second, Action: Watch, Caption: "b"}},
 		},

@@ -5,8 +5,10 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -64,4 +66,42 @@ func TestControlsReadOnlySmallURLEncodedForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzReadForm sends readForm any body under any Content-Type: it takes a
+// small url-encoded form as url.ParseQuery reads it, refuses everything
+// else with 400, 413 or 415 and a one-line reason, and leaves the request's
+// form unset when it refuses.
+func FuzzReadForm(f *testing.F) {
+	f.Add("application/x-www-form-urlencoded", []byte("concurrency=100"))
+	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte("a=%zz"))
+	f.Add("multipart/form-data; boundary=x", []byte("--x\r\n"))
+	f.Add("", []byte(strings.Repeat("a=b&", 1200)))
+	f.Fuzz(func(t *testing.T, ctype string, body []byte) {
+		r := httptest.NewRequest(http.MethodPost, "/api/concurrency", bytes.NewReader(body))
+		r.Header.Set("Content-Type", ctype)
+		form, status, err := readForm(httptest.NewRecorder(), r)
+		if err != nil {
+			if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge && status != http.StatusUnsupportedMediaType {
+				t.Fatalf("refused with status %d: %v", status, err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("a two-line reason: %q", err)
+			}
+			if r.Form != nil || r.PostForm != nil {
+				t.Fatal("a refused form was set on the request")
+			}
+			return
+		}
+		if status != 0 {
+			t.Fatalf("taken with status %d", status)
+		}
+		if len(body) > maxFormBody {
+			t.Fatalf("took a form of %d bytes, over %d", len(body), maxFormBody)
+		}
+		want, perr := url.ParseQuery(string(body))
+		if perr != nil || !reflect.DeepEqual(form, want) || !reflect.DeepEqual(r.PostForm, want) {
+			t.Fatalf("took %v, want %v (%v)", form, want, perr)
+		}
+	})
 }

@@ -105,21 +105,21 @@ func TestOperatorActionsPauseTheTour(t *testing.T) {
 		name string
 		act  func(s *Server, ra *fakeRouter) int // returns the HTTP status, 0 for none
 	}{
-		{"the slider", func(s *Server, _ *fakeRouter) int {
+		{"the slider pauses it", func(s *Server, _ *fakeRouter) int {
 			return post(s, "/api/concurrency", url.Values{"concurrency": {"100"}}, true)
 		}},
-		{"a lane's policy", func(s *Server, _ *fakeRouter) int {
+		{"a lane's policy pauses it", func(s *Server, _ *fakeRouter) int {
 			return post(s, "/api/mode", url.Values{"mode": {"random"}, "lane": {"a"}}, true)
 		}},
-		{"reset", func(s *Server, _ *fakeRouter) int { return post(s, "/api/reset", nil, true) }},
-		{"a fault", func(s *Server, _ *fakeRouter) int {
+		{"a reset pauses it", func(s *Server, _ *fakeRouter) int { return post(s, "/api/reset", nil, true) }},
+		{"a fault pauses it", func(s *Server, _ *fakeRouter) int {
 			return post(s, "/api/fault", url.Values{"fault": {"slow:2"}}, true)
 		}},
-		{"stop", func(s *Server, _ *fakeRouter) int { return post(s, "/api/stop", nil, true) }},
-		{"start", func(s *Server, _ *fakeRouter) int { return post(s, "/api/start", nil, true) }},
-		{"pause", func(s *Server, _ *fakeRouter) int { return post(s, "/api/tour/pause", nil, true) }},
+		{"stop pauses it", func(s *Server, _ *fakeRouter) int { return post(s, "/api/stop", nil, true) }},
+		{"start pauses it", func(s *Server, _ *fakeRouter) int { return post(s, "/api/start", nil, true) }},
+		{"the pause button pauses it", func(s *Server, _ *fakeRouter) int { return post(s, "/api/tour/pause", nil, true) }},
 		// The router's admin API changed a policy: the next tick sees it.
-		{"a change behind the dashboard's back", func(s *Server, ra *fakeRouter) int {
+		{"a change behind the dashboard's back pauses it", func(s *Server, ra *fakeRouter) int {
 			ra.SwitchPolicy("random")
 			s.frames()
 			return 0

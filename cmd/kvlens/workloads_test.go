@@ -52,6 +52,10 @@ func TestWorkloadFlagSetsTheLoadAndGivenFlagsWin(t *testing.T) {
 }
 
 func TestSweepWorkloadSadPath(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "two.jsonl")
+	if err := os.WriteFile(trace, []byte(`{"timestamp":0,"input_length":10,"output_length":5,"hash_ids":[1]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -59,12 +63,9 @@ func TestSweepWorkloadSadPath(t *testing.T) {
 	}{
 		{"an unknown workload", []string{"--workload", "chats"}, `unknown workload "chats": want one of chat, think`},
 		{"a trace over two levels", []string{"--workload", "trace", "--levels", "40,80"}, "a trace sweep takes one level"},
-		{"a trace file with another workload", []string{"--workload", "think", "--trace", "testdata/two.jsonl"}, "--trace replays a trace, which is the trace workload, not think"},
+		{"a trace file with another workload", []string{"--workload", "think", "--trace", trace}, "--trace replays a trace, which is the trace workload, not think"},
 		{"a zero trace block size", []string{"--workload", "trace", "--levels", "40", "--trace-block-size", "0"}, "--trace-block-size 0"},
 	}
-	os.MkdirAll("testdata", 0o755)
-	os.WriteFile("testdata/two.jsonl", []byte(`{"timestamp":0,"input_length":10,"output_length":5,"hash_ids":[1]}`+"\n"), 0o644)
-	defer os.Remove("testdata/two.jsonl")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := sweepOptionsFor(tt.args...)
@@ -130,6 +131,9 @@ func TestTraceGenWritesWhatServeReplays(t *testing.T) {
 	recs, err := loadgen.LoadTrace(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(recs) < 20 {
+		t.Fatalf("%d records, want at least one per session (20)", len(recs))
 	}
 	for _, r := range recs {
 		if r.HashIDs[0] != 0 || r.HashIDs[1] != 1 || r.InputLength != 64*len(r.HashIDs) {
