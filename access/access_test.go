@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 func mustHosts(t testing.TB, names ...string) *Hosts {
@@ -418,6 +419,50 @@ func FuzzParseList(f *testing.F) {
 			if !h.names[norm] {
 				t.Fatalf("ParseList(%q) accepted %q, which the hosts do not allow", s, n)
 			}
+		}
+	})
+}
+
+// FuzzLoadToken reads any --control-token or $KVLENS_CONTROL_TOKEN: what it
+// accepts is the value without its surrounding spaces, with no space or
+// control character left in it, and lets a remote script that sends it as
+// a bearer token change the demo; what it refuses it says in one line.
+func FuzzLoadToken(f *testing.F) {
+	for _, s := range []string{"s3cret", "  padded\n", "two words", "tab\there", "", " ", "ünïcode", "nul\x00"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, fromEnv bool) {
+		value, getenv := s, func(string) string { return "" }
+		if fromEnv {
+			value, getenv = "", func(k string) string {
+				if k == TokenEnv {
+					return s
+				}
+				return ""
+			}
+		}
+		token, _, err := LoadToken(value, "", getenv)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("LoadToken(%q): an error of more than one line: %q", s, err)
+			}
+			return
+		}
+		if s == "" {
+			if token != "" {
+				t.Fatalf("no token given, got %q", token)
+			}
+			return
+		}
+		if token != strings.TrimSpace(s) || strings.ContainsFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			t.Fatalf("LoadToken(%q) = %q", s, token)
+		}
+		r := httptest.NewRequest(http.MethodPost, "http://kvlens.svc:8080/api/reset", nil)
+		r.RemoteAddr = "192.0.2.7:5000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		if err := (Rule{Token: token}).Check(r); err != nil {
+			t.Fatalf("token %q sent as a bearer token is refused: %v", token, err)
 		}
 	})
 }

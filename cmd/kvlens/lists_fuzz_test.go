@@ -65,3 +65,31 @@ func FuzzParseLevels(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePorts reads any --ports of kvlens sim: what it accepts is one
+// port from 0 to 65535 for each comma-separated part, none but 0 twice;
+// what it refuses it says in one line.
+func FuzzParsePorts(f *testing.F) {
+	for _, s := range []string{"8001,8002,8003", "0,0", "9001,9001", " 80 ", "", "65536", "-1", "80,,81", "1e3", "+80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ports, err := parsePorts(s)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("parsePorts(%q): an error of more than one line: %q", s, err)
+			}
+			return
+		}
+		if len(ports) != strings.Count(s, ",")+1 {
+			t.Fatalf("parsePorts(%q) = %v: not one port a part", s, ports)
+		}
+		seen := map[int]bool{}
+		for _, p := range ports {
+			if p < 0 || p > 65535 || (p != 0 && seen[p]) {
+				t.Fatalf("parsePorts(%q) = %v: %d is out of range or twice", s, ports, p)
+			}
+			seen[p] = true
+		}
+	})
+}

@@ -125,16 +125,9 @@ func simFlags(cfg *sim.FleetConfig, profile *string, acc *accessFlags) *flag.Fla
 	fs.StringVar(profile, "profile", *profile, "engine profile: a built-in name ("+strings.Join(sim.Profiles(), ", ")+") or a JSON file")
 	fs.StringVar(&cfg.Host, "host", "127.0.0.1", "address the workers listen on")
 	fs.IntVar(&cfg.BasePort, "base-port", cfg.BasePort, "worker i listens on base-port+i; 0 picks free ports")
-	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port and --count)", func(s string) error {
-		cfg.Ports = nil
-		for _, p := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(p))
-			if err != nil || n < 0 || n > 65535 {
-				return fmt.Errorf("%q is not a port", p)
-			}
-			cfg.Ports = append(cfg.Ports, n)
-		}
-		return nil
+	fs.Func("ports", "comma-separated ports, one per worker (overrides --base-port and --count)", func(s string) (err error) {
+		cfg.Ports, err = parsePorts(s)
+		return err
 	})
 	fs.StringVar(&cfg.Model, "model", "", "model name to serve (default: the profile's)")
 	faultFlags(fs, &cfg.Faults)
@@ -145,6 +138,25 @@ func simFlags(cfg *sim.FleetConfig, profile *string, acc *accessFlags) *flag.Fla
 	fs.StringVar(&cfg.EventsReplay, "events-replay", "", "also serve vLLM's replay socket (ROUTER) bound here, such as tcp://*:5600; worker i binds the port plus i")
 	acc.register(fs, "change faults (PUT /admin/faults) from another machine", "none: faults change from this machine only")
 	return fs
+}
+
+// parsePorts reads --ports: one port a worker, 0 for a free one, none
+// twice.
+func parsePorts(s string) ([]int, error) {
+	var ports []int
+	seen := map[int]bool{}
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 || n > 65535 {
+			return nil, fmt.Errorf("%q is not a port", p)
+		}
+		if n != 0 && seen[n] {
+			return nil, fmt.Errorf("port %d is given twice: each worker needs its own", n)
+		}
+		seen[n] = true
+		ports = append(ports, n)
+	}
+	return ports, nil
 }
 
 // simRule is the workers' access rule for PUT /admin/faults: the operator

@@ -23,6 +23,7 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 	}{
 		{"an unknown profile", []string{"sim", "--profile", "h300"}, "neither a built-in"},
 		{"a port that is not a number", []string{"sim", "--ports", "80,eighty"}, `"eighty" is not a port`},
+		{"a port given twice", []string{"sim", "--ports", "9001,9001"}, "port 9001 is given twice"},
 		{"a stray argument", []string{"sim", "extra"}, `unexpected argument "extra"`},
 		{"an unknown benchmark", []string{"sim", "bench", "speed"}, `unknown benchmark "speed"`},
 		{"a malformed ISL/OSL case", []string{"sim", "bench", "offline", "--cases", "1000x1000"}, "is not ISL/OSL"},
