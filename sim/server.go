@@ -1028,14 +1028,8 @@ type tokenizeRequest struct {
 	AddSpecialTokens *bool `json:"add_special_tokens"`
 }
 
-// parseTokenizeRequest decodes a /tokenize body and returns the text to
-// tokenize: the prompt, or the messages rendered with the chat template.
-func parseTokenizeRequest(body []byte) (string, error) {
-	text, _, err := parseTokenizeRequestWith(body, tokenizer.Embedded)
-	return text, err
-}
-
-// parseTokenizeRequestWith is parseTokenizeRequest with eng's chat
+// parseTokenizeRequestWith decodes a /tokenize body and returns the text
+// to tokenize: the prompt, or the messages rendered with eng's chat
 // template; special says whether to add special tokens.
 func parseTokenizeRequestWith(body []byte, eng *tokenizer.Engine) (text string, special bool, err error) {
 	var req tokenizeRequest

@@ -742,13 +742,39 @@ func FuzzParseTokenizeRequest(f *testing.F) {
 	f.Add(`{"messages":[{"role":"user","content":"x"}]}`)
 	f.Add(`{"prompt":"","messages":[{"role":"user"}]}`)
 	f.Add(`{"prompt":"x"}]`)
+	f.Add(`{"prompt":"x","add_special_tokens":false}`)
+	f.Add(`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false,"add_special_tokens":true}`)
+	llama3, err := tokenizer.LoadFiles("../tokenizer/testdata/llama3")
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body string) {
-		_, err := parseTokenizeRequest([]byte(body))
-		if err != nil && (strings.Contains(err.Error(), "\n") || speaksGo(err.Error())) {
-			t.Fatalf("error is not one line free of Go types: %q", err)
-		}
-		if err == nil && !json.Valid([]byte(body)) {
-			t.Fatalf("accepted a body that is not one JSON value: %q", body)
+		// The server parses with its engine's template: the embedded one,
+		// or a model's own (here Llama 3's).
+		for _, eng := range []*tokenizer.Engine{tokenizer.Embedded, llama3} {
+			text, special, err := parseTokenizeRequestWith([]byte(body), eng)
+			if err != nil {
+				if strings.Contains(err.Error(), "\n") || speaksGo(err.Error()) {
+					t.Fatalf("error is not one line free of Go types: %q", err)
+				}
+				continue
+			}
+			if !json.Valid([]byte(body)) {
+				t.Fatalf("accepted a body that is not one JSON value: %q", body)
+			}
+			var req tokenizeRequest
+			if err := json.Unmarshal([]byte(body), &req); err != nil {
+				t.Fatalf("accepted %q, which encoding/json refuses: %v", body, err)
+			}
+			// A prompt is tokenized as sent, with the BOS unless told not to;
+			// messages through the template, which writes its own.
+			wantSpecial := req.Prompt != nil
+			if req.AddSpecialTokens != nil {
+				wantSpecial = *req.AddSpecialTokens
+			}
+			if req.Prompt != nil && text != *req.Prompt || special != wantSpecial {
+				t.Fatalf("%q gave text %q and special %v, want the prompt and %v", body, text, special, wantSpecial)
+			}
 		}
 	})
 }
