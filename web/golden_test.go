@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -59,5 +60,26 @@ func golden(t *testing.T, name, path string, got []byte) {
 	}
 	if string(got) != string(want) {
 		t.Errorf("GET %s differs from %s (rerun with -update and review the diff):\n%s", path, file, got)
+	}
+}
+
+// TestRecordingPagesMatchTheirGoldenFiles renders the list of recordings and
+// the replay of one with frames (recordingServer's) and compares each with
+// its golden file. The store stamps a recording's start with the real
+// clock, so the list's start times are masked before the comparison.
+func TestRecordingPagesMatchTheirGoldenFiles(t *testing.T) {
+	s, _ := recordingServer(t)
+	started := regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d`)
+	for _, tt := range []struct{ name, path string }{
+		{"recordings", "/recordings"},
+		{"replay", "/recordings/1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := serve(s, "GET", tt.path, false)
+			if w.Code != 200 {
+				t.Fatalf("GET %s: %d %s", tt.path, w.Code, w.Body)
+			}
+			golden(t, tt.name, tt.path, started.ReplaceAll(w.Body.Bytes(), []byte("YYYY-MM-DD hh:mm:ss")))
+		})
 	}
 }
