@@ -82,10 +82,12 @@ func TestSimServesAFleetUntilSignalled(t *testing.T) {
 	}
 }
 
-// TestBenchReportsMatchGolden pins the benchmark reports: the runs are
-// seeded and in virtual time, so their output is exact. Refresh with
-// go test ./cmd/kvlens -run Golden -update.
+// TestBenchReportsMatchGolden pins the benchmark reports (the runs are
+// seeded and in virtual time, so their output is exact), the built-in
+// baseline sets as list and show print them, and the workload suite.
+// Refresh with go test ./cmd/kvlens -run Golden -update.
 func TestBenchReportsMatchGolden(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "kvlens.db") // holds the built-in sets
 	tests := []struct {
 		name string
 		args []string
@@ -94,6 +96,9 @@ func TestBenchReportsMatchGolden(t *testing.T) {
 		{"bench_multiturn", []string{"sim", "bench", "multiturn", "--concurrency", "30", "--warmup", "10s", "--measure", "30s"}},
 		{"bench_multiturn_greedy", []string{"sim", "bench", "multiturn", "--concurrency", "30", "--warmup", "10s", "--measure", "30s",
 			"--greedy", "--follow-up", "Can you elaborate further on that?"}},
+		{"baselines_list", []string{"baselines", "list", "--db", db}},
+		{"baselines_show", []string{"baselines", "show", "3×H200 · Llama 3.1 70B FP8 · TRT-LLM · Dynamo 0.9 (averaged, 6 sweeps)", "--db", db}},
+		{"workloads", []string{"workloads"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
