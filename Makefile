@@ -23,7 +23,7 @@ NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build !race' --exc
 NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(NORACE_FILES) | paste -sd'|')
 NORACE_PKGS := $(sort $(dir $(NORACE_FILES)))
 unit: deps
-	KVLENS_REQUIRE_LIBZMQ=1 KVLENS_REQUIRE_NODE_SDK=1 KVLENS_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 ./...
+	KVLENS_REQUIRE_LIBZMQ=1 KVLENS_REQUIRE_NODE_SDK=1 KVLENS_REQUIRE_PROMTOOL=1 KVLENS_REQUIRE_PYXXHASH=1 $(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run '^($(NORACE_TESTS))$$' $(NORACE_PKGS)
 	cd deploy && $(GO) test -count=1 ./...
 
@@ -49,12 +49,14 @@ node_modules/.package-lock.json: package.json package-lock.json
 # deps installs what the tests need and the machine lacks: Chromium for the
 # browser test, promtool for the metrics, and libzmq with Python's msgpack
 # (Debian's python3-zmq, python3-msgpack) for the KV-event peer that vLLM's
-# transport stands in for (kvevents/libzmq_test.go).
+# transport stands in for (kvevents/libzmq_test.go), and python3-xxhash, the
+# xxHash project's C code, which the block hashes are held to
+# (blockhash/reference_test.go).
 deps: node_modules/.package-lock.json
 	@command -v chromium >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && \
-		/usr/bin/python3 -c 'import zmq, msgpack' >/dev/null 2>&1 || { \
-		echo "make: installing Debian's chromium, prometheus (promtool), python3-zmq and python3-msgpack for the tests"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium prometheus python3-zmq python3-msgpack >/dev/null; }
+		/usr/bin/python3 -c 'import zmq, msgpack, xxhash' >/dev/null 2>&1 || { \
+		echo "make: installing Debian's chromium, prometheus (promtool), python3-zmq, python3-msgpack and python3-xxhash for the tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium prometheus python3-zmq python3-msgpack python3-xxhash >/dev/null; }
 
 # drift fails when the committed templ output or vendored assets differ from
 # what their sources generate.
