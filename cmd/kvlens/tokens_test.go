@@ -333,9 +333,13 @@ func TestForeignEngineEmbeddedIsBlind(t *testing.T) {
 	for i := range histories {
 		histories[i] = opening(i)
 	}
+	var overlap, cached int // over every follow-up, in blocks and tokens
 	for turn := 0; ; turn++ {
 		for i := range histories {
 			a := chat(t, base, histories[i])
+			if turn > 0 {
+				overlap, cached = overlap+a.overlap, cached+a.cached
+			}
 			histories[i] = append(histories[i], tokenizer.Message{Role: "assistant", Content: a.content},
 				tokenizer.Message{Role: "user", Content: fmt.Sprintf("Turn %d, go on.", turn+2)})
 		}
@@ -343,8 +347,11 @@ func TestForeignEngineEmbeddedIsBlind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ready, _ := io.ReadAll(resp.Body)
+		ready, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if strings.Contains(string(ready), "blind") {
 			elapsed := time.Since(start)
 			t.Logf("blind after %v and %d turns: %s", elapsed.Round(time.Millisecond), turn+1, bytes.TrimSpace(ready))
@@ -354,9 +361,18 @@ func TestForeignEngineEmbeddedIsBlind(t *testing.T) {
 			if elapsed > 10*time.Second {
 				t.Errorf("blindness took %v to show, want at most 10 s", elapsed)
 			}
-			page, _ := http.Get(base + "/")
-			html, _ := io.ReadAll(page.Body)
+			if overlap != 0 || cached == 0 {
+				t.Errorf("follow-ups matched %d blocks in the index while the workers reported %d cached tokens; want none matched and many cached", overlap, cached)
+			}
+			page, err := http.Get(base + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			html, err := io.ReadAll(page.Body)
 			page.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !strings.Contains(string(html), "KV routing is blind: tokenizer mismatch") {
 				t.Error("the dashboard shows no blindness banner naming the tokenizer")
 			}
