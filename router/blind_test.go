@@ -148,6 +148,21 @@ func FuzzParseTokenizeAnswer(f *testing.F) {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error is not one line: %q", err)
 			}
+			return
+		}
+		// What encoding/json reads as vLLM's "tokens" is what was taken.
+		var plain struct {
+			Tokens []int64 `json:"tokens"`
+		}
+		if json.Unmarshal([]byte(s), &plain) == nil && plain.Tokens != nil {
+			if len(plain.Tokens) != len(ids) {
+				t.Fatalf("%q: took %v, encoding/json reads %v", s, ids, plain.Tokens)
+			}
+			for i := range ids {
+				if int64(ids[i]) != plain.Tokens[i] {
+					t.Fatalf("%q: took %v, encoding/json reads %v", s, ids, plain.Tokens)
+				}
+			}
 		}
 	})
 }

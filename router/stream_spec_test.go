@@ -72,14 +72,17 @@ func TestParseFleetDNSReplayPort(t *testing.T) {
 
 // FuzzParseWorkerList checks that any --workers value is parsed or refused
 // with a one-line error, never a panic, and that what is accepted is usable:
-// an events endpoint is tcp://host:port, replay comes with events, and
-// parent0 is a known mode.
+// every worker has a name, a URL with a host and a batch capacity of at
+// least 1, an events endpoint is tcp://host:port, replay comes with events,
+// and parent0 is a known mode.
 func FuzzParseWorkerList(f *testing.F) {
 	f.Add("a=http://x:1,events=tcp://10.0.0.5:5557")
 	f.Add("a=http://x:1,events=tcp://*:5557,replay=tcp://x:5558,parent0=none,capacity=8")
 	f.Add("b=http://y:1,bind=tcp://0.0.0.0:6000,parent0=hash")
 	f.Add("dns://workers:8000?events=5557&replay=5558")
 	f.Add("http://x:1,events=tcp://[::1]:5557")
+	f.Add("http://a:1,b=http://b:1,events=tcp://b:2,capacity=8,dns://svc:80?events=5557")
+	f.Add("=,events=,capacity=-1,dns://:")
 	f.Fuzz(func(t *testing.T, list string) {
 		fleet, err := ParseFleet(SplitWorkerList(list))
 		if err != nil {
@@ -89,6 +92,9 @@ func FuzzParseWorkerList(f *testing.F) {
 			return
 		}
 		for _, w := range fleet.Static {
+			if c, _ := w.BatchCapacity(); w.Name == "" || w.URL == nil || w.URL.Host == "" || c < 1 {
+				t.Fatalf("accepted a worker it cannot use: %+v", w)
+			}
 			if w.Events != "" {
 				if _, err := tcpEndpoint("events", w.Events); err != nil {
 					t.Fatalf("accepted events %q: %v", w.Events, err)

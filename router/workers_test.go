@@ -90,22 +90,6 @@ func TestSplitWorkerList(t *testing.T) {
 	}
 }
 
-func FuzzParseFleet(f *testing.F) {
-	f.Add("http://a:1,b=http://b:1,events=tcp://b:2,capacity=8,dns://svc:80?events=5557")
-	f.Add("=,events=,capacity=-1,dns://:")
-	f.Fuzz(func(t *testing.T, s string) {
-		fl, err := ParseFleet(SplitWorkerList(s))
-		if err != nil {
-			return
-		}
-		for _, w := range fl.Static {
-			if c, _ := w.BatchCapacity(); w.Name == "" || w.URL == nil || w.URL.Host == "" || c < 1 {
-				t.Fatalf("accepted a worker it cannot use: %+v", w)
-			}
-		}
-	})
-}
-
 // fakeResolver answers from a map that tests change.
 type fakeResolver struct {
 	mu    sync.Mutex
