@@ -44,6 +44,24 @@ func TestPagesMatchTheirGoldenFiles(t *testing.T) {
 	}
 }
 
+// TestTheSingleViewPageMatchesItsGoldenFile renders the page with one
+// fleet (--ab off, or real workers): kv live at 120 conversations, with a
+// settled window of TTFT p95 372 ms and a 98% hit rate, against the
+// built-in baseline, as an operator sees it.
+func TestTheSingleViewPageMatchesItsGoldenFile(t *testing.T) {
+	load := &fakeLoad{target: 120}
+	load.snap.Window = settled(window(372, 0.98))
+	s := New(load, newFakeRouter("kv"), testOptions())
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "127.0.0.1:1234"
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("GET /: %d %s", w.Code, w.Body)
+	}
+	golden(t, "page_single", "/", w.Body.Bytes())
+}
+
 // golden compares the page GET path answered with testdata/name.golden.html,
 // or rewrites that file with -update.
 func golden(t *testing.T, name, path string, got []byte) {
