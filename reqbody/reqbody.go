@@ -71,14 +71,16 @@ func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body
 			return nil, nil, ErrGone
 		}
 		release = func() { b.sem.Release(weight) }
-		// A client holding a share must send its body at a working pace,
-		// or it would hold the share, and those waiting behind it, as long
-		// as it liked.
-		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(readTime(n))) == nil {
-			defer rc.SetReadDeadline(time.Time{})
-		}
 	}
+	// Every client must send its body at a working pace: a large one would
+	// otherwise hold its share of the budget, and those waiting behind it,
+	// as long as it liked, and thousands of small ones trickling a byte at
+	// a time would hold every connection the server allows.
+	size := r.ContentLength
+	if size < 0 {
+		size = limit // chunked: it may run to the limit
+	}
+	defer Deadline(w, size)()
 	// A known Content-Length sizes the buffer, so the body is read without
 	// growing copies of it.
 	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
@@ -93,6 +95,17 @@ func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body
 		return nil, nil, err
 	}
 	return body, release, nil
+}
+
+// Deadline gives the client of w readTime(n) from now to send the rest of
+// a body of n bytes, and returns the func that lifts the deadline once the
+// body is read, so that a streamed answer is not cut by it.
+func Deadline(w http.ResponseWriter, n int64) (lift func()) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(readTime(n))) != nil {
+		return func() {}
+	}
+	return func() { rc.SetReadDeadline(time.Time{}) }
 }
 
 // readAll is io.ReadAll into buf, growing it only when the body outruns it.

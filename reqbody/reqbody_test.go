@@ -137,3 +137,64 @@ func TestASlowSenderLosesItsShare(t *testing.T) {
 		t.Fatalf("the body behind the slow one got %d", resp.StatusCode)
 	}
 }
+
+// TestASlowSmallBodyIsCutOff: a client that declares a small body and
+// trickles it is cut off when its read time ends, rather than holding its
+// connection for as long as it likes (thousands of them held every
+// connection the dashboard allows, and /healthz went unanswered).
+func TestASlowSmallBodyIsCutOff(t *testing.T) {
+	defer func(f func(int64) time.Duration) { readTime = f }(readTime)
+	readTime = func(int64) time.Duration { return 200 * time.Millisecond }
+	b := NewBudget(Small)
+	done := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, release, err := b.Read(w, r, 1<<20)
+		if err == nil {
+			release()
+		}
+		done <- err
+	}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0")
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a body of 1 byte out of 100 was read whole")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow body still held its connection after 5 s")
+	}
+}
+
+// TestDeadlineIsLiftedForTheAnswer: once the body is read, the deadline
+// goes, so a handler that answers slowly (a streamed answer) is not cut.
+func TestDeadlineIsLiftedForTheAnswer(t *testing.T) {
+	defer func(f func(int64) time.Duration) { readTime = f }(readTime)
+	readTime = func(int64) time.Duration { return 100 * time.Millisecond }
+	b := NewBudget(Small)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, release, err := b.Read(w, r, 1<<20)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		release()
+		time.Sleep(300 * time.Millisecond) // past the read time
+		w.Write(body)
+	}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("answer %q, %v; want hello", got, err)
+	}
+}

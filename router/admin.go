@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/kvlens/kvlens/reqbody"
 )
 
 // AdminPrefix is where the admin API lives.
@@ -40,6 +42,7 @@ func (px *Proxy) getPolicy(w http.ResponseWriter, r *http.Request) {
 
 func (px *Proxy) putPolicy(w http.ResponseWriter, r *http.Request) {
 	s := px.rt.Settings()
+	defer reqbody.Deadline(w, 1<<16)()
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&s)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/kvlens/kvlens/reqbody"
 )
 
 // Faults are the failures a worker injects, so that a demo can show what
@@ -183,6 +185,7 @@ func (s *Server) getFaults(w http.ResponseWriter, r *http.Request) {
 
 // putFaults replaces the faults with the body's; fields it leaves out are 0.
 func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
+	defer reqbody.Deadline(w, 1<<16)()
 	f, err := parseFaults(http.MaxBytesReader(w, r.Body, 1<<16))
 	if err == nil {
 		err = s.SetFaults(f)

@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+
+	"github.com/kvlens/kvlens/reqbody"
 )
 
 // maxFormBody bounds a control's form, login's among them, in bytes: each
@@ -27,6 +29,7 @@ func readForm(w http.ResponseWriter, r *http.Request) (url.Values, int, error) {
 	if err != nil || ct != "application/x-www-form-urlencoded" {
 		return nil, http.StatusUnsupportedMediaType, errors.New("send the form as application/x-www-form-urlencoded")
 	}
+	defer reqbody.Deadline(w, maxFormBody)() // a form trickled a byte at a time holds a connection
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBody))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
