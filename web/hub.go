@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -545,7 +546,20 @@ func (h *Hub) read(c *client) {
 	alive()
 	c.conn.SetPongHandler(func(string) error { alive(); return nil })
 	for {
-		if _, _, err := c.conn.ReadMessage(); err != nil {
+		_, msg, err := c.conn.NextReader()
+		if err == nil {
+			// The read limit counts the bytes on the wire, and a message
+			// compressed with permessage-deflate may inflate a thousandfold
+			// (4 KB sent, 4 MB held), so what it inflates to is limited too,
+			// and streamed away rather than held.
+			var n int64
+			n, err = io.Copy(io.Discard, io.LimitReader(msg, readLimit+1))
+			if err == nil && n > readLimit {
+				c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseMessageTooBig, "the dashboard expects no messages"), time.Now().Add(time.Second))
+				err = websocket.ErrReadLimit
+			}
+		}
+		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				h.remove(c, dropIdle)

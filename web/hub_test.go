@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"io"
 	"net"
@@ -240,6 +241,39 @@ func TestHubSadPaths(t *testing.T) {
 			if drops(h, reason) != 0 {
 				t.Errorf("drops{reason=%q} = %v, want 0", reason, drops(h, reason))
 			}
+		}
+	})
+	t.Run("a compressed message that inflates past the read limit is let go", func(t *testing.T) {
+		h, ts := hubServer(t, HubLimits{})
+		d := websocket.Dialer{EnableCompression: true}
+		c, _, err := d.Dial(hubURL(ts), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		closed := make(chan error, 1)
+		go func() {
+			for {
+				if _, _, err := c.ReadMessage(); err != nil {
+					closed <- err
+					return
+				}
+			}
+		}()
+		eventually(t, "the viewer registered", func() bool { return h.Clients() == 1 })
+		// 4 MB of zeros deflate to under 4 KB: within the limit on the
+		// wire, a thousand times over it inflated.
+		c.EnableWriteCompression(true)
+		if err := c.SetCompressionLevel(flate.BestCompression); err != nil {
+			t.Fatal(err)
+		}
+		bomb := make([]byte, 4_000_000)
+		// The hub stops reading, and closes, while the message is still
+		// being written, so the write may fail with a reset.
+		c.WriteMessage(websocket.BinaryMessage, bomb)
+		eventually(t, "the viewer unregistered", func() bool { return h.Clients() == 0 })
+		if err := <-closed; err == nil {
+			t.Fatal("the connection stayed open")
 		}
 	})
 	t.Run("a viewer arriving after shutdown is refused with 503", func(t *testing.T) {
