@@ -59,9 +59,19 @@ func dbFlag(fs *flag.FlagSet) *string {
 	return fs.String("db", def, "path of kvlens's SQLite database")
 }
 
-func openDB(ctx context.Context, path string) (*store.DB, error) {
+// openDB opens the store at path, creating it in an existing directory as
+// a first run does. Only import, and the default location, may create its
+// directory too: a read or a delete under a directory that does not exist
+// is a typo, and would otherwise leave directories and an empty store
+// behind and answer from it.
+func openDB(ctx context.Context, path string, mkdir bool) (*store.DB, error) {
 	if path == "" {
 		return nil, usagef("no default location for the database: give --db PATH")
+	}
+	if def, _ := store.DefaultPath(); !mkdir && path != def {
+		if _, err := os.Stat(filepath.Dir(path)); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no store at %s: its directory does not exist (kvlens serve, sweep or baselines import creates it)", path)
+		}
 	}
 	return store.Open(ctx, path)
 }
@@ -153,7 +163,7 @@ func baselinesList(ctx context.Context, fs *flag.FlagSet, dbPath *string, args [
 	if _, err := parse(fs, args, 0, ""); err != nil {
 		return err
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}
@@ -181,7 +191,7 @@ func baselinesShow(ctx context.Context, fs *flag.FlagSet, dbPath *string, args [
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}
@@ -254,7 +264,7 @@ func baselinesImport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	} else if s.Deployment == "" {
 		s.Deployment = "unknown (not given on import)"
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, true)
 	if err != nil {
 		return err
 	}
@@ -280,7 +290,7 @@ func baselinesExport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	if err != nil {
 		return usageError{err}
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}
@@ -305,7 +315,7 @@ func baselinesDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}

@@ -184,6 +184,21 @@ func TestSweepInterruptedThenResumed(t *testing.T) {
 // TestVirtualSweepWritesTheSameOutputs runs a small sweep in virtual time and
 // checks the stored set and the report files, which must say it was
 // simulated and with which profile; the same seed gives the same JSON.
+// TestAStoreUnderAMissingDirectoryIsATypo: a read of a store whose
+// directory does not exist fails, naming it, and creates nothing.
+func TestAStoreUnderAMissingDirectoryIsATypo(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{{"baselines", "list"}, {"baselines", "show", "x"}, {"recordings", "list"}} {
+		out, code := exitCode(t, kvlens(append(args, "--db", filepath.Join(missing, "kvlens.db"))...))
+		if code != 1 || !strings.Contains(out, "its directory does not exist") {
+			t.Errorf("%v: exit %d, output %q; want exit 1 saying the directory does not exist", args, code, out)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("%s was created (%v)", missing, err)
+	}
+}
+
 func TestVirtualSweepWritesTheSameOutputs(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "kvlens.db")

@@ -32,7 +32,7 @@ func recordingsList(ctx context.Context, fs *flag.FlagSet, dbPath *string, args 
 	if _, err := parse(fs, args, 0, ""); err != nil {
 		return err
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func recordingsExport(ctx context.Context, fs *flag.FlagSet, dbPath *string, arg
 	if *format != "csv" && *format != "json" {
 		return usagef("--format %q: want csv or json", *format)
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func recordingsDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, arg
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, *dbPath)
+	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
 	}
