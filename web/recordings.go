@@ -29,10 +29,7 @@ type Recordings interface {
 func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
 	d := components.RecordingsData{Operator: s.rule.IsOperator(r)}
 	if s.opts.Recordings == nil {
-		d.Off = s.opts.RecordingsOff
-		if d.Off == "" {
-			d.Off = "this dashboard has no store; start kvlens with --db and --record"
-		}
+		d.Off = s.recordingsOff()
 	} else if recs, err := s.opts.Recordings.Recordings(r.Context()); err != nil {
 		d.Error = err.Error()
 	} else {
@@ -41,6 +38,14 @@ func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	render(w, r, components.Recordings(d))
+}
+
+// recordingsOff says why this dashboard lists and replays no recordings.
+func (s *Server) recordingsOff() string {
+	if s.opts.RecordingsOff != "" {
+		return s.opts.RecordingsOff
+	}
+	return "this dashboard has no store; start kvlens with --db and --record"
 }
 
 func recordingItem(rec store.Recording, current bool) components.RecordingItem {
@@ -55,7 +60,7 @@ func recordingItem(rec store.Recording, current bool) components.RecordingItem {
 func (s *Server) recording(w http.ResponseWriter, r *http.Request) (store.Recording, bool) {
 	raw := chi.URLParam(r, "id")
 	if s.opts.Recordings == nil {
-		http.Error(w, "recordings are off: this dashboard has no store", http.StatusNotFound)
+		http.Error(w, "recordings are off: "+s.recordingsOff(), http.StatusNotFound)
 		return store.Recording{}, false
 	}
 	id, err := strconv.ParseInt(raw, 10, 64)

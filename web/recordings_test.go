@@ -266,8 +266,8 @@ func TestRecordingsOffSaysWhy(t *testing.T) {
 	if got := doc.Find(`[data-testid=recordings-off]`).Text(); got != "Recordings are off: kvlens runs without a store (--db)" {
 		t.Fatalf("page says %q", got)
 	}
-	if w := serve(s, "GET", "/recordings/1/frames", false); w.Code != 404 {
-		t.Fatalf("frames without a store = %d, want 404", w.Code)
+	if w := serve(s, "GET", "/recordings/1/frames", false); w.Code != 404 || strings.TrimSpace(w.Body.String()) != "recordings are off: kvlens runs without a store (--db)" {
+		t.Fatalf("frames without a store = %d %q, want 404 giving the same reason as the page", w.Code, w.Body)
 	}
 	live := serve(s, "GET", "/", false)
 	doc, _ = goquery.NewDocumentFromReader(live.Body)
