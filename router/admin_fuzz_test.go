@@ -12,11 +12,12 @@ import (
 // FuzzPutPolicy sends any body to PUT /admin/router/policy: a body it
 // refuses gets 400 and one line and changes nothing; one it takes becomes
 // the router's settings, and the router still decides under them, whatever
-// the knobs (a weight of 1e308, a temperature of 1e-300).
+// the knobs it takes (a temperature of 1e-300, a weight of 100).
 func FuzzPutPolicy(f *testing.F) {
 	for _, s := range []string{
 		`{"policy":"kv","weight":1,"temperature":0}`,
 		`{"policy":"dynamo","temperature":1e-300,"weight":1e308}`,
+		`{"policy":"dynamo","temperature":100,"weight":100}`,
 		`{"policy":"dynamo_tuned","temperature":1e300}`,
 		`{"policy":"kv","admission":"shed","busy_threshold":1e-9}`,
 		`{"policy":"llmd"}`, `{"policy":"fastest"}`, `{"weight":-1}`, `{"busy_threshold":0}`,
@@ -76,6 +77,8 @@ func TestPutPolicyRefusals(t *testing.T) {
 		{"a body over 64 KiB is too large", `{"policy":"kv","x":"` + strings.Repeat("y", 70<<10) + `"}`, 413, "over 64 KiB"},
 		{"trailing garbage is refused", `{"policy":"kv"} garbage`, 400, "more than one JSON value"},
 		{"a second object is refused", `{"policy":"kv"}{"policy":"random"}`, 400, "more than one JSON value"},
+		{"a weight of 1e308 is refused", `{"policy":"random","weight":1e308}`, 400, "want each from 0 to 100"},
+		{"a temperature over 100 is refused", `{"policy":"random","temperature":101}`, 400, "want each from 0 to 100"},
 		{"one object is taken", `{"policy":"random"}`, 200, ""},
 	}
 	for _, tt := range tests {

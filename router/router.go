@@ -195,6 +195,9 @@ func (r *Router) Settings() Settings {
 	return r.settings
 }
 
+// maxKnob bounds the policy knobs the admin API takes.
+const maxKnob = 100
+
 // Apply switches to s: a new policy built with its knobs, and its admission.
 func (r *Router) Apply(s Settings) error {
 	if s.Admission != AdmitQueue && s.Admission != AdmitShed {
@@ -202,6 +205,12 @@ func (r *Router) Apply(s Settings) error {
 	}
 	if !(s.BusyThreshold > 0) || math.IsInf(s.BusyThreshold, 0) {
 		return fmt.Errorf("busy_threshold %g: want a positive number", s.BusyThreshold)
+	}
+	// Dynamo's overlap credit is 1 by default and its temperature 0 to a
+	// few; a knob past maxKnob is a slip, and would make every cost the
+	// overlap alone, or every choice random.
+	if s.Weight > maxKnob || s.Temperature > maxKnob {
+		return fmt.Errorf("weight %g and temperature %g: want each from 0 to %d", s.Weight, s.Temperature, maxKnob)
 	}
 	p, err := NewPolicyWith(s.Policy, Knobs{Weight: s.Weight, Temperature: s.Temperature})
 	if err != nil {
