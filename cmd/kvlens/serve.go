@@ -459,6 +459,10 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--warm must be between 0 (none) and %s, got %s", maxWarm, cfg.Warm)
 	case !(cfg.WarmSpeed >= 1) || cfg.WarmSpeed > maxWarmSpeed:
 		return fmt.Errorf("--warm-speed must be between 1 and %d, got %g", maxWarmSpeed, cfg.WarmSpeed)
+	case cfg.RecordingRetention < 0:
+		return fmt.Errorf("--recording-retention must be 0 (keep them all) or more, got %s", cfg.RecordingRetention)
+	case cfg.FrontendMetrics != "" && !httpURL(cfg.FrontendMetrics):
+		return fmt.Errorf("--frontend-metrics %q: want the http:// URL of a Dynamo frontend's /metrics, such as http://frontend:8000/metrics", cfg.FrontendMetrics)
 	}
 	if err := checkLoad(cfg.Load); err != nil {
 		return err

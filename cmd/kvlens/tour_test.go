@@ -162,3 +162,22 @@ func TestServeDrawsThePolicyCurvesOnlyForTheLoadTheyDescribe(t *testing.T) {
 		})
 	}
 }
+
+func TestServeRefusesBadRetentionAndFrontendURL(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"a retention of 0 keeps every recording", []string{"--recording-retention", "0"}, ""},
+		{"a negative retention is refused", []string{"--recording-retention", "-1h"}, "--recording-retention must be 0 (keep them all) or more, got -1h0m0s"},
+		{"a frontend URL is taken", []string{"--frontend-metrics", "http://frontend:8000/metrics"}, ""},
+		{"a frontend that is not a URL is refused", []string{"--frontend-metrics", "not a url"}, `--frontend-metrics "not a url": want the http:// URL`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseServe(tt.args)
+			refusedInOneLine(t, err, tt.wantErr)
+		})
+	}
+}
