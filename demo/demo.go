@@ -29,6 +29,7 @@ import (
 	"github.com/kvlens/kvlens/internal/connlimit"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/recording"
+	"github.com/kvlens/kvlens/reqbody"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/store"
@@ -456,7 +457,7 @@ func Start(cfg Config) (*Demo, error) {
 		mux.Handle(lanePrefix(l.id)+"/v1/", http.StripPrefix(lanePrefix(l.id), l.proxy))
 	}
 	mux.Handle("/", d.Web.Handler())
-	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnState: d.conns.track}
+	d.srv = &http.Server{Handler: reqbody.Paced(mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnState: d.conns.track}
 	if rec != nil {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); rec.Run(ctx) }()

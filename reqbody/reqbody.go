@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -80,7 +81,7 @@ func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body
 	if size < 0 {
 		size = limit // chunked: it may run to the limit
 	}
-	defer Deadline(w, size)()
+	lift := Deadline(w, r, size)
 	// A known Content-Length sizes the buffer, so the body is read without
 	// growing copies of it.
 	buf := make([]byte, 0, max(min(r.ContentLength, limit), 512)+1)
@@ -94,18 +95,59 @@ func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body
 		release()
 		return nil, nil, err
 	}
+	lift()
 	return body, release, nil
 }
 
 // Deadline gives the client of w readTime(n) from now to send the rest of
-// a body of n bytes, and returns the func that lifts the deadline once the
-// body is read, so that a streamed answer is not cut by it.
-func Deadline(w http.ResponseWriter, n int64) (lift func()) {
+// a body of n bytes, and returns the func that lifts the deadline. Lift it
+// only once the body is read whole, so that a streamed answer is not cut
+// by it (net/http's background read of a finished body would meet it).
+// After a failed read it must stay: before it answers, net/http reads what
+// is left of a small body, and without the deadline that read would wait
+// on the trickling client as long as it liked. A handler whose answer is
+// short may leave it on.
+func Deadline(w http.ResponseWriter, r *http.Request, n int64) (lift func()) {
 	rc := http.NewResponseController(w)
 	if rc.SetReadDeadline(time.Now().Add(readTime(n))) != nil {
 		return func() {}
 	}
 	return func() { rc.SetReadDeadline(time.Time{}) }
+}
+
+// Paced gives every request with a body readTime of its length to send it,
+// from the moment its handler starts, and lifts that deadline once the body
+// has been read to its end, so that what the handler then does (stream an
+// answer, run a while) is not cut by it. A handler that never reads its
+// body still answers after net/http has read what is left of it (up to
+// 256 KiB), and the deadline bounds that read too; a client that trickles
+// its body, a byte every few seconds, would otherwise hold its connection
+// as long as it liked. It is a server's outermost handler.
+func Paced(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			size := r.ContentLength
+			if size < 0 {
+				size = 16 << 20 // chunked: the largest body any route takes
+			}
+			r.Body = &liftAtEOF{ReadCloser: r.Body, lift: sync.OnceFunc(Deadline(w, r, size))}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// liftAtEOF lifts a body's read deadline once the body has been read whole.
+type liftAtEOF struct {
+	io.ReadCloser
+	lift func()
+}
+
+func (b *liftAtEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.lift()
+	}
+	return n, err
 }
 
 // readAll is io.ReadAll into buf, growing it only when the body outruns it.

@@ -151,6 +151,8 @@ func TestASlowSmallBodyIsCutOff(t *testing.T) {
 		_, release, err := b.Read(w, r, 1<<20)
 		if err == nil {
 			release()
+		} else {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 		}
 		done <- err
 	}))
@@ -167,7 +169,20 @@ func TestASlowSmallBodyIsCutOff(t *testing.T) {
 			t.Fatal("a body of 1 byte out of 100 was read whole")
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the slow body still held its connection after 5 s")
+		t.Fatal("the slow body still held its handler after 5 s")
+	}
+	// The connection must go too: before it answers, net/http reads what
+	// is left of a small body, and a deadline lifted after the failed read
+	// let that read wait on the client for ever.
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		if _, err := conn.Read(make([]byte, 512)); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the slow client's connection was still open 3 s after its body was refused")
+			}
+			return // closed
+		}
+		// the answer, if any; the close follows
 	}
 }
 
@@ -196,5 +211,65 @@ func TestDeadlineIsLiftedForTheAnswer(t *testing.T) {
 	got, err := io.ReadAll(resp.Body)
 	if err != nil || string(got) != "hello" {
 		t.Fatalf("answer %q, %v; want hello", got, err)
+	}
+}
+
+// TestPacedBoundsABodyNoHandlerReads: a route that never reads its body
+// (a 404, a 405) still answers only after net/http has read what is left
+// of it, so without Paced a client trickling the body held the connection
+// (the audit's PUT route probed with POST held it past 25 s).
+func TestPacedBoundsABodyNoHandlerReads(t *testing.T) {
+	defer func(f func(int64) time.Duration) { readTime = f }(readTime)
+	readTime = func(int64) time.Duration { return 200 * time.Millisecond }
+	srv := httptest.NewServer(Paced(http.NotFoundHandler()))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0")
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		if _, err := conn.Read(make([]byte, 512)); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the trickling client's connection was still open after 3 s")
+			}
+			return
+		}
+	}
+}
+
+// TestPacedLiftsTheDeadlineOnceTheBodyIsRead: a handler that reads its body
+// and then works past the read time keeps its request's context and
+// answers in full.
+func TestPacedLiftsTheDeadlineOnceTheBodyIsRead(t *testing.T) {
+	defer func(f func(int64) time.Duration) { readTime = f }(readTime)
+	readTime = func(int64) time.Duration { return 100 * time.Millisecond }
+	srv := httptest.NewServer(Paced(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for range 3 { // a stream of 300 ms, three times the read time
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			w.Write(body)
+			http.NewResponseController(w).Flush()
+		}
+	})))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("ab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != "ababab" {
+		t.Fatalf("answer %q, %v; want ababab", got, err)
 	}
 }

@@ -42,7 +42,7 @@ func (px *Proxy) getPolicy(w http.ResponseWriter, r *http.Request) {
 
 func (px *Proxy) putPolicy(w http.ResponseWriter, r *http.Request) {
 	s := px.rt.Settings()
-	defer reqbody.Deadline(w, 1<<16)()
+	reqbody.Deadline(w, r, 1<<16) // the answer is short: it stays on
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&s)

@@ -185,7 +185,7 @@ func (s *Server) getFaults(w http.ResponseWriter, r *http.Request) {
 
 // putFaults replaces the faults with the body's; fields it leaves out are 0.
 func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
-	defer reqbody.Deadline(w, 1<<16)()
+	reqbody.Deadline(w, r, 1<<16) // the answer is short: it stays on
 	f, err := parseFaults(http.MaxBytesReader(w, r.Body, 1<<16))
 	if err == nil {
 		err = s.SetFaults(f)

@@ -16,6 +16,7 @@ import (
 	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/internal/connlimit"
 	"github.com/kvlens/kvlens/kvevents"
+	"github.com/kvlens/kvlens/reqbody"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -171,7 +172,7 @@ func StartFleet(cfg FleetConfig) (*Fleet, error) {
 			}
 			return nil, fmt.Errorf("sim: listen for worker %d: %w", i, err)
 		}
-		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		srv := &http.Server{Handler: reqbody.Paced(w), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		capped := connlimit.Limit(ln, maxConns)
 		f.Workers = append(f.Workers, w)
 		f.servers = append(f.servers, srv)

@@ -29,7 +29,9 @@ func readForm(w http.ResponseWriter, r *http.Request) (url.Values, int, error) {
 	if err != nil || ct != "application/x-www-form-urlencoded" {
 		return nil, http.StatusUnsupportedMediaType, errors.New("send the form as application/x-www-form-urlencoded")
 	}
-	defer reqbody.Deadline(w, maxFormBody)() // a form trickled a byte at a time holds a connection
+	// A form trickled a byte at a time would hold its connection; the
+	// answer to a control is short, so the deadline stays on.
+	reqbody.Deadline(w, r, maxFormBody)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBody))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
