@@ -157,12 +157,7 @@ func TestASlowSmallBodyIsCutOff(t *testing.T) {
 		done <- err
 	}))
 	defer srv.Close()
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0")
+	conn := trickle(t, srv, "/")
 	select {
 	case err := <-done:
 		if err == nil {
@@ -174,15 +169,34 @@ func TestASlowSmallBodyIsCutOff(t *testing.T) {
 	// The connection must go too: before it answers, net/http reads what
 	// is left of a small body, and a deadline lifted after the failed read
 	// let that read wait on the client for ever.
-	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	closesWithin(t, conn, 3*time.Second)
+}
+
+// trickle opens a connection to srv that posts to path a body of 100 bytes
+// and sends its first byte only.
+func trickle(t *testing.T, srv *httptest.Server, path string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0", path)
+	return conn
+}
+
+// closesWithin fails t unless the server closes conn within d, after its
+// answer if it sends one.
+func closesWithin(t *testing.T, conn net.Conn, d time.Duration) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(d))
 	for {
 		if _, err := conn.Read(make([]byte, 512)); err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				t.Fatal("the slow client's connection was still open 3 s after its body was refused")
+				t.Fatalf("the trickling client's connection was still open after %s", d)
 			}
-			return // closed
+			return
 		}
-		// the answer, if any; the close follows
 	}
 }
 
@@ -203,15 +217,7 @@ func TestDeadlineIsLiftedForTheAnswer(t *testing.T) {
 		w.Write(body)
 	}))
 	defer srv.Close()
-	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	if err != nil || string(got) != "hello" {
-		t.Fatalf("answer %q, %v; want hello", got, err)
-	}
+	answers(t, srv.URL, "hello", "hello")
 }
 
 // TestPacedBoundsABodyNoHandlerReads: a route that never reads its body
@@ -223,21 +229,7 @@ func TestPacedBoundsABodyNoHandlerReads(t *testing.T) {
 	readTime = func(int64) time.Duration { return 200 * time.Millisecond }
 	srv := httptest.NewServer(Paced(http.NotFoundHandler()))
 	defer srv.Close()
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0")
-	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-	for {
-		if _, err := conn.Read(make([]byte, 512)); err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				t.Fatal("the trickling client's connection was still open after 3 s")
-			}
-			return
-		}
-	}
+	closesWithin(t, trickle(t, srv, "/nowhere"), 3*time.Second)
 }
 
 // TestPacedLiftsTheDeadlineOnceTheBodyIsRead: a handler that reads its body
@@ -263,13 +255,19 @@ func TestPacedLiftsTheDeadlineOnceTheBodyIsRead(t *testing.T) {
 		}
 	})))
 	defer srv.Close()
-	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("ab"))
+	answers(t, srv.URL, "ab", "ababab")
+}
+
+// answers fails t unless posting body to url is answered with want, whole.
+func answers(t *testing.T, url, body, want string) {
+	t.Helper()
+	resp, err := http.Post(url, "text/plain", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	got, err := io.ReadAll(resp.Body)
-	if err != nil || string(got) != "ababab" {
-		t.Fatalf("answer %q, %v; want ababab", got, err)
+	if err != nil || string(got) != want {
+		t.Fatalf("answer %q, %v; want %q", got, err, want)
 	}
 }
