@@ -105,8 +105,8 @@ func (b *Budget) Read(w http.ResponseWriter, r *http.Request, limit int64) (body
 // by it (net/http's background read of a finished body would meet it).
 // After a failed read it must stay: before it answers, net/http reads what
 // is left of a small body, and without the deadline that read would wait
-// on the trickling client as long as it liked. A handler whose answer is
-// short may leave it on.
+// on the trickling client as long as it liked. Paced sets one for every
+// body; Read sets its own once a large body has its share of the budget.
 func Deadline(w http.ResponseWriter, r *http.Request, n int64) (lift func()) {
 	rc := http.NewResponseController(w)
 	if rc.SetReadDeadline(time.Now().Add(readTime(n))) != nil {

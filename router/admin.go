@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/kvlens/kvlens/reqbody"
 )
 
 // AdminPrefix is where the admin API lives.
@@ -42,7 +40,6 @@ func (px *Proxy) getPolicy(w http.ResponseWriter, r *http.Request) {
 
 func (px *Proxy) putPolicy(w http.ResponseWriter, r *http.Request) {
 	s := px.rt.Settings()
-	reqbody.Deadline(w, r, 1<<16) // the answer is short: it stays on
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&s)

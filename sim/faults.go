@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/kvlens/kvlens/reqbody"
 )
 
 // Faults are the failures a worker injects, so that a demo can show what
@@ -185,7 +183,6 @@ func (s *Server) getFaults(w http.ResponseWriter, r *http.Request) {
 
 // putFaults replaces the faults with the body's; fields it leaves out are 0.
 func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
-	reqbody.Deadline(w, r, 1<<16) // the answer is short: it stays on
 	f, err := parseFaults(http.MaxBytesReader(w, r.Body, 1<<16))
 	if err == nil {
 		err = s.SetFaults(f)

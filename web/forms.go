@@ -7,8 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-
-	"github.com/kvlens/kvlens/reqbody"
 )
 
 // maxFormBody bounds a control's form, login's among them, in bytes: each
@@ -29,9 +27,6 @@ func readForm(w http.ResponseWriter, r *http.Request) (url.Values, int, error) {
 	if err != nil || ct != "application/x-www-form-urlencoded" {
 		return nil, http.StatusUnsupportedMediaType, errors.New("send the form as application/x-www-form-urlencoded")
 	}
-	// A form trickled a byte at a time would hold its connection; the
-	// answer to a control is short, so the deadline stays on.
-	reqbody.Deadline(w, r, maxFormBody)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBody))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
