@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Format is a file format for a baseline set.
@@ -41,7 +42,17 @@ const (
 	maxLevels      = 10000
 	maxConcurrency = 1000000
 	maxTextLen     = 4096
+	// maxFigure bounds every figure: 10^9 ms is eleven days, and 10^9
+	// tokens or requests a second is more than any fleet serves. A larger
+	// one is a broken file, and it would flatten every chart it is drawn in.
+	maxFigure = 1e9
+	// maxNameLen bounds a set's name, which is one line of every listing.
+	maxNameLen = 200
 )
+
+// figureError is the one message for a figure out of range, so that a file
+// and a set built in code are refused alike.
+const figureError = "must be a number from 0 to 1,000,000,000"
 
 // modeKeys maps the dual format's per-mode keys to routing policy names where
 // they differ: the seeds call the KV router's results "kv_aware".
@@ -160,11 +171,11 @@ func (o *object) number(k string) (float64, bool, error) {
 	}
 	n, isNum := v.(json.Number)
 	if !isNum {
-		return 0, false, fieldError(o.at(k), "must be a non-negative number")
+		return 0, false, fieldError(o.at(k), figureError)
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || f < 0 {
-		return 0, false, fieldError(o.at(k), "must be a non-negative number")
+	if err != nil || !(f >= 0 && f <= maxFigure) {
+		return 0, false, fieldError(o.at(k), figureError)
 	}
 	return f, true, nil
 }
@@ -489,9 +500,13 @@ func decodeKvlens(top map[string]any) (Set, error) {
 
 // Validate checks that a set built in code is consistent: at least one level,
 // valid mode names, no two levels of a mode at the same concurrency, and
-// figures that are non-negative numbers. Decode checks more, with the file's
-// own paths; its errors name the level as levels[i], in the set's order.
+// figures from 0 to maxFigure (percentages to 100), and a name that is one
+// line of printable text. Decode checks more, with the file's own paths; its
+// errors name the level as levels[i], in the set's order.
 func (s *Set) Validate() error {
+	if err := CheckName(s.Name); err != nil {
+		return err
+	}
 	if len(s.Levels) == 0 {
 		return fieldError("levels", "is empty")
 	}
@@ -509,9 +524,32 @@ func (s *Set) Validate() error {
 		}
 		for _, f := range Fields {
 			v, ok := f.Value(&l.Metrics)
-			if ok && (v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || (f.Percent && v > 100)) {
-				return fieldError(path+"."+f.Key, "must be a non-negative number")
+			switch {
+			case !ok:
+			case !(v >= 0 && v <= maxFigure):
+				return fieldError(path+"."+f.Key, figureError)
+			case f.Percent && v > 100:
+				return fieldError(path+"."+f.Key, "must be a percentage from 0 to 100")
 			}
+		}
+	}
+	return nil
+}
+
+// CheckName refuses a set's name that would not read as one line of a
+// listing: a control character (a newline, a tab, an escape sequence), text
+// that is not UTF-8, or more than maxNameLen characters. An empty name passes;
+// the store asks for one.
+func CheckName(name string) error {
+	if !utf8.ValidString(name) {
+		return fieldError("name", "is not UTF-8 text")
+	}
+	if n := utf8.RuneCountInString(name); n > maxNameLen {
+		return fieldError("name", fmt.Sprintf("is %d characters long, more than %d", n, maxNameLen))
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fieldError("name", fmt.Sprintf("holds the control character %U; a name is one line of text", r))
 		}
 	}
 	return nil

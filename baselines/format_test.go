@@ -2,6 +2,7 @@ package baselines
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -139,8 +140,8 @@ func TestDecodeRejectsBadInputNamingTheField(t *testing.T) {
 		{"a top level that is an array", `[]`, "top level: must be an object"},
 		{"no levels at all", `{"generated":"x"}`, "levels: is missing"},
 		{"an empty levels array", `{"levels":[]}`, "levels: is empty"},
-		{"a negative p95", dual(`{"concurrency":40,"kv_aware":{` + strings.Replace(level, `"ttft_p95_ms":2`, `"ttft_p95_ms":-2`, 1) + `}}`), "levels[0].kv_aware.ttft_p95_ms: must be a non-negative number"},
-		{"a p95 given as text", dual(`{"concurrency":40,"round_robin":{`+level+`}}`, `{"concurrency":50,"round_robin":{`+level+`}}`, `{"concurrency":60,"round_robin":{`+level+`}}`, `{"concurrency":70,"kv_aware":{`+strings.Replace(level, `"ttft_p95_ms":2`, `"ttft_p95_ms":"2"`, 1)+`}}`), "levels[3].kv_aware.ttft_p95_ms: must be a non-negative number"},
+		{"a negative p95", dual(`{"concurrency":40,"kv_aware":{` + strings.Replace(level, `"ttft_p95_ms":2`, `"ttft_p95_ms":-2`, 1) + `}}`), "levels[0].kv_aware.ttft_p95_ms: must be a number from 0 to 1,000,000,000"},
+		{"a p95 given as text", dual(`{"concurrency":40,"round_robin":{`+level+`}}`, `{"concurrency":50,"round_robin":{`+level+`}}`, `{"concurrency":60,"round_robin":{`+level+`}}`, `{"concurrency":70,"kv_aware":{`+strings.Replace(level, `"ttft_p95_ms":2`, `"ttft_p95_ms":"2"`, 1)+`}}`), "levels[3].kv_aware.ttft_p95_ms: must be a number from 0 to 1,000,000,000"},
 		{"a missing figure", dual(`{"concurrency":40,"round_robin":{` + strings.Replace(level, `"tops":4,`, ``, 1) + `}}`), "levels[0].round_robin.tops: is missing"},
 		{"a hit rate above 100%", dual(`{"concurrency":40,"round_robin":{` + strings.Replace(level, `"kv_hit_rate_pct":3`, `"kv_hit_rate_pct":130`, 1) + `}}`), "levels[0].round_robin.kv_hit_rate_pct: must be a percentage"},
 		{"a p50 above its p95", dual(`{"concurrency":40,"round_robin":{` + strings.Replace(level, `"ttft_p50_ms":1`, `"ttft_p50_ms":9`, 1) + `}}`), "levels[0].round_robin.ttft_p50_ms: 9 is above ttft_p95_ms 2"},
@@ -155,8 +156,12 @@ func TestDecodeRejectsBadInputNamingTheField(t *testing.T) {
 		{"a single-mode level missing its concurrency", `{"mode":"kv","levels":[{` + level + `}]}`, "levels[0].concurrency: is missing"},
 		{"a kvlens file of a future version", `{"format":"kvlens-baselines","version":2,"levels":[]}`, "version: 2 is not supported"},
 		{"a kvlens file of another format", `{"format":"other","version":1,"levels":[]}`, `format: must be "kvlens-baselines"`},
-		{"a kvlens level with a negative spread", `{"format":"kvlens-baselines","version":1,"levels":[{"concurrency":1,"mode":"kv",` + level + `,"spread":{"tops":-1}}]}`, "levels[0].spread.tops: must be a non-negative number"},
-		{"a huge target rps given as a string", `{"target_rps":"10","levels":[]}`, "target_rps: must be a non-negative number"},
+		{"a kvlens level with a negative spread", `{"format":"kvlens-baselines","version":1,"levels":[{"concurrency":1,"mode":"kv",` + level + `,"spread":{"tops":-1}}]}`, "levels[0].spread.tops: must be a number from 0 to 1,000,000,000"},
+		{"a p95 of 1e308 ms, which would flatten every chart", dual(`{"concurrency":40,"kv_aware":{` + strings.Replace(level, `"ttft_p95_ms":2`, `"ttft_p95_ms":1e308`, 1) + `}}`), "levels[0].kv_aware.ttft_p95_ms: must be a number from 0 to 1,000,000,000"},
+		{"a name across two lines", `{"format":"kvlens-baselines","version":1,"name":"a\nb","levels":[{"concurrency":1,"mode":"kv",` + level + `}]}`, "name: holds the control character U+000A"},
+		{"a name with a terminal escape", `{"format":"kvlens-baselines","version":1,"name":"a\u001b[31mred","levels":[{"concurrency":1,"mode":"kv",` + level + `}]}`, "name: holds the control character U+001B"},
+		{"a name of 201 characters", `{"format":"kvlens-baselines","version":1,"name":"` + strings.Repeat("é", 201) + `","levels":[{"concurrency":1,"mode":"kv",` + level + `}]}`, "name: is 201 characters long, more than 200"},
+		{"a huge target rps given as a string", `{"target_rps":"10","levels":[]}`, "target_rps: must be a number from 0 to 1,000,000,000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,6 +171,38 @@ func TestDecodeRejectsBadInputNamingTheField(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q, want one line containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateRefusesASetBuiltInCode(t *testing.T) {
+	level := func() Level {
+		return Level{Mode: "kv", Concurrency: 40, Metrics: Metrics{TTFTP50: 1, TTFTP95: 2, TOPS: 3, TPOTP50: 4, TPOTP95: 5, LatencyP50: 6, LatencyP95: 7}}
+	}
+	big, over := 2e9, 101.0
+	tests := []struct {
+		name string
+		edit func(*Set)
+		want string
+	}{
+		{"a set as a sweep stores it passes", func(*Set) {}, ""},
+		{"a tab in the name", func(s *Set) { s.Name = "a\tb" }, "name: holds the control character U+0009"},
+		{"a name that is not UTF-8", func(s *Set) { s.Name = "a\xffb" }, "name: is not UTF-8 text"},
+		{"an infinite p95", func(s *Set) { s.Levels[0].TTFTP95 = math.Inf(1) }, "levels[0].ttft_p95_ms: must be a number from 0 to 1,000,000,000"},
+		{"a rate of two billion requests a second", func(s *Set) { s.Levels[0].ActualRPS = &big }, "levels[0].actual_rps: must be a number from 0 to 1,000,000,000"},
+		{"a hit rate over 100%, named as a percentage", func(s *Set) { s.Levels[0].KVHitRate = &over }, "levels[0].kv_hit_rate_pct: must be a percentage from 0 to 100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Set{Name: "sweep 2026-11-29", Levels: []Level{level()}}
+			tt.edit(&s)
+			err := s.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
 	}

@@ -85,6 +85,9 @@ func (c *SweepConfig) Validate() error {
 	case c.Warmup < 0 || c.Cooldown < 0:
 		return errors.New("warmup and cooldown must not be negative")
 	}
+	if err := CheckName(c.Name); err != nil {
+		return err
+	}
 	for _, l := range c.Levels {
 		if l < 1 || l > loadgen.MaxConcurrency {
 			return fmt.Errorf("level %d is outside 1..%d", l, loadgen.MaxConcurrency)

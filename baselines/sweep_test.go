@@ -237,6 +237,7 @@ func TestSweepConfigRefuses(t *testing.T) {
 		{"zero repeats", func(c *SweepConfig) { c.Repeats = 0 }, "repeats 0"},
 		{"a hundred million repeats, whose plan would not fit in memory", func(c *SweepConfig) { c.Repeats = 100_000_000 }, "repeats 100000000: need 1 to 10000"},
 		{"more steps in all than weeks of load", func(c *SweepConfig) { c.Repeats = 5001 }, "2 levels × 2 modes × 5001 repeats are 20004 steps: at most 10000"},
+		{"a name across two lines, which would break every listing", func(c *SweepConfig) { c.Name = "a\nb" }, "name: holds the control character U+000A"},
 		{"a billion snapshots a level", func(c *SweepConfig) { c.Snapshots = 1_000_000_000 }, "snapshots 1000000000: need 1 to 1000"},
 	}
 	for _, tt := range tests {

@@ -251,6 +251,9 @@ func baselinesImport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 		}
 	}
 	base := strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
+	if err := baselines.CheckName(*name); err != nil {
+		return usageError{fmt.Errorf("--%w", err)}
+	}
 	if *name != "" {
 		s.Name = *name
 	} else if s.Name == "" {

@@ -52,7 +52,7 @@ func TestBaselinesCommands(t *testing.T) {
 		{"list shows the three built-in sets on first run", []string{"list"}, 0, "KV 160–200"},
 		{"import stores a seed reference file", []string{"import", good, "--name", "lab"}, 0, `imported "lab": 2 levels of round_robin and kv, from dual format`},
 		{"import refuses a name already taken", []string{"import", good, "--name", "lab"}, 1, "--replace"},
-		{"import of a bad file names the field", []string{"import", bad, "--name", "broken"}, 1, "levels[0].kv_aware.ttft_p95_ms: must be a non-negative number"},
+		{"import of a bad file names the field", []string{"import", bad, "--name", "broken"}, 1, "levels[0].kv_aware.ttft_p95_ms: must be a number from 0 to 1,000,000,000"},
 		{"the bad file left nothing behind", []string{"show", "broken"}, 1, `baseline set "broken": not found`},
 		{"import refuses an unknown mode and lists the known ones", []string{"import", unknownMode, "--name", "typo"}, 1, `"kv_awear" is not a known routing mode (known: round_robin, random,`},
 		{"the refused file left nothing behind", []string{"show", "typo"}, 1, `baseline set "typo": not found`},
