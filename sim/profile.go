@@ -13,8 +13,8 @@ import (
 )
 
 // Profile describes one simulated deployment: the engine's limits, its KV
-// cache and the constants of its step-time model
-// (shared/reference/perf-model.md). Durations are in milliseconds.
+// cache and the constants of its step-time model (StepTime, and
+// docs/simulator.md's "Step time"). Durations are in milliseconds.
 type Profile struct {
 	// Name identifies the profile, such as h200-llama3.1-70b-fp8-tp1.
 	Name string `json:"name"`
@@ -257,7 +257,7 @@ var profiles = []Profile{
 	//   a_kv  = 163,840 / 2 / (0.65 × 3.35e12) = 3.76e-5 ms
 	//   a_att = 3.15e-6 / 2 = 1.58e-6 ms
 	//   all-reduce: 4.0 ms + 0.0075 ms per token (unverified)
-	//   KV    = about 15,000 blocks of 32 per worker (perf-model.md).
+	//   KV    = about 15,000 blocks of 32 per worker.
 	// Checked against NIM on 2×H100, 5000/500: 18.6 ms ITL at concurrency 1.
 	{
 		Name:                "h100x2-llama3.1-70b-fp8-tp2",
@@ -507,7 +507,7 @@ type Chunk struct {
 //	Tc   = a_tok · (B + N + min(N, pad))
 //
 // The square root is a soft roofline between reading the weights and
-// computing the tokens (perf-model.md). A step run eagerly (see
+// computing the tokens. A step run eagerly (see
 // GraphBatchSizes) lasts at least EagerStepMs plus EagerPerSeqMs for each
 // sequence in it.
 func (p Profile) StepTime(b Batch) time.Duration {
