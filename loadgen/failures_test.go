@@ -89,6 +89,9 @@ func TestUserModelThroughGoOpenAI(t *testing.T) {
 		{"an empty answer fails the call", func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":" "}}]}`))
 		}, "empty", ""},
+		{"a model that ignores max_tokens fails the call rather than fill every later prompt", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"` + strings.Repeat("why ", 1025) + `?"}}]}`))
+		}, "a question of 4101 bytes, more than 4096", ""},
 		{"a slow model times out", func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body) // so the server notices the client leave
 			select {

@@ -41,6 +41,10 @@ func NewUserModel(baseURL, model, apiKey string, timeout time.Duration) *UserMod
 	return &UserModel{client: openai.NewClientWithConfig(cfg), model: model, timeout: timeout}
 }
 
+// maxQuestionBytes bounds a user model's question: UserModelMaxTokens
+// tokens are a few hundred bytes of English.
+const maxQuestionBytes = 4096
+
 // lastAnswerChars bounds how much of the last answer the user model reads: it
 // needs the gist, not the whole 1,024-token reply.
 const lastAnswerChars = 3000
@@ -71,7 +75,13 @@ func (u *UserModel) FollowUp(ctx context.Context, s Starter, history []tokenizer
 	if len(resp.Choices) == 0 || strings.TrimSpace(resp.Choices[0].Message.Content) == "" {
 		return "", errors.New("user model " + u.model + ": empty answer")
 	}
-	return strings.TrimSpace(resp.Choices[0].Message.Content), nil
+	q := strings.TrimSpace(resp.Choices[0].Message.Content)
+	if len(q) > maxQuestionBytes {
+		// A model that ignores max_tokens would otherwise put its whole
+		// answer into every later turn's prompt.
+		return "", fmt.Errorf("user model %s: a question of %d bytes, more than %d", u.model, len(q), maxQuestionBytes)
+	}
+	return q, nil
 }
 
 // cues are the section headings of a starter, which the built-in user asks
