@@ -732,6 +732,24 @@ func (s *Server) conversations() components.ConversationsData {
 
 // conversation is a conversation's log as the viewer shows it; now is the
 // lanes' clock's time, which the log's times are on.
+// questionSource says in words who wrote a turn's question
+// (loadgen.TurnLog's QuestionSource).
+func questionSource(code string) string {
+	switch code {
+	case "opening":
+		return "opening"
+	case "builtin":
+		return "built-in question"
+	case "user_model":
+		return "user model"
+	case "fallback":
+		return "built-in question: the user model failed"
+	case "tool":
+		return "tool result"
+	}
+	return code
+}
+
 func conversation(c loadgen.ConversationLog, starter string, now time.Time) components.ConversationData {
 	d := components.ConversationData{ID: c.ID, Title: c.Title, Starter: starter}
 	for _, t := range c.Turns {
@@ -744,11 +762,11 @@ func conversation(c loadgen.ConversationLog, starter string, now time.Time) comp
 			ttft = components.FormatMs(t.TTFT, 1)
 		}
 		d.Turns = append(d.Turns, components.TurnData{Index: t.Index, Question: t.Question, Answer: t.Answer,
-			Source: t.QuestionSource, Worker: t.Worker, TTFT: ttft, TPOT: tpot, ISL: t.ISL, OSL: t.OSL,
+			Source: questionSource(t.QuestionSource), Worker: t.Worker, TTFT: ttft, TPOT: tpot, ISL: t.ISL, OSL: t.OSL,
 			Cached: t.CachedTokens, Error: t.Error})
 	}
 	if a := c.Asking; a != nil {
-		d.Asking = &components.AskingData{Index: a.Index, Question: a.Question, Source: a.QuestionSource,
+		d.Asking = &components.AskingData{Index: a.Index, Question: a.Question, Source: questionSource(a.QuestionSource),
 			Waiting: fmt.Sprintf("%.0f s", now.Sub(a.Sent).Seconds())}
 	}
 	return d

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/loadgen"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -19,7 +22,8 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // diff (go test ./web -run TestPagesMatchTheirGoldenFiles -update rewrites
 // them).
 func TestPagesMatchTheirGoldenFiles(t *testing.T) {
-	s, _, _, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	s, la, lb, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
+	la.convs, lb.convs = goldenConversations()
 	h := s.Handler()
 	tests := []struct {
 		name, path, remote string
@@ -28,6 +32,8 @@ func TestPagesMatchTheirGoldenFiles(t *testing.T) {
 		{"page_visitor", "/", "192.0.2.7:1234"},
 		{"how", "/how", "127.0.0.1:1234"},
 		{"conversations", "/conversations", "127.0.0.1:1234"},
+		{"conversation_a", "/conversations/7", "127.0.0.1:1234"},
+		{"conversation_b_failed_turn", "/conversations/8?lane=b", "192.0.2.7:1234"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +48,33 @@ func TestPagesMatchTheirGoldenFiles(t *testing.T) {
 			golden(t, tt.name, tt.path, got)
 		})
 	}
+}
+
+// goldenConversations are each lane's log: in lane A conversation 7, two
+// turns answered and done, and 9, still asking (its wait depends on the
+// clock, so only the list shows it); in lane B conversation 8, whose second
+// turn failed with a 503 from the worker.
+func goldenConversations() (a, b []loadgen.ConversationLog) {
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	opening := loadgen.TurnLog{Index: 0, Question: "Explain this text.", QuestionSource: "opening",
+		Answer: "PagedAttention stores the KV cache in fixed-size blocks.", TTFT: 412, E2E: 21800, TPOT: 25.8, ISL: 3912, OSL: 830, CachedTokens: 3840, Worker: "sim-1"}
+	a = []loadgen.ConversationLog{
+		{ID: 7, StarterID: "paged-attention", Title: "Paged attention", Started: start, Planned: 2, Done: true, Turns: []loadgen.TurnLog{
+			opening,
+			{Index: 1, Question: "Why blocks of 16 tokens?", QuestionSource: "builtin", Answer: "A block of 16 keeps the waste under one block a sequence.",
+				TTFT: 288, E2E: 19400, TPOT: 23.1, ISL: 4768, OSL: 830, CachedTokens: 4736, Worker: "sim-1"},
+		}},
+		{ID: 9, StarterID: "paged-attention", Title: "Paged attention", Started: start, Planned: 5,
+			Asking: &loadgen.AskingTurn{Index: 0, Question: "Explain this text.", QuestionSource: "opening", Sent: start}},
+	}
+	b = []loadgen.ConversationLog{
+		{ID: 8, StarterID: "paged-attention", Title: "Paged attention", Started: start, Planned: 3, Turns: []loadgen.TurnLog{
+			opening,
+			{Index: 1, Question: "What does a block of 16 cost?", QuestionSource: "fallback", TTFT: 0, E2E: 31, ISL: 4768, Worker: "sim-4",
+				Error: "HTTP 503: injected fault", Class: loadgen.ErrHTTP503},
+		}},
+	}
+	return a, b
 }
 
 // TestTheSingleViewPageMatchesItsGoldenFile renders the page with one
