@@ -125,20 +125,20 @@ func runWorkload(t *testing.T, name string, level int, seed uint64, delay time.D
 
 func TestWorkloadsHaveTheTurnsTheyClaim(t *testing.T) {
 	tests := []struct {
-		name     string
-		min, max int
+		name, workload string
+		min, max       int
 	}{
-		{"chat", 5, 5},          // the seeds' chat, as the original demo ran it
-		{"think", 5, 5},         // the same turns, with pauses
-		{"long", 5, 15},         // long chats
-		{"shared-prefix", 5, 5}, // the chat behind a long system prompt
-		{"open-loop", 5, 5},     // sessions of the chat, arriving at a rate
-		{"agentic", 10, 30},     // many short turns
+		{"the chat has 5 turns, as the original demo ran the seeds", "chat", 5, 5},
+		{"think has the chat's 5 turns", "think", 5, 5},
+		{"long chats have 5 to 15 turns", "long", 5, 15},
+		{"the shared prefix has the chat's 5 turns", "shared-prefix", 5, 5},
+		{"open-loop sessions have the chat's 5 turns", "open-loop", 5, 5},
+		{"the agent loop has 10 to 30 short turns", "agentic", 10, 30},
 	}
 	const level = 20
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, _, _ := runWorkload(t, tt.name, level, 1, 5*time.Second, 700, 10*time.Minute)
+			g, _, _ := runWorkload(t, tt.workload, level, 1, 5*time.Second, 700, 10*time.Minute)
 			defer g.Stop()
 			done, seen := 0, map[int]bool{}
 			for _, c := range g.Conversations() {
@@ -166,24 +166,22 @@ func TestWorkloadsHaveTheTurnsTheyClaim(t *testing.T) {
 
 func TestThinkTimeFollowsItsModel(t *testing.T) {
 	tests := []struct {
-		name    string
-		osl     int
-		run     time.Duration
-		want    time.Duration
-		exactly bool
+		name, workload string
+		osl            int
+		run            time.Duration
+		want           time.Duration
+		exactly        bool
 	}{
-		// chat: the next question the moment the answer ends
-		{"chat", 700, 10 * time.Minute, 0, true},
-		// exponential of mean 10 s: the mean of a few thousand pauses is within 5%
-		{"think", 700, time.Hour, 10 * time.Second, false},
-		// 500 tokens × 0.75 words per token / 250 words per minute = 90 s, every time
-		{"reading", 500, time.Hour, 90 * time.Second, true},
-		// tool latency: exponential of mean 3 s
-		{"agentic", 700, 20 * time.Minute, 3 * time.Second, false},
+		{"the chat asks the next question the moment the answer ends", "chat", 700, 10 * time.Minute, 0, true},
+		// the mean of a few thousand pauses is within 5%
+		{"think pauses an exponential 10 s on average", "think", 700, time.Hour, 10 * time.Second, false},
+		// 500 tokens × 0.75 words per token / 250 words per minute = 90 s
+		{"reading pauses 90 s to read 500 tokens, every time", "reading", 500, time.Hour, 90 * time.Second, true},
+		{"the agent loop waits an exponential 3 s for each tool", "agentic", 700, 20 * time.Minute, 3 * time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, tr, _ := runWorkload(t, tt.name, 40, 2, 5*time.Second, tt.osl, tt.run)
+			g, tr, _ := runWorkload(t, tt.workload, 40, 2, 5*time.Second, tt.osl, tt.run)
 			defer g.Stop()
 			var sum time.Duration
 			var pauses []time.Duration
