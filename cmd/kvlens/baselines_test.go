@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/baselines"
+	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/simulate"
 )
@@ -321,5 +322,37 @@ func TestPlanReport(t *testing.T) {
 				t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, b.String(), want)
 			}
 		})
+	}
+}
+
+// TestStudyReport draws kvlens plan --study's table for two worker counts
+// of the three arms, one without a hit rate, and compares it with its
+// golden file: the dagger marks only dynamo's shedding rows, and the note
+// under the table names the shedding rule.
+func TestStudyReport(t *testing.T) {
+	hit := func(v float64) *float64 { return &v }
+	level := func(p50, p95 float64, kv *float64) baselines.Level {
+		return baselines.Level{Metrics: baselines.Metrics{TTFTP50: p50, TTFTP95: p95, KVHitRate: kv}}
+	}
+	rows := []simulate.StudyRow{
+		{Arm: simulate.Arm{Policy: "round_robin", Admission: router.AdmitQueue}, Workers: 2, Concurrency: 80, Level: level(301, 655, hit(85.2)), GoodputPerSec: 2.41},
+		{Arm: simulate.Arm{Policy: "dynamo", Admission: router.AdmitShed}, Workers: 2, Concurrency: 80, Level: level(250, 448, hit(96.0)), ShedPct: 0.4, GoodputPerSec: 2.95},
+		{Arm: simulate.Arm{Policy: "kv", Admission: router.AdmitShed}, Workers: 2, Concurrency: 80, Level: level(241, 410, nil), GoodputPerSec: 3.02},
+		{Arm: simulate.Arm{Policy: "round_robin", Admission: router.AdmitQueue}, Workers: 4, Concurrency: 160, Level: level(330, 701, hit(84.9)), GoodputPerSec: 4.10},
+	}
+	var b strings.Builder
+	writeStudy(&b, rows)
+	path := filepath.Join("testdata", "plan_study.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, b.String(), want)
 	}
 }
