@@ -376,13 +376,15 @@ func Start(cfg Config) (*Demo, error) {
 	case noStore != "":
 		opts.RecordingsOff = noStore
 	case !cfg.Record:
-		opts.RecordingsOff = "this session was started with --record=false"
+		// Earlier sessions stay on the Recordings page: --record=false
+		// says only that this one is not recorded.
+		opts.Recordings, opts.NotRecording = d.db, "it was started with --record=false"
 	default:
 		if rec = d.startRecording(cfg, pair); rec != nil {
 			opts.Record = rec.Add
 			opts.Recordings, opts.CurrentRecording = d.db, rec.ID()
 		} else {
-			opts.RecordingsOff = "the recording could not start (see the warning kvlens printed at start)"
+			opts.Recordings, opts.NotRecording = d.db, "the recording could not start (see the warning kvlens printed at start)"
 		}
 	}
 	var imported []string

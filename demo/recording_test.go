@@ -109,8 +109,8 @@ func TestRecordingsPageSaysWhyItIsOff(t *testing.T) {
 		record bool
 		want   string
 	}{
-		{"without a store it names --db", "", true, "without a store (--db)"},
-		{"with recording turned off it names --record=false", "kvlens.db", false, "--record=false"},
+		{"without a store it names --db", "", true, "Recordings are off: kvlens runs without a store (--db)"},
+		{"with recording turned off it names --record=false and lists the earlier sessions", "kvlens.db", false, "This session is not recorded: it was started with --record=false. Earlier sessions are listed below."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,9 +132,57 @@ func TestRecordingsPageSaysWhyItIsOff(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(resp.Body)
-			if !strings.Contains(string(body), "Recordings are off") || !strings.Contains(string(body), tt.want) {
+			if !strings.Contains(string(body), tt.want) {
 				t.Fatalf("the Recordings page does not say %q:\n%s", tt.want, body)
 			}
 		})
+	}
+}
+
+// TestEarlierRecordingsStayOpenUnderRecordFalse records a session, then
+// starts again on the same store with --record=false: the Recordings page
+// lists the first session beside the note, and its frames replay.
+func TestEarlierRecordingsStayOpenUnderRecordFalse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvlens.db")
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.DB, cfg.Record, cfg.NoStart = path, true, true
+	first, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a 1 Hz frame
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if first.Recording == 0 {
+		t.Fatal("the first session was not recorded")
+	}
+
+	cfg.Record = false
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	if d.Recording != 0 {
+		t.Fatalf("--record=false, yet the session is recording %d", d.Recording)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(d.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, page := get("/recordings")
+	row := fmt.Sprintf(`data-id="%d"`, first.Recording)
+	if code != 200 || !strings.Contains(page, "This session is not recorded: it was started with --record=false") || !strings.Contains(page, row) {
+		t.Fatalf("GET /recordings = %d; want the note and the row %s:\n%s", code, row, page)
+	}
+	if code, frames := get(fmt.Sprintf("/recordings/%d/frames", first.Recording)); code != 200 || !strings.Contains(frames, `"snapshot"`) {
+		t.Fatalf("GET the first session's frames = %d %.200s; want its snapshots", code, frames)
 	}
 }

@@ -27,7 +27,7 @@ type Recordings interface {
 }
 
 func (s *Server) recordingsPage(w http.ResponseWriter, r *http.Request) {
-	d := components.RecordingsData{Operator: s.rule.IsOperator(r)}
+	d := components.RecordingsData{Operator: s.rule.IsOperator(r), NotRecording: s.opts.NotRecording}
 	if s.opts.Recordings == nil {
 		d.Off = s.recordingsOff()
 	} else if recs, err := s.opts.Recordings.Recordings(r.Context()); err != nil {

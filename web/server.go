@@ -123,6 +123,10 @@ type Options struct {
 	// (RecordingsOff).
 	Recordings    Recordings
 	RecordingsOff string
+	// NotRecording, when not empty, says why this session is not recorded
+	// while earlier ones are listed (--record=false, or a recording that
+	// could not start).
+	NotRecording string
 	// CurrentRecording is this session's recording id (0 for none): it is
 	// shown as recording now and cannot be deleted.
 	CurrentRecording int64
