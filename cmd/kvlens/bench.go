@@ -118,6 +118,9 @@ func benchCmd(args []string) int {
 	if err := g.Check(); err != nil {
 		return usage(errors.New(strings.TrimPrefix(err.Error(), "bench: ")))
 	}
+	if err := writable(out+".md", out+".json", out+".png"); err != nil {
+		return usage(fmt.Errorf("--out: %w", err))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -84,6 +84,11 @@ func simCalibrate(args []string) int {
 	if err := c.Check(); err != nil {
 		return usage(errors.New(strings.TrimPrefix(err.Error(), "calibrate: ")))
 	}
+	if out != "" {
+		if err := writable(out); err != nil {
+			return usage(fmt.Errorf("--out: %w", err))
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

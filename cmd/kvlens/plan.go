@@ -122,6 +122,9 @@ Flags:
 	if study != "" {
 		return studyCmd(pc, study, perWorkerLoad)
 	}
+	if err := writable(out); err != nil {
+		return usage(fmt.Errorf("--out: %w", err))
+	}
 	pc.OnProbe = func(p simulate.Probe) {
 		verdict := "fails"
 		if p.Holds {

@@ -97,6 +97,10 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a trace with a zero rate", []string{"trace", "gen", "--rate", "0"}, "rate 0: need a positive number"},
 		{"a trace with bad turns", []string{"trace", "gen", "--turns", "5-3"}, `turns "5-3"`},
 		{"serve with an unknown workload", []string{"serve", "--workload", "chats"}, `--workload: unknown workload "chats"`},
+		// Each is refused before it runs, not after minutes or hours of runs.
+		{"bench reports with nowhere to go", []string{"bench", "routing", "--out", "/proc/kvlens/bench"}, "--out: cannot write /proc/kvlens/bench.md: mkdir /proc/kvlens"},
+		{"a plan chart with nowhere to go", []string{"plan", "--out", "/proc/kvlens/plan.png"}, "--out: cannot write /proc/kvlens/plan.png"},
+		{"a calibration table with nowhere to go", []string{"sim", "calibrate", "--out", "/proc/kvlens/cal.md"}, "--out: cannot write /proc/kvlens/cal.md"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// writable checks, before a long run, that each path can be written, so
+// that a run of minutes or hours does not find out at its end that its
+// reports have nowhere to go. It creates a missing directory, as the
+// writers do, and opens each file for writing without truncating it,
+// removing it again when the check made it.
+func writable(paths ...string) error {
+	for _, p := range paths {
+		if dir := filepath.Dir(p); dir != "." {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("cannot write %s: %w", p, err)
+			}
+		}
+		_, statErr := os.Stat(p)
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %w", p, errors.Unwrap(err))
+		}
+		f.Close()
+		if errors.Is(statErr, fs.ErrNotExist) {
+			os.Remove(p)
+		}
+	}
+	return nil
+}
