@@ -1,6 +1,11 @@
 package router
 
-import "time"
+import (
+	"slices"
+	"time"
+
+	"github.com/kvlens/kvlens/blockhash"
+)
 
 // DefaultStaleBooking is how long a booking may stay open before it is
 // presumed lost and freed, as in Dynamo.
@@ -144,4 +149,27 @@ func (b *Booking) Release() {
 	b.r.mu.Lock()
 	defer b.r.mu.Unlock()
 	b.r.releaseLocked(b)
+}
+
+// InferParent finds the prompt in flight on worker whose blocks a store
+// hanging off an unknown parent extends: first is the store's first block
+// of tokens, and the answer is the chain of that prompt up to and including
+// the block first follows, or nil when no booked prompt has first as a
+// block. A prompt's first block has no parent, so it is never the answer's
+// end. Each booking costs a hash per block of its prompt.
+func (r *Router) InferParent(worker string, first []uint32) []uint64 {
+	local := blockhash.Local(first)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for b := range r.bookings {
+		if b.Worker.Name != worker {
+			continue
+		}
+		for k := 0; k+1 < len(b.chain); k++ {
+			if blockhash.Next(b.chain[k], local) == b.chain[k+1] {
+				return slices.Clone(b.chain[:k+1])
+			}
+		}
+	}
+	return nil
 }

@@ -31,13 +31,18 @@ const (
 	CauseTokenizer     = "tokenizer_mismatch"
 	CauseNoEvents      = "no_events"
 	CauseUnknownParent = "unknown_parent"
+	// CauseWarm is unknown parents on a worker that holds blocks from before
+	// kvlens joined, or from a gap in its events, which no prompt in flight
+	// has shown (see Feed.adoptParent).
+	CauseWarm = "warm_before_join"
 )
 
 // Blindness is one worker whose cache the router cannot see.
 type Blindness struct {
 	// Worker is the worker's name.
 	Worker string `json:"worker"`
-	// Cause is tokenizer_mismatch, no_events or unknown_parent.
+	// Cause is tokenizer_mismatch, no_events, unknown_parent or
+	// warm_before_join.
 	Cause string `json:"cause"`
 	// Reason is a sentence naming the cause, for people.
 	Reason string `json:"reason"`
@@ -209,6 +214,9 @@ func (r *Router) blindCause(wk *Worker) Blindness {
 		}
 		b.Cause = CauseNoEvents
 		b.Reason = fmt.Sprintf("no KV events from %s (%s %s)", wk.Name, state, wk.Events)
+	case st != nil && st.Warming && st.DroppedBlocks[OutcomeUnknownParent] > st.AppliedBlocks:
+		b.Cause = CauseWarm
+		b.Reason = fmt.Sprintf("%s held blocks before kvlens joined (or lost events in a gap) that its new ones extend (%d dropped, %d applied blocks); give its replay= socket, or reset its cache", wk.Name, st.DroppedBlocks[OutcomeUnknownParent], st.AppliedBlocks)
 	case st != nil && st.DroppedBlocks[OutcomeUnknownParent] > st.AppliedBlocks:
 		b.Cause = CauseUnknownParent
 		b.Reason = fmt.Sprintf("%s's KV events are dropped as unknown parent (%d dropped, %d applied blocks); check its parent0 setting", wk.Name, st.DroppedBlocks[OutcomeUnknownParent], st.AppliedBlocks)
@@ -240,6 +248,8 @@ func BlindSummary(bs []Blindness) string {
 			out = append(out, "no KV events from "+on)
 		case CauseUnknownParent:
 			out = append(out, "KV events from "+on+" dropped as unknown parent (check parent0=)")
+		case CauseWarm:
+			out = append(out, on+" cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)")
 		}
 	}
 	return strings.Join(out, "; ")

@@ -167,6 +167,9 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 	}
 	parent0 := es.spec.parent0
 	for _, ev := range u.Batch.Events {
+		if st, ok := ev.(*kvevents.BlockStored); ok {
+			f.adoptParent(es, u.Worker, st, parent0)
+		}
 		// ApplyFrom counts each outcome in the router's metrics; an event
 		// that does not apply (an unknown parent, say) is counted, not fatal.
 		a, _ := idx.ApplyFrom(u.Worker, ev, parent0)
@@ -178,6 +181,44 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 			f.logf("KV events of %s: warm (its cache turned over once since kvlens joined)", u.Worker)
 		}
 	}
+}
+
+// adoptBudget bounds the searches adoptParent makes for one worker each
+// second: each hashes every block of every prompt in flight on it (about
+// 10,000 hashes, 0.1 ms, for 64 prompts of 150 blocks).
+const adoptBudget = 64
+
+// adoptParent places the parent of a store the index cannot place, when a
+// prompt in flight on the worker shows which block it is. A worker that
+// was warm before kvlens joined, or that lost events in a gap, goes on
+// extending the prefixes it held then, and a prefix every conversation
+// shares (a system prompt) is never evicted: without this, every store
+// hanging off one would be dropped for as long as the worker keeps it,
+// and the index would stay empty. It runs under es.mu.
+func (f *Feed) adoptParent(es *eventStream, worker string, e *kvevents.BlockStored, parent0 string) {
+	idx := f.r.Index()
+	bs := idx.BlockSize()
+	switch {
+	case adapterOf(e) != "", !onGPU(e.Medium), len(e.TokenIDs) < bs,
+		e.GroupIdx != nil && *e.GroupIdx != 0, e.KVCacheSpecKind != "" && !fullAttention(e.KVCacheSpecKind):
+		return // as the index would drop it, or salted apart from the chains booked
+	case idx.KnowsParent(worker, e, parent0):
+		return
+	}
+	if now := es.clk.Now(); now.Sub(es.adoptSecond) >= time.Second {
+		es.adoptSecond, es.adoptTries = now, 0
+	}
+	if es.adoptTries >= adoptBudget {
+		return
+	}
+	es.adoptTries++
+	prefix := f.r.InferParent(worker, e.TokenIDs[:bs])
+	if prefix == nil {
+		return
+	}
+	idx.Adopt(worker, e.Parent, prefix)
+	es.adopted++
+	es.knownRun = 0 // the worker holds blocks from before
 }
 
 // connected follows the connections of a worker's event socket. A
@@ -268,6 +309,11 @@ type eventStream struct {
 	applied  uint64
 	dropped  map[string]uint64
 	clears   uint64
+	// adopted counts parents placed by adoptParent; adoptTries its
+	// searches in the second from adoptSecond.
+	adopted     uint64
+	adoptSecond time.Time
+	adoptTries  int
 }
 
 func newEventStream(spec streamSpec, clk clock.Clock) *eventStream {
@@ -355,6 +401,10 @@ type StreamState struct {
 	// Clears counts the times the worker's index was cleared because the
 	// stream said it was stale.
 	Clears uint64 `json:"clears"`
+	// AdoptedParents counts parents of stores placed from a prompt in
+	// flight on the worker: blocks it held before kvlens joined, or that
+	// were lost in a gap, which its new stores extend.
+	AdoptedParents uint64 `json:"adopted_parents"`
 }
 
 // state returns a snapshot of the stream.
@@ -364,7 +414,7 @@ func (es *eventStream) state() *StreamState {
 	st := &StreamState{
 		Endpoint: es.spec.events, Socket: "connect", State: "connecting", Replay: es.spec.replay,
 		Parent0: es.spec.parent0, Warming: es.warming, LastEventAgeSeconds: -1,
-		AppliedBlocks: es.applied, DroppedBlocks: maps.Clone(es.dropped), Clears: es.clears,
+		AppliedBlocks: es.applied, DroppedBlocks: maps.Clone(es.dropped), Clears: es.clears, AdoptedParents: es.adopted,
 	}
 	if st.Parent0 == "" {
 		st.Parent0 = Parent0Auto

@@ -135,6 +135,9 @@ type EventStats map[string]map[string]uint64
 type workerBlocks struct {
 	// engine maps the engine's opaque block id to kvlens's chain hash.
 	engine map[uint64]uint64
+	// inferred holds the chain hashes of blocks the worker was shown to
+	// hold without the index learning their engine ids (see Adopt).
+	inferred map[uint64]struct{}
 	// full says, by group_idx, whether a KV-cache group is full attention,
 	// as the worker's stores named their kind.
 	full map[int64]bool
@@ -377,6 +380,7 @@ func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (A
 			}
 		}
 		w.engine[eh] = h
+		delete(w.inferred, h) // a removal can name it now
 		if x.t.add(h, s) {
 			x.pairs++
 		}
@@ -386,6 +390,82 @@ func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (A
 	}
 	x.counts[0][oApplied] += uint64(n)
 	return Applied{Blocks: n}, nil
+}
+
+// KnowsParent reports whether a store's parent is one the index can place
+// for worker: no parent, or a block the worker stored since kvlens joined
+// (or one Adopt placed).
+func (x *Index) KnowsParent(worker string, e *kvevents.BlockStored, parent0 string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var w *workerBlocks
+	if s, ok := x.slots.get(worker); ok {
+		w = x.workers[s]
+	}
+	if !e.HasParent {
+		return true
+	}
+	if e.Parent == 0 {
+		switch parent0 {
+		case Parent0None:
+			return true
+		case Parent0Hash:
+		default:
+			if w == nil {
+				return true
+			}
+			if _, stored := w.engine[0]; !stored {
+				return true
+			}
+		}
+	}
+	if w == nil {
+		return false
+	}
+	_, ok := w.engine[e.Parent]
+	return ok
+}
+
+// Adopt places a parent block the worker stored before kvlens joined (or
+// in a gap of its events): prefix is the chain of a prompt in flight on
+// the worker, up to and including the block the worker calls parent. A
+// store hanging off parent shows the worker holds it and, since an engine
+// caches a block only with the blocks before it, the whole prefix. parent
+// gets its engine id, so a later removal of it applies; the blocks before
+// it are held as inferred, with no engine id to remove them by, until the
+// worker's blocks are cleared or a store names them.
+func (x *Index) Adopt(worker string, parent uint64, prefix []uint64) {
+	if len(prefix) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s, w := x.worker(worker)
+	if _, ok := w.engine[parent]; ok {
+		return
+	}
+	if x.pairs+len(prefix) > x.maxPairs {
+		return // the store stays dropped, as any store past the bound is
+	}
+	if x.oracle != nil {
+		x.oracle.Store(prefix)
+	}
+	last := len(prefix) - 1
+	w.engine[parent] = prefix[last]
+	if w.inferred == nil {
+		w.inferred = make(map[uint64]struct{})
+	}
+	for i, h := range prefix {
+		if x.t.add(h, s) {
+			x.pairs++
+			if i < last {
+				w.inferred[h] = struct{}{}
+			}
+		}
+		if i > 0 {
+			x.t.link(prefix[i-1], h)
+		}
+	}
 }
 
 func (x *Index) remove(worker string, e *kvevents.BlockRemoved) Applied {
@@ -471,6 +551,12 @@ func (x *Index) clearLocked(worker string) {
 		}
 	}
 	clear(w.engine)
+	for h := range w.inferred {
+		if x.t.remove(h, s) {
+			x.pairs--
+		}
+	}
+	clear(w.inferred)
 }
 
 // ClearWorker drops every block of worker, for a sequence gap, a publisher
@@ -594,12 +680,13 @@ func (x *Index) Held(h uint64) bool {
 	return false
 }
 
-// Blocks returns how many blocks the index holds for worker.
+// Blocks returns how many blocks the index holds for worker, inferred
+// ones (see Adopt) included.
 func (x *Index) Blocks(worker string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if s, ok := x.slots.get(worker); ok && x.workers[s] != nil {
-		return len(x.workers[s].engine)
+		return len(x.workers[s].engine) + len(x.workers[s].inferred)
 	}
 	return 0
 }

@@ -152,6 +152,8 @@ var streamGauges = []struct {
 		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.Reconnects) }},
 	{prometheus.NewDesc("kvlens_router_kv_event_stream_clears_total", "Times the worker's index was cleared because its event stream was stale.", []string{"worker"}, nil),
 		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.Clears) }},
+	{prometheus.NewDesc("kvlens_router_kv_event_stream_adopted_parents_total", "Parents of the worker's stores placed from a prompt in flight on it (blocks it held before kvlens joined, or lost in a gap).", []string{"worker"}, nil),
+		prometheus.CounterValue, func(s *StreamState) float64 { return float64(s.AdoptedParents) }},
 }
 
 var streamDroppedDesc = prometheus.NewDesc("kvlens_router_kv_event_stream_dropped_blocks_total",

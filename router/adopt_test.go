@@ -1,0 +1,117 @@
+package router
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvlens/kvlens/blockhash"
+	"github.com/kvlens/kvlens/des"
+	"github.com/kvlens/kvlens/kvevents"
+)
+
+// TestAWarmWorkersNewStoresAreNotDropped: worker a held a shared prefix
+// (a system prompt, 5 blocks) before kvlens joined, and keeps it, since
+// every conversation uses it. A request routed to it adds 2 blocks of its
+// own, which a stores as children of the prefix's last block, an engine id
+// the index never saw. The feed places that parent from the request in
+// flight, so the stores apply and the index matches the whole prompt on a,
+// and an eviction that names the parent applies too.
+func TestAWarmWorkersNewStoresAreNotDropped(t *testing.T) {
+	shared, own := toks(1, 5), toks(50, 2)
+	prompt := append(append([]uint32{}, shared...), own...)
+	tests := []struct {
+		name        string
+		booked      []uint32 // the prompt in flight on a; nil for none
+		wantOverlap int
+		wantAdopted uint64
+	}{
+		{"a prompt in flight shows the parent, and the store applies", prompt, 7, 1},
+		{"with nothing in flight the store stays dropped", nil, 0, 0},
+		{"a prompt in flight that does not hold the store's block shows nothing", append(append([]uint32{}, shared...), toks(80, 2)...), 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := fleet(1)
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+			f := NewFeed(rt, func(string, ...any) {})
+			es := newEventStream(streamSpec{}, des.New(time.Time{}))
+			f.connected("a", es, true)
+			// a joined at seq 7: warm, its history not replayed.
+			f.apply(es, kvevents.Update{Worker: "a", First: true, Message: kvevents.Message{Seq: 7}})
+			if tt.booked != nil {
+				if _, err := rt.Decide(&Request{TokenIDs: tt.booked}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const parent = 0xbeef // the engine's id of the shared prefix's last block
+			store := stored(parent, ids(900, 2), own)
+			f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: 8, Batch: kvevents.Batch{Events: []kvevents.Event{store}}}})
+
+			st := es.state()
+			if got := rt.Index().Overlap(blockhash.Chain(prompt, testB))["a"]; got != tt.wantOverlap || st.AdoptedParents != tt.wantAdopted {
+				t.Fatalf("a matches %d blocks of the prompt with %d parents adopted; want %d and %d (stream %+v)", got, st.AdoptedParents, tt.wantOverlap, tt.wantAdopted, st)
+			}
+			if tt.wantAdopted == 0 {
+				if st.DroppedBlocks[OutcomeUnknownParent] != 2 {
+					t.Fatalf("dropped %v, want the store's 2 blocks as unknown parent", st.DroppedBlocks)
+				}
+				return
+			}
+			if st.AppliedBlocks != 2 || len(st.DroppedBlocks) != 0 || !st.Warming {
+				t.Fatalf("stream %+v: want 2 blocks applied, none dropped, still warming (a holds blocks from before)", st)
+			}
+			// The engine evicts the parent's own block: the index follows,
+			// and a's match now ends before it.
+			evict := &kvevents.BlockRemoved{BlockHashes: []uint64{parent}}
+			f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: 9, Batch: kvevents.Batch{Events: []kvevents.Event{evict}}}})
+			if got := rt.Index().Overlap(blockhash.Chain(prompt, testB))["a"]; got != 4 {
+				t.Fatalf("after the parent's eviction a matches %d blocks, want the 4 before it", got)
+			}
+			// A clear takes the inferred blocks with the rest.
+			rt.Index().ClearWorker("a")
+			if got, pairs := rt.Index().Overlap(blockhash.Chain(prompt, testB))["a"], rt.Index().Blocks("a"); got != 0 || pairs != 0 {
+				t.Fatalf("after a clear a matches %d blocks and the index holds %d pairs, want none", got, pairs)
+			}
+		})
+	}
+}
+
+// TestBlindCauseTellsAWarmWorkerFromAParentMixUp: stores dropped for an
+// unknown parent on a worker that joined warm (seq 7, its history not
+// replayed) name the warm cache and its remedies; the same drops on a
+// worker whose whole history the index saw (seq 0) point at parent0=.
+func TestBlindCauseTellsAWarmWorkerFromAParentMixUp(t *testing.T) {
+	tests := []struct {
+		name   string
+		whole  bool
+		want   string
+		remedy string
+	}{
+		{"a worker warm before kvlens joined", false, CauseWarm, "give its replay= socket, or reset its cache"},
+		{"a worker whose every event the index saw", true, CauseUnknownParent, "check its parent0 setting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No events endpoint: the stream is fed by hand, with no
+			// subscriber to count its messages, so "no events" is not the
+			// verdict.
+			ws := fleet(1)
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+			f := NewFeed(rt, func(string, ...any) {})
+			es := newEventStream(streamSpec{}, des.New(time.Time{}))
+			ws[0].stream.Store(es)
+			f.connected("a", es, true)
+			seq := uint64(7)
+			if tt.whole {
+				seq = 0
+			}
+			f.apply(es, kvevents.Update{Worker: "a", First: true, Whole: tt.whole, Message: kvevents.Message{Seq: seq}})
+			f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: seq + 1, Batch: kvevents.Batch{Events: []kvevents.Event{stored(0xbeef, ids(900, 2), toks(50, 2))}}}})
+			b := rt.blindCause(ws[0])
+			if b.Cause != tt.want || !strings.Contains(b.Reason, tt.remedy) {
+				t.Fatalf("cause %s, %q; want %s naming %q", b.Cause, b.Reason, tt.want, tt.remedy)
+			}
+		})
+	}
+}
