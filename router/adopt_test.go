@@ -32,13 +32,7 @@ func TestAWarmWorkersNewStoresAreNotDropped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ws := fleet(1)
-			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
-			f := NewFeed(rt, func(string, ...any) {})
-			es := newEventStream(streamSpec{}, des.New(time.Time{}))
-			f.connected("a", es, true)
-			// a joined at seq 7: warm, its history not replayed.
-			f.apply(es, kvevents.Update{Worker: "a", First: true, Message: kvevents.Message{Seq: 7}})
+			rt, f, es, _ := joined(false)
 			if tt.booked != nil {
 				if _, err := rt.Decide(&Request{TokenIDs: tt.booked}, nil); err != nil {
 					t.Fatal(err)
@@ -93,25 +87,32 @@ func TestBlindCauseTellsAWarmWorkerFromAParentMixUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// No events endpoint: the stream is fed by hand, with no
-			// subscriber to count its messages, so "no events" is not the
-			// verdict.
-			ws := fleet(1)
-			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
-			f := NewFeed(rt, func(string, ...any) {})
-			es := newEventStream(streamSpec{}, des.New(time.Time{}))
-			ws[0].stream.Store(es)
-			f.connected("a", es, true)
-			seq := uint64(7)
-			if tt.whole {
-				seq = 0
-			}
-			f.apply(es, kvevents.Update{Worker: "a", First: true, Whole: tt.whole, Message: kvevents.Message{Seq: seq}})
-			f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: seq + 1, Batch: kvevents.Batch{Events: []kvevents.Event{stored(0xbeef, ids(900, 2), toks(50, 2))}}}})
+			rt, f, es, ws := joined(tt.whole)
+			f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: 8, Batch: kvevents.Batch{Events: []kvevents.Event{stored(0xbeef, ids(900, 2), toks(50, 2))}}}})
 			b := rt.blindCause(ws[0])
 			if b.Cause != tt.want || !strings.Contains(b.Reason, tt.remedy) {
 				t.Fatalf("cause %s, %q; want %s naming %q", b.Cause, b.Reason, tt.want, tt.remedy)
 			}
 		})
 	}
+}
+
+// joined is a router over one worker, a, whose KV events a feed follows by
+// hand: a's publisher has connected and its first message has come, seq 0
+// with its whole history when whole is set, else seq 7 (a was warm before
+// kvlens joined). The stream has no events endpoint and no subscriber to
+// count its messages, so a blindness verdict is never "no events".
+func joined(whole bool) (*Router, *Feed, *eventStream, []*Worker) {
+	ws := fleet(1)
+	rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+	f := NewFeed(rt, func(string, ...any) {})
+	es := newEventStream(streamSpec{}, des.New(time.Time{}))
+	ws[0].stream.Store(es)
+	f.connected("a", es, true)
+	seq := uint64(7)
+	if whole {
+		seq = 0
+	}
+	f.apply(es, kvevents.Update{Worker: "a", First: true, Whole: whole, Message: kvevents.Message{Seq: seq}})
+	return rt, f, es, ws
 }

@@ -308,19 +308,7 @@ func TestPlanReport(t *testing.T) {
 				SLO: baselines.DefaultSLO, Warmup: time.Minute, Measure: 2 * time.Minute, Target: 120, MaxWorkers: 8}
 			var b strings.Builder
 			writePlan(&b, pc, sim.MustProfile(sim.DefaultProfile), "queue", res)
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b.String() != string(want) {
-				t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, b.String(), want)
-			}
+			golden(t, name, b.String())
 		})
 	}
 }
@@ -342,17 +330,5 @@ func TestStudyReport(t *testing.T) {
 	}
 	var b strings.Builder
 	writeStudy(&b, rows)
-	path := filepath.Join("testdata", "plan_study.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, b.String(), want)
-	}
+	golden(t, "plan_study", b.String())
 }

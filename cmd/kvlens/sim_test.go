@@ -106,20 +106,27 @@ func TestBenchReportsMatchGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			path := filepath.Join("testdata", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, out, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(out) != string(want) {
-				t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, out, want)
-			}
+			golden(t, tt.name, string(out))
 		})
+	}
+}
+
+// golden compares a report with testdata/name.golden, or rewrites the file
+// with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Fatalf("report differs from %s:\n%s\nwant:\n%s", path, got, want)
 	}
 }
 
