@@ -156,18 +156,22 @@ func (b *Booking) Release() {
 // of tokens, and the answer is the chain of that prompt up to and including
 // the block first follows, or nil when no booked prompt has first as a
 // block. A prompt's first block has no parent, so it is never the answer's
-// end. Each booking costs a hash per block of its prompt.
+// end. Each booking costs a hash per block of its prompt, hashed outside
+// the decision lock: a booking's chain is replaced, never written in place.
 func (r *Router) InferParent(worker string, first []uint32) []uint64 {
-	local := blockhash.Local(first)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var chains [][]uint64
 	for b := range r.bookings {
-		if b.Worker.Name != worker {
-			continue
+		if b.Worker.Name == worker && len(b.chain) > 1 {
+			chains = append(chains, b.chain)
 		}
-		for k := 0; k+1 < len(b.chain); k++ {
-			if blockhash.Next(b.chain[k], local) == b.chain[k+1] {
-				return slices.Clone(b.chain[:k+1])
+	}
+	r.mu.Unlock()
+	local := blockhash.Local(first)
+	for _, chain := range chains {
+		for k := 0; k+1 < len(chain); k++ {
+			if blockhash.Next(chain[k], local) == chain[k+1] {
+				return slices.Clone(chain[:k+1])
 			}
 		}
 	}

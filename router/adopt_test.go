@@ -116,3 +116,22 @@ func joined(whole bool) (*Router, *Feed, *eventStream, []*Worker) {
 	f.apply(es, kvevents.Update{Worker: "a", First: true, Whole: whole, Message: kvevents.Message{Seq: seq}})
 	return rt, f, es, ws
 }
+
+// BenchmarkInferParentMiss is adoptParent's worst search: 64 prompts of 150
+// blocks in flight on the worker, none holding the store's block, so every
+// block of every prompt is hashed (docs/routing.md quotes it).
+func BenchmarkInferParentMiss(b *testing.B) {
+	ws := fleet(1)
+	rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+	for i := range 64 {
+		if _, err := rt.Decide(&Request{TokenIDs: toks(1000*i, 150)}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	first := toks(999_999, 1)
+	for b.Loop() {
+		if rt.InferParent("a", first) != nil {
+			b.Fatal("found a parent no prompt holds")
+		}
+	}
+}
