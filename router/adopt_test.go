@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,39 @@ func BenchmarkInferParentMiss(b *testing.B) {
 		if rt.InferParent("a", first) != nil {
 			b.Fatal("found a parent no prompt holds")
 		}
+	}
+}
+
+// TestBlindCauseTellsAStreamThatStopped: a worker whose KV events stopped
+// 40 s ago while it went on answering is blind by its stream, and the
+// reason says for how long; after 20 s of quiet the stream is not blamed
+// for stopping.
+func TestBlindCauseTellsAStreamThatStopped(t *testing.T) {
+	tests := []struct {
+		name    string
+		quiet   time.Duration
+		stopped bool
+	}{
+		{"40 s without events while it answers", 40 * time.Second, true},
+		{"20 s without events is within a pause", 20 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := fleet(1)
+			ws[0].Events = "tcp://a:5557"
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+			f := NewFeed(rt, func(string, ...any) {})
+			loop := des.New(time.Time{})
+			es := newEventStream(streamSpec{events: ws[0].Events}, loop)
+			ws[0].stream.Store(es)
+			f.connected("a", es, true)
+			f.apply(es, kvevents.Update{Worker: "a", First: true, Whole: true, Message: kvevents.Message{Seq: 0, Batch: kvevents.Batch{Events: []kvevents.Event{stored(0, ids(1, 2), toks(1, 2))}}}})
+			loop.Run(tt.quiet)
+			b := rt.blindCause(ws[0])
+			says := fmt.Sprintf("no KV events from a for %.0f s while it answers", tt.quiet.Seconds())
+			if got := b.Cause == CauseNoEvents && strings.Contains(b.Reason, says); got != tt.stopped {
+				t.Fatalf("cause %s, %q; want the stream blamed for stopping: %v", b.Cause, b.Reason, tt.stopped)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The blindness detector compares, per worker, what the index predicted a
@@ -24,6 +25,9 @@ const (
 	// blindRatio: the index is blind when it predicted less than this share
 	// of the cached tokens the worker reported.
 	blindRatio = 0.2
+	// eventSilence is how long a worker's KV events may pause before a
+	// blind verdict blames the stream rather than the tokens.
+	eventSilence = 30 * time.Second
 )
 
 // Blind causes, as /readyz, the dashboard and the metric name them.
@@ -207,6 +211,12 @@ func (r *Router) blindCause(wk *Worker) Blindness {
 	b := Blindness{Worker: wk.Name}
 	st := wk.EventStream()
 	switch {
+	case wk.Events != "" && st != nil && st.LastEventAgeSeconds >= eventSilence.Seconds():
+		// A busy engine publishes every step or so; the verdict comes only
+		// while the worker answers with cached tokens, so its publisher has
+		// stopped, or its port is blocked while HTTP still gets through.
+		b.Cause = CauseNoEvents
+		b.Reason = fmt.Sprintf("no KV events from %s for %.0f s while it answers (%s %s)", wk.Name, st.LastEventAgeSeconds, st.State, wk.Events)
 	case wk.Events != "" && (st == nil || st.Messages == 0):
 		state := "no stream"
 		if st != nil {
