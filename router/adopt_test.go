@@ -170,3 +170,52 @@ func TestBlindCauseTellsAStreamThatStopped(t *testing.T) {
 		})
 	}
 }
+
+// FuzzAdoptKeepsTheIndexConsistent plays stores and removals a publisher
+// chose, parents known or not, against prompts in flight whose blocks they
+// may follow: whatever was adopted or inferred, clearing the worker leaves
+// the index holding nothing, so no (worker, block) pair is counted twice or
+// left behind.
+func FuzzAdoptKeepsTheIndexConsistent(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7}, []byte{0x10, 3, 4, 0x21, 3, 0x10, 5, 6})
+	f.Add([]byte{9, 9, 9}, []byte{0x11, 0, 9, 0x20, 0, 0x10, 9, 9})
+	f.Fuzz(func(t *testing.T, prompt, ops []byte) {
+		if len(prompt) > 64 || len(ops) > 256 {
+			return
+		}
+		rt, feed, es, _ := joined(false)
+		var tokens []uint32
+		for _, b := range prompt {
+			tokens = append(tokens, toks(int(b), 1)...)
+		}
+		if len(tokens) > 0 {
+			if _, err := rt.Decide(&Request{TokenIDs: tokens}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Each op is a kind byte and two arguments: 0x1? stores a block of
+		// token value a as a child of engine id b (0x11: no parent), 0x2?
+		// removes engine id a.
+		var seq uint64 = 8
+		for i := 0; i+2 < len(ops); i += 3 {
+			var ev kvevents.Event
+			a, b := ops[i+1], ops[i+2]
+			switch ops[i] >> 4 {
+			case 1:
+				st := stored(uint64(b), []uint64{uint64(a) + 1000*uint64(i+1)}, toks(int(a), 1))
+				st.HasParent = ops[i]&1 == 0 && b != 0
+				ev = st
+			case 2:
+				ev = &kvevents.BlockRemoved{BlockHashes: []uint64{uint64(a)}}
+			default:
+				continue
+			}
+			feed.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: seq, Batch: kvevents.Batch{Events: []kvevents.Event{ev}}}})
+			seq++
+		}
+		rt.Index().ClearWorker("a")
+		if pairs, distinct := rt.Index().Size(); pairs != 0 || distinct != 0 || rt.Index().Blocks("a") != 0 {
+			t.Fatalf("after a clear the index holds %d pairs of %d blocks (%d for a), want none", pairs, distinct, rt.Index().Blocks("a"))
+		}
+	})
+}

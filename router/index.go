@@ -328,19 +328,8 @@ func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (A
 		x.adapters[adapter] = struct{}{}
 		x.salts = append(x.salts, salt)
 	}
-	hasParent := e.HasParent
-	if hasParent && e.Parent == 0 {
-		switch parent0 {
-		case Parent0None:
-			hasParent = false
-		case Parent0Hash:
-		default:
-			_, stored := w.engine[0]
-			hasParent = stored
-		}
-	}
 	chain := x.scratch[:0]
-	if hasParent {
+	if w.hasParent(e, parent0) {
 		p, ok := w.engine[e.Parent]
 		if !ok {
 			x.counts[0][oUnknownParent] += uint64(n)
@@ -392,6 +381,22 @@ func (x *Index) store(worker string, e *kvevents.BlockStored, parent0 string) (A
 	return Applied{Blocks: n}, nil
 }
 
+// hasParent reports whether a store of w names a parent block, reading a
+// parent of 0 as parent0 says (Parent0Modes). w may be nil: a worker the
+// index has not heard from has stored no block 0.
+func (w *workerBlocks) hasParent(e *kvevents.BlockStored, parent0 string) bool {
+	switch {
+	case !e.HasParent:
+		return false
+	case e.Parent != 0 || parent0 == Parent0Hash:
+		return true
+	case parent0 == Parent0None || w == nil:
+		return false
+	}
+	_, stored := w.engine[0]
+	return stored
+}
+
 // KnowsParent reports whether a store's parent is one the index can place
 // for worker: no parent, or a block the worker stored since kvlens joined
 // (or one Adopt placed).
@@ -402,22 +407,8 @@ func (x *Index) KnowsParent(worker string, e *kvevents.BlockStored, parent0 stri
 	if s, ok := x.slots.get(worker); ok {
 		w = x.workers[s]
 	}
-	if !e.HasParent {
+	if !w.hasParent(e, parent0) {
 		return true
-	}
-	if e.Parent == 0 {
-		switch parent0 {
-		case Parent0None:
-			return true
-		case Parent0Hash:
-		default:
-			if w == nil {
-				return true
-			}
-			if _, stored := w.engine[0]; !stored {
-				return true
-			}
-		}
 	}
 	if w == nil {
 		return false
@@ -452,6 +443,7 @@ func (x *Index) Adopt(worker string, parent uint64, prefix []uint64) {
 	}
 	last := len(prefix) - 1
 	w.engine[parent] = prefix[last]
+	delete(w.inferred, prefix[last]) // an earlier adoption may have inferred it
 	if w.inferred == nil {
 		w.inferred = make(map[uint64]struct{})
 	}
