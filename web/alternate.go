@@ -147,11 +147,15 @@ func (a *alternator) sides(now time.Time, live string, snap loadgen.Snapshot, sh
 	return out
 }
 
-// ago says how long ago a window ended, as its label shows it.
+// ago says how long ago a window ended, as its label shows it: in steps of
+// 10 s for the first minute, so that a turn shorter than a minute does not
+// keep a window "just now" for all of the next one, and in minutes after.
 func ago(d time.Duration) string {
 	switch {
-	case d < time.Minute:
+	case d < 10*time.Second:
 		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%d s ago", int(d/(10*time.Second))*10)
 	case d < 2*time.Minute:
 		return "1 min ago"
 	}

@@ -36,7 +36,8 @@ func TestAlternationTakesTurnsAndKeepsSettledWindows(t *testing.T) {
 		{"round-robin runs its first turn; kv has not run yet", 0, settled(window(561, 0.86)), "round_robin", [2]string{"live", "none"}},
 		{"before its turn ends nothing changes", 89 * time.Second, settled(window(561, 0.86)), "round_robin", [2]string{"live", "none"}},
 		{"at the turn's end kv takes over and round-robin's window is kept", 90 * time.Second, window(372, 0.98), "kv", [2]string{"just now", "live"}},
-		{"the kept window ages", 150 * time.Second, window(372, 0.98), "kv", [2]string{"1 min ago", "live"}},
+		{"the kept window ages in steps of 10 s", 125 * time.Second, window(372, 0.98), "kv", [2]string{"30 s ago", "live"}},
+		{"and in minutes after the first", 150 * time.Second, window(372, 0.98), "kv", [2]string{"1 min ago", "live"}},
 		// kv's window was settling when its turn ended: nothing to keep
 		// round-robin's new window is settled on TTFT but holds few answers
 		{"an unsettled window is not kept", 180 * time.Second, shortOfAnswers, "round_robin", [2]string{"live", "none"}},
@@ -130,5 +131,26 @@ func TestAKeptWindowWhoseRatesHadNotSettledComparesNoRates(t *testing.T) {
 	}
 	if got := tile(td, "tops"); got.Delta != "" || got.Settling != "rates: its turn ended before they settled" {
 		t.Errorf("tokens/s of a kept window whose rates had not settled: delta %q, settling %q; want no delta, and why", got.Delta, got.Settling)
+	}
+}
+
+func TestAgoSaysAKeptWindowsAge(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		want string
+	}{
+		{"a window that just ended", 9 * time.Second, "just now"},
+		{"ten seconds on", 10 * time.Second, "10 s ago"},
+		{"seconds round down to tens", 59 * time.Second, "50 s ago"},
+		{"the first minute", 119 * time.Second, "1 min ago"},
+		{"minutes round down", 5*time.Minute + 59*time.Second, "5 min ago"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ago(tt.d); got != tt.want {
+				t.Fatalf("ago(%v) = %q, want %q", tt.d, got, tt.want)
+			}
+		})
 	}
 }
