@@ -5,6 +5,7 @@ package baselines
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -247,9 +248,23 @@ type SLO struct {
 // DefaultSLO is the seeds' objective: TTFT ≤ 600 ms and TPOT ≤ 60 ms.
 var DefaultSLO = SLO{TTFT: 600 * time.Millisecond, TPOT: 60 * time.Millisecond}
 
-// Meets reports whether m is within the objective.
+// Check refuses an objective that is not positive, naming the flag that
+// sets it.
+func (o SLO) Check() error {
+	if o.TTFT <= 0 || o.TPOT <= 0 {
+		return fmt.Errorf("--slo-ttft %v and --slo-tpot %v: both must be positive", o.TTFT, o.TPOT)
+	}
+	return nil
+}
+
+// Meets reports whether m is within the objective. More than 5% of
+// requests failing misses it whatever the latencies: a failed request
+// never got its first token, so it is among the slowest 5%.
 func (o SLO) Meets(m Metrics) bool {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	if m.ErrorPct != nil && *m.ErrorPct > 5 {
+		return false
+	}
 	if o.TTFT > 0 && m.TTFTP95 > ms(o.TTFT) {
 		return false
 	}

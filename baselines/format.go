@@ -537,10 +537,13 @@ func (s *Set) Validate() error {
 }
 
 // CheckName refuses a set's name that would not read as one line of a
-// listing: a control character (a newline, a tab, an escape sequence), text
-// that is not UTF-8, or more than maxNameLen characters. An empty name passes;
-// the store asks for one.
+// listing: blanks alone, a control character (a newline, a tab, an escape
+// sequence), text that is not UTF-8, or more than maxNameLen characters. An
+// empty name passes, as "not given"; the store asks for one.
 func CheckName(name string) error {
+	if name != "" && strings.TrimSpace(name) == "" {
+		return fieldError("name", "is blank")
+	}
 	if !utf8.ValidString(name) {
 		return fieldError("name", "is not UTF-8 text")
 	}

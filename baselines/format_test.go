@@ -307,6 +307,11 @@ func TestEnvelope(t *testing.T) {
 		{Concurrency: 100, Mode: "kv", Metrics: Metrics{TTFTP95: 550}},
 	}}
 	ttftOnly := SLO{TTFT: 600 * time.Millisecond}
+	pct := func(v float64) *float64 { return &v }
+	failing := Set{Levels: []Level{
+		{Concurrency: 60, Mode: "kv", Metrics: Metrics{TTFTP95: 500, ErrorPct: pct(5)}},
+		{Concurrency: 80, Mode: "kv", Metrics: Metrics{TTFTP95: 0, ErrorPct: pct(100)}},
+	}}
 	tests := []struct {
 		name   string
 		set    Set
@@ -325,6 +330,9 @@ func TestEnvelope(t *testing.T) {
 		{"a level that recovers above a miss does not extend the envelope", dip, "kv", ttftOnly, 60, true},
 		{"a looser objective admits more levels", dip, "kv", SLO{TTFT: 700 * time.Millisecond}, 100, true},
 		{"a TPOT objective is checked too", sets[2], "kv", SLO{TTFT: time.Hour, TPOT: 48 * time.Millisecond}, 160, true},
+		// a failed request never got its first token: past 5% failed, the
+		// p95 is a failure, whatever the latencies of the rest
+		{"a level where every request failed misses the SLO, and 5% failed does not", failing, "kv", DefaultSLO, 60, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -279,6 +280,11 @@ func (s *Sweep) Run(ctx context.Context) ([]RunLevel, error) {
 			return results, fmt.Errorf("sweep: %s at %d: no request finished during the %s measurement, so there is nothing to report: lengthen --measure (a turn can take 20 s or more)",
 				st.Mode, st.Concurrency, shortDuration(c.Measure))
 		}
+		if failed := failedOnly(snaps); failed != "" {
+			// Every latency would read 0 ms, inside any objective.
+			return results, fmt.Errorf("sweep: %s at %d: no request succeeded during the %s measurement (%s), so there are no latencies to report: check the workers, or --target",
+				st.Mode, st.Concurrency, shortDuration(c.Measure), failed)
+		}
 		rl := RunLevel{Repeat: st.Repeat, Level: LevelFromStats(st.Mode, st.Concurrency, snaps)}
 		if s.Save != nil {
 			if err := s.Save(ctx, rl); err != nil {
@@ -314,6 +320,28 @@ func finishedAny(snaps []loadgen.Stats) bool {
 		}
 	}
 	return false
+}
+
+// failedOnly says which errors the snapshots' windows held, as "12
+// connect", when none held a successful request; "" when one did.
+func failedOnly(snaps []loadgen.Stats) string {
+	classes := map[loadgen.ErrorClass]int{}
+	for _, s := range snaps {
+		if s.Completed > 0 {
+			return ""
+		}
+		for c, n := range s.ErrorsByClass {
+			classes[c] = max(classes[c], n)
+		}
+	}
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(classes)) {
+		parts = append(parts, fmt.Sprintf("%d %s", classes[c], c))
+	}
+	if len(parts) == 0 {
+		return "every request failed"
+	}
+	return strings.Join(parts, ", ") + " failed"
 }
 
 // sleep waits d on clk, or until ctx ends; on a discrete-event loop's clock

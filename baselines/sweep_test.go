@@ -52,6 +52,7 @@ type fakeTarget struct {
 	conc      int
 	snaps     int
 	completed int // requests each snapshot says finished
+	failed    int // requests each snapshot says failed, all to connect
 	// noCacheReport: the answers said nothing of cached tokens (vLLM
 	// without --enable-prompt-tokens-details).
 	noCacheReport bool
@@ -96,7 +97,12 @@ func (t *fakeTarget) Snapshot() loadgen.Snapshot {
 	if t.noCacheReport {
 		reported = 0
 	}
+	var byClass map[loadgen.ErrorClass]int
+	if t.failed > 0 {
+		byClass = map[loadgen.ErrorClass]int{loadgen.ErrConnect: t.failed}
+	}
 	return loadgen.Snapshot{Window: loadgen.Stats{
+		Errors: t.failed, ErrorsByClass: byClass,
 		KVHitRequests:      reported,
 		TTFT:               loadgen.Quantiles{Count: 10, P50: base + k, P95: 2*base + k},
 		TPOT:               loadgen.Quantiles{Count: 10, P50: 20, P95: 30},
@@ -238,6 +244,7 @@ func TestSweepConfigRefuses(t *testing.T) {
 		{"a hundred million repeats, whose plan would not fit in memory", func(c *SweepConfig) { c.Repeats = 100_000_000 }, "repeats 100000000: need 1 to 10000"},
 		{"more steps in all than weeks of load", func(c *SweepConfig) { c.Repeats = 5001 }, "2 levels × 2 modes × 5001 repeats are 20004 steps: at most 10000"},
 		{"a name across two lines, which would break every listing", func(c *SweepConfig) { c.Name = "a\nb" }, "name: holds the control character U+000A"},
+		{"a name of blanks, which the store refuses only after the run", func(c *SweepConfig) { c.Name = "   " }, "name: is blank"},
 		{"a billion snapshots a level", func(c *SweepConfig) { c.Snapshots = 1_000_000_000 }, "snapshots 1000000000: need 1 to 1000"},
 	}
 	for _, tt := range tests {
@@ -249,6 +256,19 @@ func TestSweepConfigRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSweepRefusesALevelWhereEveryRequestFailed(t *testing.T) {
+	var saved int
+	s := Sweep{Config: config(), Target: &fakeTarget{failed: 12}, Clock: &fakeClock{},
+		Save: func(context.Context, RunLevel) error { saved++; return nil }}
+	_, err := s.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "round_robin at 60: no request succeeded during the 30s measurement (12 connect failed)") {
+		t.Fatalf("err = %v", err)
+	}
+	if saved != 0 {
+		t.Fatalf("saved %d levels of 0 ms latencies", saved)
 	}
 }
 

@@ -191,6 +191,10 @@ func baselinesShow(ctx context.Context, fs *flag.FlagSet, dbPath *string, args [
 	if err != nil {
 		return err
 	}
+	slo := baselines.SLO{TTFT: *sloTTFT, TPOT: *sloTPOT}
+	if err := slo.Check(); err != nil {
+		return usageError{err}
+	}
 	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
@@ -207,7 +211,6 @@ func baselinesShow(ctx context.Context, fs *flag.FlagSet, dbPath *string, args [
 	if s.Generated != "" {
 		fmt.Fprintf(out, "  measured:   %s\n", s.Generated)
 	}
-	slo := baselines.SLO{TTFT: *sloTTFT, TPOT: *sloTPOT}
 	for _, mode := range s.Modes() {
 		_, long := baselines.Label(mode)
 		env := "misses the SLO at every level"

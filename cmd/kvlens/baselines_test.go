@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/simulate"
+	"github.com/kvlens/kvlens/store"
 )
 
 // exitCode runs cmd and returns its combined output and exit status.
@@ -59,6 +61,7 @@ func TestBaselinesCommands(t *testing.T) {
 		{"the refused file left nothing behind", []string{"show", "typo"}, 1, `baseline set "typo": not found`},
 		{"import keeps an external router's modes with --any-mode", []string{"import", unknownMode, "--name", "external", "--any-mode"}, 0, `2 levels of round_robin and kv_awear`},
 		{"show prints each mode's curve", []string{"show", "lab"}, 0, "KV cache-aware (kv): within the SLO up to 40"},
+		{"show refuses an objective of zero, which would admit every level", []string{"show", "lab", "--slo-ttft", "0"}, 2, "--slo-ttft 0s and --slo-tpot 60ms: both must be positive"},
 		{"export writes the dual format", []string{"export", "lab", "--format", "dual"}, 0, `"kv_aware": {`},
 		{"export refuses the single format for two modes", []string{"export", "lab", "--format", "single"}, 1, "holds one mode"},
 		{"export refuses an unknown format", []string{"export", "lab", "--format", "csv"}, 2, `unknown format "csv"`},
@@ -109,6 +112,10 @@ func TestSweepRefusesBadFlags(t *testing.T) {
 		{"an unknown engine profile", []string{"--sim-profile", "tpu-v9"}, 2, "tpu-v9"},
 		{"a negative think time names its flag", []string{"--virtual", "--think-time", "-5s"}, 2, "--think-time must not be negative, got -5s"},
 		{"answers of no tokens name their flag", []string{"--virtual", "--max-tokens", "0"}, 2, "--max-tokens must be at least 1, got 0"},
+		{"an objective of zero", []string{"--virtual", "--slo-tpot", "0"}, 2, "--slo-ttft 600ms and --slo-tpot 0s: both must be positive"},
+		{"a name of blanks", []string{"--virtual", "--name", "  "}, 2, "name: is blank"},
+		// refused before any load, not after the run has been measured
+		{"reports with nowhere to go", []string{"--virtual", "--levels", "10", "--modes", "rr", "--out", "/proc/kvlens-reports"}, 2, "--out: cannot write into /proc/kvlens-reports"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,4 +338,36 @@ func TestStudyReport(t *testing.T) {
 	var b strings.Builder
 	writeStudy(&b, rows)
 	golden(t, "plan_study", b.String())
+}
+
+func TestFreeNamesNeverTakeAnother(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "k.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	set := func(name string) {
+		s := baselines.Set{Name: name, Levels: []baselines.Level{{Mode: "kv", Concurrency: 1, Metrics: baselines.Metrics{TTFTP50: 1, TTFTP95: 1}}}}
+		if _, err := db.SaveSet(ctx, &s, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("sweep 2026-11-29 01:44:10")
+	set("sweep 2026-11-29 01:44:10 (2)")
+	if got := freeSetName(ctx, db, "sweep 2026-11-29 01:44:10"); got != "sweep 2026-11-29 01:44:10 (3)" {
+		t.Fatalf("a second sweep in the same second is named %q, want the first free one, (3)", got)
+	}
+	if got := freeSetName(ctx, db, "lab"); got != "lab" {
+		t.Fatalf("a free name became %q", got)
+	}
+
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "kvlens-sweep-1.md"), []byte("another store's run 1"), 0o644)
+	if got := freeBase(dir, "kvlens-sweep-1", ".json", ".md", ".png"); got != "kvlens-sweep-1-2" {
+		t.Fatalf("reports would be written as %q over another run's, want kvlens-sweep-1-2", got)
+	}
+	if got := freeBase(dir, "kvlens-sweep-2", ".json", ".md", ".png"); got != "kvlens-sweep-2" {
+		t.Fatalf("a free base became %q", got)
+	}
 }

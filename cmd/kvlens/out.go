@@ -32,3 +32,36 @@ func writable(paths ...string) error {
 	}
 	return nil
 }
+
+// writableDir checks that files can be made in dir, making it if missing,
+// and leaves nothing behind.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot write into %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".kvlens-check-*")
+	if err != nil {
+		return fmt.Errorf("cannot write into %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// freeBase returns base, or base-2, base-3, … when a file of base with one
+// of exts is already in dir: reports named by a store's run id would
+// otherwise overwrite those of another store's run of the same id.
+func freeBase(dir, base string, exts ...string) string {
+	name := base
+	for i := 2; ; i++ {
+		taken := false
+		for _, ext := range exts {
+			if _, err := os.Stat(filepath.Join(dir, name+ext)); err == nil {
+				taken = true
+			}
+		}
+		if !taken {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+}

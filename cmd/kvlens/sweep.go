@@ -249,7 +249,16 @@ func sweepCmd(args []string) int {
 		}
 		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done, with its stored settings (%s)\n", run.ID, run.Done, run.Total, took)
 	} else if _, err := db.Set(ctx, o.sweep.Name); err == nil {
-		return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
+		if given["name"] {
+			return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
+		}
+		// Two sweeps started in the same second get the same default name.
+		o.sweep.Name = freeSetName(ctx, db, o.sweep.Name)
+	}
+	// The reports are written last: a directory they cannot go into is
+	// refused before minutes of load, not after them.
+	if err := writableDir(o.out); err != nil {
+		return usage(fmt.Errorf("--out: %w", err))
 	}
 
 	// The target starts before a new run is stored: an address in use or
@@ -387,6 +396,9 @@ func shellWords(args []string) string {
 // configure builds the sweep's settings from the flags.
 func (o *sweepOptions) configure() error {
 	if err := checkTarget(o.serve.Target); err != nil {
+		return err
+	}
+	if err := o.sweep.SLO.Check(); err != nil {
 		return err
 	}
 	external := o.serve.Target != ""
@@ -578,7 +590,7 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run,
 		return err
 	}
 	fmt.Printf("kvlens sweep: stored baseline set %q in %s\n", set.Name, o.db)
-	files, err := writeOutputs(o.out, fmt.Sprintf("kvlens-sweep-%d", run.ID), &set, *c)
+	files, err := writeOutputs(o.out, freeBase(o.out, fmt.Sprintf("kvlens-sweep-%d", run.ID), ".json", ".md", ".png"), &set, *c)
 	for _, f := range files {
 		fmt.Printf("kvlens sweep: wrote %s\n", f)
 	}
@@ -751,5 +763,17 @@ func progressReporter(w *os.File) (report func(baselines.Progress), finish func(
 			bar.Finish()
 			fmt.Fprintln(w)
 		}
+	}
+}
+
+// freeSetName returns name, or "name (2)", "name (3)", … when the store
+// already holds a set of that name.
+func freeSetName(ctx context.Context, db *store.DB, name string) string {
+	free := name
+	for i := 2; ; i++ {
+		if _, err := db.Set(ctx, free); err != nil {
+			return free
+		}
+		free = fmt.Sprintf("%s (%d)", name, i)
 	}
 }
