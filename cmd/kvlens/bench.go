@@ -77,7 +77,14 @@ func benchCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
 		return 2
 	}
-	if from != "" {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case strings.TrimSpace(out) == "":
+		return usage(errors.New("--out: no path given for the reports"))
+	case given["from"] && from == "":
+		return usage(errors.New("--from: no file given"))
+	case given["from"]:
 		return benchFrom(fs, from, out)
 	}
 	var err error

@@ -77,15 +77,25 @@ Flags:
 	if pc.Policies, err = parseModes(modes, false); err != nil {
 		return usage(fmt.Errorf("--modes: %w", err))
 	}
-	for _, f := range strings.Split(workers, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
+	if pc.Workers, err = bench.ParseList(workers, 1, sim.MaxWorkers); err != nil {
+		return usage(fmt.Errorf("--workers: %w", err))
+	}
+	switch {
+	case pc.Parallel < 1:
+		return usage(fmt.Errorf("--parallel %d: need at least 1", pc.Parallel))
+	case pc.MaxWorkers < 1 || pc.MaxWorkers > sim.MaxWorkers:
+		return usage(fmt.Errorf("--max-workers %d: want 1 to %d", pc.MaxWorkers, sim.MaxWorkers))
+	case pc.Target < 0:
+		return usage(fmt.Errorf("--target %d: want a concurrency, or 0 to skip", pc.Target))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["study"] {
+		for _, f := range []string{"modes", "seeds", "out", "target", "per-seed", "max-workers", "per-worker", "step", "workers"} {
+			if given[f] {
+				return usage(fmt.Errorf("--study runs its own three arms at its own worker counts: drop --%s", f))
+			}
 		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > sim.MaxWorkers {
-			return usage(fmt.Errorf("--workers: %q is not a worker count from 1 to %d", f, sim.MaxWorkers))
-		}
-		pc.Workers = append(pc.Workers, n)
 	}
 	prof, err := sim.LoadProfile(profile)
 	if err != nil {
@@ -119,7 +129,7 @@ Flags:
 		return usage(fmt.Errorf("--seeds %s: an envelope needs at least %d seeds", seeds, simulate.MinPlanSeeds))
 	}
 	pc.Base = simulate.Config{Profile: prof, Load: load, Seed: load.Seed, Router: router.Config{Admission: admission}}
-	if study != "" {
+	if given["study"] {
 		return studyCmd(pc, study, perWorkerLoad)
 	}
 	if err := writable(out); err != nil {
@@ -216,14 +226,12 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 
 // studyCmd runs `kvlens plan --study`.
 func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
-	var workers []int
-	for _, f := range strings.Split(list, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > sim.MaxWorkers {
-			fmt.Fprintf(os.Stderr, "kvlens plan: --study: %q is not a worker count from 1 to %d\n", f, sim.MaxWorkers)
-			return 2
-		}
-		workers = append(workers, n)
+	workers, err := bench.ParseList(list, 1, sim.MaxWorkers)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens plan: --study: %v\n", err)
+		return 2
+	}
+	for _, n := range workers {
 		if perWorker < 1 || perWorker*n > loadgen.MaxConcurrency {
 			fmt.Fprintf(os.Stderr, "kvlens plan: --study-load %d: want 1 to %d conversations a worker for %d workers\n", perWorker, loadgen.MaxConcurrency/n, n)
 			return 2

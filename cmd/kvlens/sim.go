@@ -343,6 +343,18 @@ func benchCPU(args []string) int {
 	if code, ok := parseBench(fs, args); !ok {
 		return code
 	}
+	switch {
+	case *workers < 1 || *workers > sim.MaxWorkers:
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: --workers %d: want 1 to %d\n", *workers, sim.MaxWorkers)
+		return 2
+	case *perWorker < 1:
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: --streams %d: want at least 1 stream a worker\n", *perWorker)
+		return 2
+	case *dur < time.Second:
+		// A shorter window measures nothing: it printed a mean of NaN.
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: --duration %v: want at least 1s\n", *dur)
+		return 2
+	}
 	f, err := sim.StartFleet(sim.FleetConfig{Count: *workers})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: %v\n", err)
