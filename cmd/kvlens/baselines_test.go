@@ -269,7 +269,7 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{"an unknown policy", []string{"--modes", "rr,fastest"}, `unknown routing policy "fastest"`},
-		{"a worker count that is not a number", []string{"--workers", "2,many"}, `--workers: "many" is not a worker count`},
+		{"a worker count that is not a number", []string{"--workers", "2,many"}, `--workers: "many" is not a number, a range like 1-5`},
 		{"an unknown admission", []string{"--admission", "maybe"}, `--admission "maybe"`},
 		{"a stray argument", []string{"now"}, `unexpected argument "now"`},
 		{"a start rate that is not a number names its flag", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},

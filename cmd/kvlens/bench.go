@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/bench"
@@ -134,17 +135,25 @@ func benchCmd(args []string) int {
 	total := len(g.Policies) * len(g.Workloads) * len(g.Levels) * len(g.Seeds)
 	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs (%d policies × %d workloads × %d levels × %d seeds), %d at a time\n",
 		total, len(g.Policies), len(g.Workloads), len(g.Levels), len(g.Seeds), g.Parallel)
-	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(30),
-		progressbar.OptionSetPredictTime(true), progressbar.OptionShowCount(), progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetItsString("runs"))
-	g.OnRun = func(r bench.Run, done, total int) {
-		bar.Describe(fmt.Sprintf("%s %s @ %d seed %d", r.Workload, r.Policy, r.Level, r.Seed))
-		bar.Set(done)
+	finish := func() {}
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(30),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionShowCount(), progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetItsString("runs"))
+		g.OnRun = func(r bench.Run, done, total int) {
+			bar.Describe(fmt.Sprintf("%s %s @ %d seed %d", r.Workload, r.Policy, r.Level, r.Seed))
+			bar.Set(done)
+		}
+		finish = func() { bar.Finish(); fmt.Fprintln(os.Stderr) }
+	} else {
+		// A log gets a line a run rather than a bar's carriage returns.
+		g.OnRun = func(r bench.Run, done, total int) {
+			fmt.Fprintf(os.Stderr, "kvlens bench routing: [%d/%d] %s %s @ %d seed %d\n", done, total, r.Workload, r.Policy, r.Level, r.Seed)
+		}
 	}
 	start := time.Now()
 	res, err := bench.Execute(ctx, g)
-	bar.Finish()
-	fmt.Fprintln(os.Stderr)
+	finish()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
 		return 1
