@@ -70,6 +70,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Check reports faults that are out of range, naming the field.
+func (f Faults) Check() error { return f.validate() }
+
 func (f Faults) validate() error {
 	rates := []struct {
 		name string

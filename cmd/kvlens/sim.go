@@ -64,6 +64,18 @@ func simCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "kvlens sim: give --events-bind or --events-connect, not both")
 		return 2
 	}
+	if err := cfg.Faults.Check(); err != nil {
+		// The fields are named as PUT /admin/faults names them; here the
+		// flags set them.
+		flags := strings.NewReplacer("fault rate error_503", "--fault-503", "fault rate error_429", "--fault-429",
+			"fault rate error_500", "--fault-500", "fault rate stream_cut", "--fault-cut", "slowdown", "--slowdown", "stall", "--stall")
+		fmt.Fprintf(os.Stderr, "kvlens sim: %s\n", flags.Replace(strings.TrimPrefix(err.Error(), "sim: ")))
+		return 2
+	}
+	if last := cfg.BasePort + max(cfg.Count, 1) - 1; cfg.BasePort < 0 || last > 65535 {
+		fmt.Fprintf(os.Stderr, "kvlens sim: --base-port %d: worker ports must lie from 1 to 65535 (0 picks free ones)\n", cfg.BasePort)
+		return 2
+	}
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
 		cfg.Count = len(cfg.Ports)
 	}
