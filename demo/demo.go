@@ -481,6 +481,13 @@ func Start(cfg Config) (*Demo, error) {
 	go func() { defer d.wg.Done(); d.srv.Serve(d.ln) }()
 	if !cfg.NoStart {
 		for _, l := range d.lanes {
+			if warp == nil {
+				// A cold start is a change like any other: its window's
+				// figures wait for the requests in flight and settle,
+				// rather than compare the first answers, the short ones,
+				// as if they were steady. A warm-up's windows are full.
+				l.gen.BeginWindow()
+			}
 			l.gen.Start()
 		}
 	}

@@ -186,3 +186,22 @@ func TestEarlierRecordingsStayOpenUnderRecordFalse(t *testing.T) {
 		t.Fatalf("GET the first session's frames = %d %.200s; want its snapshots", code, frames)
 	}
 }
+
+// TestAColdStartSettlesLikeAnyChange starts the demo cold (no warm-up, as
+// against real workers): the first window waits for the requests in
+// flight, as after any change, instead of reporting its first answers, the
+// quickest ones, as steady figures.
+func TestAColdStartSettlesLikeAnyChange(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	time.Sleep(2 * time.Second) // an answer of 640 tokens or more takes well over 10 s
+	w := d.Gen.Snapshot().Window
+	if w.Covered < time.Second || w.Answered != 0 {
+		t.Fatalf("2 s after a cold start the window covers %v and its answers' figures %v; want them held back (0) until the first requests end", w.Covered, w.Answered)
+	}
+}
