@@ -401,6 +401,7 @@ func Start(cfg Config) (*Demo, error) {
 	d.Store = storeNote(cfg, d.Recording, imported, opts.Baseline)
 	opts.Model = cfg.Model
 	opts.Blind = func() string { return blind(d.lanes) }
+	opts.Ready = func() error { return ready(d.lanes) }
 	if warp != nil {
 		opts.Warm = warp
 		watch = newWarmWatch(d.lanes, load.Window)

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -190,4 +191,30 @@ func blind(lanes []*lane) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// ready fails while a lane has no healthy worker (none yet, or all down,
+// or a DNS source that resolved to none), naming the lane's workers.
+func ready(lanes []*lane) error {
+	for _, l := range lanes {
+		ws := l.proxy.Router().Workers()
+		healthy := 0
+		for _, w := range ws {
+			if w.Healthy {
+				healthy++
+			}
+		}
+		if healthy > 0 {
+			continue
+		}
+		what := fmt.Sprintf("no worker is healthy (0 of %d)", len(ws))
+		if len(ws) == 0 {
+			what = "the fleet has no workers (a DNS source resolves to none)"
+		}
+		if len(lanes) > 1 {
+			return fmt.Errorf("lane %s: %s", strings.ToUpper(l.id), what)
+		}
+		return errors.New(what)
+	}
+	return nil
 }

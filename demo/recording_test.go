@@ -205,3 +205,44 @@ func TestAColdStartSettlesLikeAnyChange(t *testing.T) {
 		t.Fatalf("2 s after a cold start the window covers %v and its answers' figures %v; want them held back (0) until the first requests end", w.Covered, w.Answered)
 	}
 }
+
+// TestReadyzFailsWithoutAHealthyWorker: /readyz is 503, naming why, while
+// no worker of the fleet is healthy, and 200 for the simulated fleet.
+func TestReadyzFailsWithoutAHealthyWorker(t *testing.T) {
+	tests := []struct {
+		name     string
+		workers  []string
+		wantCode int
+		want     string
+	}{
+		{"a worker nobody answers at", []string{"a=http://127.0.0.1:1"}, 503, "not ready: no worker is healthy (0 of 1)"},
+		{"the simulated fleet", nil, 200, "ready"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Addr, cfg.NoStart, cfg.Workers = "127.0.0.1:0", true, tt.workers
+			d, err := Start(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close(context.Background())
+			var code int
+			var body []byte
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				resp, err := http.Get(d.URL + "/readyz")
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if code = resp.StatusCode; code == tt.wantCode {
+					break
+				}
+			}
+			if code != tt.wantCode || !strings.HasPrefix(string(body), tt.want) {
+				t.Fatalf("/readyz = %d %q, want %d %q", code, body, tt.wantCode, tt.want)
+			}
+		})
+	}
+}
