@@ -192,6 +192,15 @@ func parseDNS(rest string) (DNSSource, error) {
 		if err != nil {
 			return DNSSource{}, fmt.Errorf("bad query: %w", err)
 		}
+		for k, v := range q {
+			switch {
+			case k != "events" && k != "replay":
+				// A misspelt key would leave the workers without events.
+				return DNSSource{}, fmt.Errorf("unknown option %q: want events=PORT or replay=PORT", k)
+			case len(v) != 1 || v[0] == "":
+				return DNSSource{}, fmt.Errorf("%s= wants one port", k)
+			}
+		}
 		src.EventsPort = q.Get("events")
 		src.ReplayPort = q.Get("replay")
 	}
@@ -216,6 +225,10 @@ func parseWorker(i int, spec string) (*Worker, error) {
 	u, err := url.Parse(strings.TrimSuffix(raw, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%q is not an http(s) base URL", raw)
+	}
+	if strings.HasSuffix(u.Path, "/v1") {
+		// kvlens adds /v1 itself: this one's health checks would all fail.
+		return nil, fmt.Errorf("%q: give the worker's base URL, without /v1", raw)
 	}
 	w.URL = u
 	for _, kv := range parts[1:] {

@@ -31,6 +31,7 @@ func TestParseWorkers(t *testing.T) {
 		{"an empty list is refused", nil, "", "no workers"},
 		{"a URL without scheme is refused", []string{"127.0.0.1:8000"}, "", "not an http(s) base URL"},
 		{"a non-http scheme is refused", []string{"tcp://x:1"}, "", "not an http(s) base URL"},
+		{"an OpenAI base URL, whose health checks would all fail, is refused", []string{"http://127.0.0.1:8000/v1"}, "", "give the worker's base URL, without /v1"},
 		{"an events endpoint that is not tcp is refused", []string{"a=http://x:1,events=http://x:2"}, "", "not a tcp://host:port"},
 		{"a zero capacity is refused", []string{"a=http://x:1,capacity=0"}, "", "positive whole number"},
 		{"an unknown option is refused", []string{"a=http://x:1,color=red"}, "", "unknown worker option"},
@@ -68,6 +69,8 @@ func TestParseFleetDNS(t *testing.T) {
 		{"a missing port is refused", "dns://vllm", DNSSource{}, "want dns://service:port"},
 		{"a port out of range is refused", "dns://vllm:99999", DNSSource{}, "1 to 65535"},
 		{"a bad events port is refused", "dns://vllm:80?events=x", DNSSource{}, "1 to 65535"},
+		{"a misspelt option is refused, not left without events", "dns://vllm:80?evnts=5557", DNSSource{}, `unknown option "evnts": want events=PORT or replay=PORT`},
+		{"an option of no port is refused", "dns://vllm:80?events=5557&replay=", DNSSource{}, "replay= wants one port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -476,6 +476,11 @@ func checkServe(cfg demo.Config) error {
 	if err := checkTarget(cfg.Target); err != nil {
 		return err
 	}
+	if len(cfg.Workers) > 0 {
+		if _, err := router.ParseFleet(cfg.Workers); err != nil {
+			return fmt.Errorf("--workers: %w", err)
+		}
+	}
 	if _, err := cfg.Dashboard.ParseConcurrency(strconv.Itoa(cfg.Load.Concurrency)); err != nil {
 		return fmt.Errorf("--concurrency: %w", err)
 	}

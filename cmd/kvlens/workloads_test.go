@@ -105,6 +105,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a plan searching no workers", []string{"plan", "--max-workers", "0"}, "--max-workers 0: want 1 to 1024"},
 		{"a negative target", []string{"plan", "--target", "-1"}, "--target -1: want a concurrency, or 0 to skip"},
 		{"a study with a plan's flag it would ignore", []string{"plan", "--study", "2", "--modes", "kv"}, "--study runs its own three arms at its own worker counts: drop --modes"},
+		{"a worker list that does not parse is a usage error", []string{"serve", "--workers", "http://127.0.0.1:1/v1"}, `kvlens serve: --workers: worker 0: "http://127.0.0.1:1/v1": give the worker's base URL, without /v1`},
 		{"a negative stall names its flag, and is a usage error", []string{"sim", "--stall", "-1s"}, "kvlens sim: --stall must not be negative, got -1s"},
 		{"a fault rate past 1 names its flag", []string{"sim", "--fault-503", "2"}, "kvlens sim: --fault-503 must be between 0 and 1, got 2"},
 		{"worker ports past 65535", []string{"sim", "--base-port", "70000"}, "--base-port 70000: worker ports must lie from 1 to 65535"},
