@@ -87,6 +87,7 @@ func TestBrowserTour(t *testing.T) {
 	var (
 		behind time.Time // since when the slider has not shown the tour's concurrency
 		was    string    // that concurrency
+		unlike time.Time // since when the fault select has not named the fault in force
 	)
 	for {
 		// The slider and its target follow the tour's changes within the
@@ -103,6 +104,24 @@ func TestBrowserTour(t *testing.T) {
 		} else if time.Since(behind) > 3*time.Second {
 			screenshot(t, ctx, "tour-slider-behind.png", false)
 			t.Fatalf("the slider and target read %s for %s while the tour runs %s", shown, time.Since(behind).Round(time.Second), target)
+		}
+		// So do the fault select and the workers panel's notice of the
+		// fault in force: the select names the notice's fault, or "no
+		// faults" without one.
+		faults, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+			const s = document.querySelector('[data-testid=fault]'), on = document.querySelector('[data-testid=fault-on]');
+			return (on ? on.textContent.trim() : '') + '|' + s.options[s.selectedIndex].text; })()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		notice, chosen, _ := strings.Cut(faults, "|")
+		if (notice == "") == (chosen == "no faults") && (notice == "" || strings.Contains(notice, chosen)) {
+			unlike = time.Time{}
+		} else if unlike.IsZero() {
+			unlike = time.Now()
+		} else if time.Since(unlike) > 3*time.Second {
+			screenshot(t, ctx, "tour-fault-select-behind.png", false)
+			t.Fatalf("the fault select reads %q for %s while the workers panel says %q", chosen, time.Since(unlike).Round(time.Second), notice)
 		}
 		b := readBar(t, ctx)
 		if b.Paused != "false" {

@@ -141,6 +141,12 @@ func TestTheFaultInForceSurvivesAPageLoad(t *testing.T) {
 					t.Fatalf("inject %s: %d %s", tt.inject, w.Code, w.Body)
 				}
 			}
+			// Every open page learns the fault from the next frame, to show
+			// it in its select whoever chose it (another browser, the tour).
+			var frame struct{ Fault string }
+			if err := json.Unmarshal(srv.frames()[0], &frame); err != nil || frame.Fault != tt.state {
+				t.Errorf("the frame's fault = %q (%v), want %q", frame.Fault, err, tt.state)
+			}
 			w := httptest.NewRecorder()
 			srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/api/state", nil))
 			var st struct{ Fault string }

@@ -81,6 +81,10 @@ type Frame struct {
 	// Pair are the policies the A/B view compares, A then B, so that every
 	// page keeps its selects in step with another operator's choice.
 	Pair []string `json:"pair,omitempty"`
+	// Fault is the fault in force, as /api/fault takes it ("none",
+	// "503:10"), so that every open page's fault select shows it whoever
+	// chose it (another browser, the tour); absent without faults.
+	Fault string `json:"fault,omitempty"`
 	// Warming says the fleets are playing their warm-up: the page holds the
 	// time charts' points back until it ends, as it holds the tiles'
 	// figures, since they are the cold start the warm-up hides.
@@ -271,6 +275,9 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 	}
 	if s.ab() {
 		f.Pair = s.pairPolicies()
+	}
+	if s.opts.Faults != nil {
+		f.Fault = s.currentFault()
 	}
 	return f
 }

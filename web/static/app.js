@@ -37,6 +37,14 @@
     });
   }
 
+  // syncFault shows the fault in force in this page's select, leaving alone
+  // the select while the operator is using it here.
+  const faultSelect = document.querySelector("[data-testid=fault]");
+  function syncFault(fault) {
+    if (!faultSelect || !fault || faultSelect === document.activeElement || faultSelect.value === fault) return;
+    if ([...faultSelect.options].some((o) => o.value === fault)) faultSelect.value = fault;
+  }
+
   // syncTarget keeps the slider and the target beside it in step with a
   // change made elsewhere (the tour, another browser), leaving alone a
   // slider moved here in the last 3 s: its own request may not have landed.
@@ -67,6 +75,7 @@
       document.title = "kvlens · " + f.mode_text;
     }
     syncTarget(f.points);
+    syncFault(f.fault);
     charts.setLanes(1 + more.length);
     if (f.type === "history") charts.setMarks(f.marks);
     else charts.addMarks(f.marks);
