@@ -74,7 +74,7 @@ func flowing(w loadgen.Stats) string {
 	}
 	if w.Answered < SettleTime {
 		need := int(SettleTime / time.Second)
-		return fmt.Sprintf("rates (answered %d s of %d)", int(w.Answered/time.Second), need)
+		return fmt.Sprintf("rates: %d s of %d", int(w.Answered/time.Second), need)
 	}
 	return ""
 }

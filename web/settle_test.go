@@ -73,7 +73,7 @@ func TestFlowing(t *testing.T) {
 		{"thirty seconds without twenty answers wait for them first", 35 * time.Second, 2 * time.Second, 3, "answers (3 of 20)"},
 		// 30 s after a start or a change the answers that ended are mostly
 		// those sent before it, or the first wave of an empty loop
-		{"answers whose first 30 s have not all ended hold the rates", 40 * time.Second, 12500 * time.Millisecond, 60, "rates (answered 12 s of 30)"},
+		{"answers whose first 30 s have not all ended hold the rates", 40 * time.Second, 12500 * time.Millisecond, 60, "rates: 12 s of 30"},
 		{"every request of the window's first 30 s ended: the rates compare", 58 * time.Second, SettleTime, 150, ""},
 		{"a window that began long ago has its rates", time.Minute, time.Minute, 300, ""},
 	}
@@ -109,7 +109,7 @@ func TestRatesSettleLastAfterAChange(t *testing.T) {
 		if compared := got.Delta != ""; compared != tt.wantCompare {
 			t.Errorf("tile %s: delta %q, settling %q; want compared %v", tt.tile, got.Delta, got.Settling, tt.wantCompare)
 		}
-		if !tt.wantCompare && got.Settling != "rates (answered 12 s of 30)" {
+		if !tt.wantCompare && got.Settling != "rates: 12 s of 30" {
 			t.Errorf("tile %s says %q, want the rates' wait", tt.tile, got.Settling)
 		}
 	}
