@@ -51,9 +51,9 @@ func rawOrNull(b []byte) json.RawMessage {
 	return b
 }
 
-// snapshotBody is the part of a recorded snapshot frame the CSV reads: the
-// dashboard's chart point and mode (web.Frame).
-type snapshotBody struct {
+// lanePoints is one lane's part of a recorded snapshot frame: its mode and
+// chart points (web.Frame for lane A, web.LaneFrame for the others).
+type lanePoints struct {
 	Mode   string `json:"mode"`
 	Points []struct {
 		TTFTp50  *float64 `json:"ttft_p50"`
@@ -66,6 +66,13 @@ type snapshotBody struct {
 		Target   int      `json:"target"`
 		Live     int      `json:"live"`
 	} `json:"points"`
+}
+
+// snapshotBody is the part of a recorded snapshot frame the CSV reads:
+// lane A's points and mode, the other lanes', and the marks.
+type snapshotBody struct {
+	lanePoints
+	Lanes []lanePoints `json:"lanes"`
 	Marks []struct {
 		T     int64  `json:"t"` // Unix seconds
 		Kind  string `json:"kind"`
@@ -74,11 +81,12 @@ type snapshotBody struct {
 }
 
 // CSVHeader names the CSV export's columns; units are in the names.
-var CSVHeader = []string{"time", "kind", "mode", "target", "live",
+var CSVHeader = []string{"time", "kind", "lane", "mode", "target", "live",
 	"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms",
 	"output_tokens_per_s", "requests_per_s", "error_pct", "event"}
 
-// WriteCSV writes one row per snapshot and one per event (a concurrency
+// WriteCSV writes one row per snapshot and lane (a, then b in the A/B view)
+// and one per event (a concurrency
 // change, a mode switch, a start, stop, reset or fault, and the stored
 // baseline compared with, at the start and at each change), in time order:
 // the figures a spreadsheet needs to redraw the session. An event row has
@@ -112,9 +120,9 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 				return fmt.Errorf("recording: frame %d (%s at %s): %w", i, f.Kind, stamp(f.T), err)
 			}
 			row := make([]string, len(CSVHeader))
-			row[0], row[1], row[12] = stamp(f.T), f.Kind, "compared with "+b.Name
+			row[0], row[1], row[13] = stamp(f.T), f.Kind, "compared with "+b.Name
 			if b.Name == "" {
-				row[12] = "no stored baseline"
+				row[13] = "no stored baseline"
 			}
 			if err := cw.Write(row); err != nil {
 				return err
@@ -133,21 +141,23 @@ func WriteCSV(w io.Writer, frames []store.Frame) error {
 				t = time.Unix(m.T, 0)
 			}
 			row := make([]string, len(CSVHeader))
-			row[0], row[1], row[2], row[12] = stamp(t), m.Kind, b.Mode, m.Label
+			row[0], row[1], row[3], row[13] = stamp(t), m.Kind, b.Mode, m.Label
 			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}
-		row := make([]string, len(CSVHeader))
-		row[0], row[1], row[2] = stamp(f.T), f.Kind, b.Mode
-		if len(b.Points) > 0 {
-			p := b.Points[len(b.Points)-1]
-			row[3], row[4] = strconv.Itoa(p.Target), strconv.Itoa(p.Live)
-			row[5], row[6], row[7], row[8] = num(p.TTFTp50, 1), num(p.TTFTp95, 1), num(p.TPOTp50, 1), num(p.TPOTp95, 1)
-			row[9], row[10], row[11] = num(p.TOPS, 1), num(p.RPS, 3), num(p.ErrorPct, 2)
-		}
-		if err := cw.Write(row); err != nil {
-			return err
+		for l, lane := range append([]lanePoints{b.lanePoints}, b.Lanes...) {
+			row := make([]string, len(CSVHeader))
+			row[0], row[1], row[2], row[3] = stamp(f.T), f.Kind, string(rune('a'+l)), lane.Mode
+			if len(lane.Points) > 0 {
+				p := lane.Points[len(lane.Points)-1]
+				row[4], row[5] = strconv.Itoa(p.Target), strconv.Itoa(p.Live)
+				row[6], row[7], row[8], row[9] = num(p.TTFTp50, 1), num(p.TTFTp95, 1), num(p.TPOTp50, 1), num(p.TPOTp95, 1)
+				row[10], row[11], row[12] = num(p.TOPS, 1), num(p.RPS, 3), num(p.ErrorPct, 2)
+			}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
 		}
 	}
 	cw.Flush()

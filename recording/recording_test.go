@@ -28,13 +28,15 @@ func openDB(t *testing.T) *store.DB {
 // frames is a short session as the dashboard records it: the baseline it
 // compares with, then three seconds of snapshots, the first before any
 // request finished, the third carrying the mode switch made since the
-// second and followed by the tiles shown at that second.
+// second and followed by the tiles shown at that second; then a second of
+// the A/B view, whose lane B is kv.
 var frames = []store.Frame{
 	{T: time.Unix(1_700_000_000, 0), Kind: "baseline", Body: []byte(`{"name":"seed 3xH200","curves":{"kv":[{"c":60,"ttft_p95_ms":372}]},"names":{"kv":"Dynamo 0.9 KV router"},"slo_ttft_ms":600,"slo_tpot_ms":60}`)},
 	{T: time.Unix(1_700_000_000, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000000,"ttft_p50":null,"ttft_p95":null,"tpot_p50":null,"tpot_p95":null,"tops":null,"rps":null,"error_pct":null,"target":60,"live":12}]}`)},
 	{T: time.Unix(1_700_000_001, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000001,"ttft_p50":231.4,"ttft_p95":402.9,"tpot_p50":25.1,"tpot_p95":27.3,"tops":1520.5,"rps":1.875,"error_pct":0.5,"target":60,"live":60}]}`)},
 	{T: time.Unix(1_700_000_002, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"kv","points":[{"t":1700000002,"ttft_p50":228.0,"ttft_p95":398.5,"tpot_p50":25.0,"tpot_p95":27.1,"tops":1533.0,"rps":1.9,"error_pct":0,"target":60,"live":60}],"marks":[{"t":1700000001,"kind":"mode","label":"KV-aware"}]}`)},
 	{T: time.Unix(1_700_000_002, 0), Kind: "panels", Body: []byte(`{"t":1700000002,"tiles":{"tiles":[{"id":"ttft-p95","label":"TTFT p95","value":"399 ms","baseline":"base 372 ms","delta":"+7%","level":"ok"}],"compare":"Live KV-aware · baseline"}}`)},
+	{T: time.Unix(1_700_000_003, 0), Kind: "snapshot", Body: []byte(`{"type":"snapshot","mode":"round_robin","points":[{"t":1700000003,"ttft_p50":301.0,"ttft_p95":561.0,"tpot_p50":28.0,"tpot_p95":30.0,"tops":2098.0,"rps":2.55,"error_pct":0,"target":60,"live":60}],"lanes":[{"mode":"kv","points":[{"t":1700000003,"ttft_p50":239.0,"ttft_p95":372.0,"tpot_p50":25.0,"tpot_p95":26.0,"tops":2306.0,"rps":2.8,"error_pct":0,"target":60,"live":60}]}]}`)},
 }
 
 func golden(t *testing.T, name string, got []byte) {

@@ -167,7 +167,7 @@ func TestRecordingRoutes(t *testing.T) {
 				t.Errorf("Content-Disposition = %q", cd)
 			}
 			lines := strings.Split(strings.TrimSpace(w.Body.String()), "\n")
-			if len(lines) != 5 || lines[0] != strings.Join(recording.CSVHeader, ",") || !strings.HasPrefix(strings.SplitN(lines[2], ",", 2)[1], "mode,kv,") || !strings.Contains(lines[3], ",snapshot,kv,") {
+			if len(lines) != 5 || lines[0] != strings.Join(recording.CSVHeader, ",") || !strings.HasPrefix(strings.SplitN(lines[2], ",", 2)[1], "mode,,kv,") || !strings.Contains(lines[3], ",snapshot,a,kv,") {
 				t.Fatalf("CSV:\n%s", w.Body.String())
 			}
 		}},

@@ -63,7 +63,7 @@ func TestRecordingsCommands(t *testing.T) {
 		want     string
 	}{
 		{"list shows the session with its frames", []string{"recordings", "list", "--db", path}, 0, "booth"},
-		{"CSV export writes a row per frame", []string{"recordings", "export", "1", "--db", path}, 0, "2023-11-14T22:13:20Z,snapshot,kv,60,60,200.0,300.0,25.0,28.0,1500.0,2.000,0.00,"},
+		{"CSV export writes a row per frame", []string{"recordings", "export", "1", "--db", path}, 0, "2023-11-14T22:13:20Z,snapshot,a,kv,60,60,200.0,300.0,25.0,28.0,1500.0,2.000,0.00,"},
 		{"JSON export keeps the frame's body", []string{"recordings", "export", "--format", "json", "1", "--db", path}, 0, `"kind": "snapshot"`},
 		{"an unknown format is a usage error", []string{"recordings", "export", "--format", "xml", "1", "--db", path}, 2, `--format "xml": want csv or json`},
 		{"a non-numeric ID is a usage error", []string{"recordings", "export", "first", "--db", path}, 2, "is not a positive whole number"},
