@@ -78,8 +78,7 @@ func benchCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
 		return 2
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	given := givenFlags(fs)
 	switch {
 	case strings.TrimSpace(out) == "":
 		return usage(errors.New("--out: no path given for the reports"))

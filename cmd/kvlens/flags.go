@@ -124,3 +124,10 @@ func checkLoad(l loadgen.Config) error {
 
 // isHelp says that arg asks for help, as the flag package reads -h.
 func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// givenFlags names the flags the command line set, as flag.Visit sees them.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}

@@ -88,8 +88,7 @@ Flags:
 	case pc.Target < 0:
 		return usage(fmt.Errorf("--target %d: want a concurrency, or 0 to skip", pc.Target))
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	given := givenFlags(fs)
 	if given["study"] {
 		for _, f := range []string{"modes", "seeds", "out", "target", "per-seed", "max-workers", "per-worker", "step", "workers"} {
 			if given[f] {

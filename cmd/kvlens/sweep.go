@@ -211,8 +211,7 @@ func sweepCmd(args []string) int {
 	if o.db == "" {
 		return usage(errors.New("no default location for the database: give --db PATH"))
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	given := givenFlags(fs)
 	if o.resume {
 		if err := checkResumeFlags(given); err != nil {
 			return usage(err)
