@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -51,8 +52,12 @@ type Grid struct {
 	// Parallel is how many runs go at once; 0 means one per CPU.
 	Parallel int
 	// OnRun, if not nil, sees every run as it finishes, with the count
-	// finished so far and in all. Calls do not overlap.
+	// finished so far and in all (Done's runs not among them). Calls do not
+	// overlap.
 	OnRun func(r Run, done, total int)
+	// Done are runs of this grid finished earlier, by an interrupted
+	// benchmark: Execute keeps them rather than running them again.
+	Done []Run
 }
 
 // Run is one policy on one workload at one level with one seed.
@@ -167,24 +172,77 @@ func (g *Grid) jobs() []job {
 	return js
 }
 
-// Result is a finished grid.
+// key names a run within its grid.
+type key struct {
+	workload, policy string
+	level            int
+	seed             uint64
+}
+
+func (j job) key() key { return key{j.w.Name, j.policy, j.level, j.seed} }
+func (r Run) key() key { return key{r.Workload, r.Policy, r.Level, r.Seed} }
+
+// size is the number of runs in the grid, in floating point so that no
+// product of a report's lists overflows.
+func (g *Grid) size() float64 {
+	return float64(len(g.Policies)) * float64(len(g.Workloads)) * float64(len(g.Levels)) * float64(len(g.Seeds))
+}
+
+// Result is a grid's runs: all of them once it has finished, those done
+// so far when it was interrupted.
 type Result struct {
-	// Grid is what ran (its callback and parallelism aside).
+	// Grid is what ran (its callback, parallelism and earlier runs aside).
 	Grid Grid `json:"-"`
-	// Runs are every run, by workload, level, policy and seed.
+	// Runs are the runs, by workload, level, policy and seed.
 	Runs []Run `json:"runs"`
+}
+
+// Partial reports whether some of the grid's runs are missing: the grid
+// was interrupted, and its reports cannot be drawn until it is resumed.
+func (r *Result) Partial() bool { return float64(len(r.Runs)) < r.Grid.size() }
+
+// Collect puts runs of the grid in the reports' order, as a Result: the
+// runs finished so far, to keep while the grid goes on. A run the grid
+// does not hold is left out, and so is a second run of the same cell.
+func (g Grid) Collect(runs []Run) Result {
+	byKey := make(map[key]Run, len(runs))
+	for _, r := range runs {
+		if _, ok := byKey[r.key()]; !ok {
+			byKey[r.key()] = r
+		}
+	}
+	g.OnRun, g.Done = nil, nil
+	res := Result{Grid: g}
+	for _, j := range g.jobs() {
+		if r, ok := byKey[j.key()]; ok {
+			res.Runs = append(res.Runs, r)
+		}
+	}
+	return res
 }
 
 // Execute runs the grid, Parallel runs at a time, and returns every run in
 // the grid's order. Each run is a fresh deployment seeded by its seed, so
-// the result does not depend on the parallelism. It stops at the first
-// failure or when ctx ends.
+// the result does not depend on the parallelism. The runs in g.Done are
+// kept, not run again. It stops at the first failure or when ctx ends, and
+// then returns the runs finished so far with the error.
 func Execute(ctx context.Context, g Grid) (Result, error) {
 	if err := g.Check(); err != nil {
 		return Result{}, err
 	}
-	js := g.jobs()
+	all := g.jobs()
+	done, err := g.done(all)
+	if err != nil {
+		return Result{}, err
+	}
+	var js []job
+	for _, j := range all {
+		if _, ok := done[j.key()]; !ok {
+			js = append(js, j)
+		}
+	}
 	runs := make([]Run, len(js))
+	ran := make([]bool, len(js))
 	par := g.Parallel
 	if par < 1 {
 		par = runtime.NumCPU()
@@ -192,10 +250,10 @@ func Execute(ctx context.Context, g Grid) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu    sync.Mutex
-		done  int
-		first error
-		wg    sync.WaitGroup
+		mu       sync.Mutex
+		finished int
+		first    error
+		wg       sync.WaitGroup
 	)
 	next := make(chan int)
 	for range min(par, len(js)) {
@@ -210,10 +268,10 @@ func Execute(ctx context.Context, g Grid) (Result, error) {
 					cancel()
 				}
 				if err == nil {
-					runs[i] = r
-					done++
+					runs[i], ran[i] = r, true
+					finished++
 					if g.OnRun != nil {
-						g.OnRun(r, done, len(js))
+						g.OnRun(r, finished, len(js))
 					}
 				}
 				mu.Unlock()
@@ -233,12 +291,38 @@ feed:
 	if first == nil {
 		first = ctx.Err()
 	}
-	if first != nil {
-		return Result{}, first
+	kept := slices.Collect(maps.Values(done))
+	for i, r := range runs {
+		if ran[i] {
+			kept = append(kept, r)
+		}
 	}
-	res := Result{Grid: g, Runs: runs}
-	res.Grid.OnRun = nil
-	return res, nil
+	return g.Collect(kept), first
+}
+
+// done checks the grid's earlier runs and returns them by cell: each must
+// be a cell of the grid, once, measured as the grid measures.
+func (g *Grid) done(jobs []job) (map[key]Run, error) {
+	want := make(map[key]job, len(jobs))
+	for _, j := range jobs {
+		want[j.key()] = j
+	}
+	done := make(map[key]Run, len(g.Done))
+	for _, r := range g.Done {
+		j, ok := want[r.key()]
+		_, dup := done[r.key()]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("bench: the earlier run of %s on %s at %d, seed %d is not in the grid", r.Policy, r.Workload, r.Level, r.Seed)
+		case dup:
+			return nil, fmt.Errorf("bench: %s on %s at %d, seed %d was run twice", r.Policy, r.Workload, r.Level, r.Seed)
+		case r.WarmupSec != g.warmup(j.w).Seconds() || r.MeasureSec != g.Measure.Seconds():
+			return nil, fmt.Errorf("bench: the earlier run of %s on %s at %d, seed %d had %gs of warmup and %gs measured, the grid %gs and %gs",
+				r.Policy, r.Workload, r.Level, r.Seed, r.WarmupSec, r.MeasureSec, g.warmup(j.w).Seconds(), g.Measure.Seconds())
+		}
+		done[r.key()] = r
+	}
+	return done, nil
 }
 
 // InFlightEvery is how often a run counts what is in flight.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"image/color"
 	"os"
 	"path/filepath"
@@ -164,6 +165,84 @@ func TestTinyGridRunsAndReports(t *testing.T) {
 	}
 }
 
+// TestAnInterruptedGridResumesToTheSameRuns: a grid stopped after its first
+// run returns that run with the error; written and read back it is partial,
+// its reports refuse to be drawn, and resumed from it the grid runs only
+// the rest and ends with the runs an uninterrupted grid has.
+func TestAnInterruptedGridResumesToTheSameRuns(t *testing.T) {
+	whole, err := Execute(context.Background(), tinyGrid(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	g := tinyGrid(t, 1)
+	g.OnRun = func(Run, int, int) { cancel() }
+	part, err := Execute(ctx, g)
+	if err != context.Canceled || len(part.Runs) != 1 || part.Runs[0] != whole.Runs[0] || !part.Partial() {
+		t.Fatalf("interrupted: %d runs, partial %v, err %v; want the first run and context.Canceled", len(part.Runs), part.Partial(), err)
+	}
+	back := roundTrip(t, &part)
+	if !back.Partial() || !slices.Equal(back.Runs, part.Runs) {
+		t.Fatalf("read back: partial %v, runs %+v", back.Partial(), back.Runs)
+	}
+	for name, write := range map[string]func(*bytes.Buffer, *Result) error{
+		"Markdown": func(b *bytes.Buffer, r *Result) error { return WriteMarkdown(b, r) },
+		"chart":    func(b *bytes.Buffer, r *Result) error { return WriteChart(b, r) },
+	} {
+		if err := write(new(bytes.Buffer), back); err == nil || !strings.Contains(err.Error(), "1 of the grid's 2 runs") {
+			t.Errorf("%s of a partial grid: err %v, want it refused", name, err)
+		}
+	}
+
+	g = back.Grid
+	g.Done, g.Parallel = back.Runs, 1
+	var ran []string
+	g.OnRun = func(r Run, done, total int) { ran = append(ran, fmt.Sprintf("%s %d/%d", r.Policy, done, total)) }
+	resumed, err := Execute(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ran, []string{"kv 1/1"}) || !slices.Equal(resumed.Runs, whole.Runs) || resumed.Partial() {
+		t.Fatalf("resumed: ran %v, runs %+v; want kv alone run and %+v", ran, resumed.Runs, whole.Runs)
+	}
+}
+
+func TestEarlierRunsThatAreNotTheGridsAreRefused(t *testing.T) {
+	run := Run{Workload: "chat", Policy: "kv", Level: 8, Seed: 3, WarmupSec: 10, MeasureSec: 30}
+	other := func(edit func(*Run)) Run { r := run; edit(&r); return r }
+	tests := []struct {
+		name string
+		done []Run
+		want string
+	}{
+		{"a seed the grid has not", []Run{other(func(r *Run) { r.Seed = 4 })}, "the earlier run of kv on chat at 8, seed 4 is not in the grid"},
+		{"the same cell twice", []Run{run, run}, "kv on chat at 8, seed 3 was run twice"},
+		{"another measurement", []Run{other(func(r *Run) { r.MeasureSec = 60 })}, "had 10s of warmup and 60s measured, the grid 10s and 30s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := tinyGrid(t, 1)
+			g.Done = tt.done
+			_, err := Execute(context.Background(), g)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCollectOrdersRunsAsTheReportsRead(t *testing.T) {
+	res := fixedResult(t)
+	shuffled := slices.Clone(res.Runs[:5])
+	slices.Reverse(shuffled)
+	stray := Run{Workload: "think", Policy: "kv", Level: 40, Seed: 1}
+	got := res.Grid.Collect(append(shuffled, stray, res.Runs[2]))
+	if !slices.Equal(got.Runs, res.Runs[:5]) || !got.Partial() {
+		t.Fatalf("collected %+v, want the first five runs in the grid's order, partial", got.Runs)
+	}
+}
+
 func TestGridCheck(t *testing.T) {
 	tests := []struct {
 		name string
@@ -316,6 +395,11 @@ func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 	var js bytes.Buffer
 	WriteJSON(&js, fixedResult(t))
 	good := js.String()
+	js.Reset()
+	res := fixedResult(t)
+	res.Runs = res.Runs[:3]
+	WriteJSON(&js, res)
+	partial := js.String()
 	tests := []struct {
 		name, edit, want string
 	}{
@@ -324,6 +408,8 @@ func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 		{"an engine the report does not name", strings.Replace(good, `"profile": "h200-llama3.1-70b-fp8-tp1"`, `"profile": "tpu-v9"`, 1), `the engine is profile "h200-llama3.1-70b-fp8-tp1", the report names "tpu-v9"`},
 		{"an engine that is no engine", strings.Replace(good, `"kv_blocks": 12300`, `"kv_blocks": 0`, 1), "kv_blocks must be at least 1"},
 		{"a run out of order", strings.Replace(good, `"seed": 1`, `"seed": 7`, 1), "run 1 is round_robin on chat at 40, seed 7"},
+		{"a partial report with a run out of order", strings.Replace(partial, `"seed": 1`, `"seed": 7`, 1), "run 1, round_robin on chat at 40, seed 7, is not in the grid or not in its order"},
+		{"a partial report of every run", strings.Replace(good, `"slo_tpot_ms": 60,`, `"slo_tpot_ms": 60, "partial": true,`, 1), "marked partial, with 16 runs of a grid of 16"},
 		{"an unknown field", strings.Replace(good, `"workers"`, `"gpus"`, 1), `unknown field "gpus"`},
 		{"not JSON", "<html>", "invalid character"},
 		{"no profile, as in JSON of something else", `{"runs":[]}`, `no "profile": not a report of kvlens bench routing`},
@@ -345,12 +431,26 @@ func FuzzReadJSON(f *testing.F) {
 	}
 	f.Add(js.Bytes())
 	f.Add([]byte(`{"runs":[]}`))
+	part := fixedResult(f)
+	part.Runs = part.Runs[1:4]
+	js.Reset()
+	if err := WriteJSON(&js, part); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(js.Bytes())
 	f.Add([]byte(`{"workers":3,"profile":"h200-llama3.1-70b-fp8-tp1","policies":["kv"],"workloads":["chat"],"levels":[1],"seeds":[1],"warmup_s":{"chat":60},"measure_s":1,"slo_ttft_ms":600,"slo_tpot_ms":60,"runs":[{"workload":"chat","policy":"kv","level":1,"seed":1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := ReadJSON(bytes.NewReader(data))
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("a two-line error: %q", err)
+			}
+			return
+		}
+		if res.Partial() {
+			// What a resumed grid keeps: each run once, in the grid.
+			if got := res.Grid.Collect(res.Runs); !slices.Equal(got.Runs, res.Runs) {
+				t.Fatalf("a partial report's runs %+v are not the grid's, in order", res.Runs)
 			}
 			return
 		}

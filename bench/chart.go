@@ -43,6 +43,9 @@ const (
 // policy, and a black ring on each level's winner; the last tile is the
 // legend.
 func WriteChart(w io.Writer, r *Result) error {
+	if err := r.whole(); err != nil {
+		return err
+	}
 	rows := r.rows()
 	policies := r.Grid.Policies
 	n := len(r.Grid.Workloads) + 1

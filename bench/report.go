@@ -33,6 +33,9 @@ func short(sec float64) string { return fmt.Sprintf("%g s", sec) }
 // level, then per workload a table of TTFT p95 (mean over the seeds and
 // their range) and one of KV hit rate against the oracle's, with goodput.
 func WriteMarkdown(w io.Writer, r *Result) error {
+	if err := r.whole(); err != nil {
+		return err
+	}
 	var b strings.Builder
 	rows := r.rows()
 	levels := r.Grid.Levels
@@ -153,16 +156,28 @@ type report struct {
 	Measure   float64            `json:"measure_s"`
 	SLOTTFT   float64            `json:"slo_ttft_ms"`
 	SLOTPOT   float64            `json:"slo_tpot_ms"`
-	Runs      []Run              `json:"runs"`
+	// Partial marks a grid interrupted before its end: Runs holds the runs
+	// finished, in the grid's order, and the grid can be resumed.
+	Partial bool  `json:"partial,omitempty"`
+	Runs    []Run `json:"runs"`
 }
 
-// WriteJSON writes the grid's settings and every run.
+// whole says why a result's reports cannot be drawn: it lacks runs.
+func (r *Result) whole() error {
+	if r.Partial() {
+		return fmt.Errorf("bench: %d of the grid's %.0f runs: resume the grid to draw its reports", len(r.Runs), r.Grid.size())
+	}
+	return nil
+}
+
+// WriteJSON writes the grid's settings and its runs: every run, or for an
+// interrupted grid those finished, marked partial.
 func WriteJSON(w io.Writer, r *Result) error {
 	g := &r.Grid
 	rep := report{
 		Workers: g.Workers, Profile: g.Profile.Name, Engine: &g.Profile, Policies: g.Policies, Levels: g.Levels, Seeds: g.Seeds,
 		WarmupSec: map[string]float64{}, Measure: g.Measure.Seconds(),
-		SLOTTFT: float64(g.SLO.TTFT.Milliseconds()), SLOTPOT: float64(g.SLO.TPOT.Milliseconds()), Runs: r.Runs,
+		SLOTTFT: float64(g.SLO.TTFT.Milliseconds()), SLOTPOT: float64(g.SLO.TPOT.Milliseconds()), Partial: r.Partial(), Runs: r.Runs,
 	}
 	for _, wl := range g.Workloads {
 		rep.Workloads = append(rep.Workloads, wl.Name)
@@ -179,7 +194,8 @@ func WriteJSON(w io.Writer, r *Result) error {
 // ReadJSON reads back what WriteJSON wrote, so that the reports can be
 // drawn again without running the grid: the grid's settings (its workloads
 // from the suite, its profile as written or, in older reports, by name) and
-// every run, checked against them.
+// every run, checked against them. A partial report reads back with the
+// runs it holds, for the grid to be resumed.
 func ReadJSON(r io.Reader) (*Result, error) {
 	var rep report
 	dec := json.NewDecoder(io.LimitReader(r, 256<<20))
@@ -229,18 +245,33 @@ func ReadJSON(r io.Reader) (*Result, error) {
 	if err := g.Check(); err != nil {
 		return nil, fmt.Errorf("bench: read JSON: %s", strings.TrimPrefix(err.Error(), "bench: "))
 	}
-	// The grid's size, in floating point so that no product overflows,
-	// before a list of that many jobs is made.
-	if n := float64(len(g.Policies)) * float64(len(g.Workloads)) * float64(len(g.Levels)) * float64(len(g.Seeds)); n != float64(len(rep.Runs)) {
+	n := g.size()
+	switch {
+	case !rep.Partial && n != float64(len(rep.Runs)):
 		return nil, fmt.Errorf("bench: read JSON: %d runs, but the grid has %.0f", len(rep.Runs), n)
+	case rep.Partial && n <= float64(len(rep.Runs)):
+		return nil, fmt.Errorf("bench: read JSON: marked partial, with %d runs of a grid of %.0f", len(rep.Runs), n)
 	}
-	want := g.jobs()
-	for i, j := range want {
-		r := rep.Runs[i]
-		if r.Workload != j.w.Name || r.Policy != j.policy || r.Level != j.level || r.Seed != j.seed {
-			return nil, fmt.Errorf("bench: read JSON: run %d is %s on %s at %d, seed %d; the grid's order wants %s on %s at %d, seed %d",
-				i+1, r.Policy, r.Workload, r.Level, r.Seed, j.policy, j.w.Name, j.level, j.seed)
+	// A partial report's runs are some of the grid's, in its order.
+	next := 0
+	for _, j := range g.jobs() {
+		if next == len(rep.Runs) {
+			break
 		}
+		r := rep.Runs[next]
+		if r.key() == j.key() {
+			next++
+			continue
+		}
+		if !rep.Partial {
+			return nil, fmt.Errorf("bench: read JSON: run %d is %s on %s at %d, seed %d; the grid's order wants %s on %s at %d, seed %d",
+				next+1, r.Policy, r.Workload, r.Level, r.Seed, j.policy, j.w.Name, j.level, j.seed)
+		}
+	}
+	if next < len(rep.Runs) {
+		r := rep.Runs[next]
+		return nil, fmt.Errorf("bench: read JSON: run %d, %s on %s at %d, seed %d, is not in the grid or not in its order",
+			next+1, r.Policy, r.Workload, r.Level, r.Seed)
 	}
 	return &Result{Grid: g, Runs: rep.Runs}, nil
 }

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +35,11 @@ the oracle's, and goodput; the winner per cell in bold), JSON with every run
 and a PNG grid. The full grid of docs/routing.md:
 
   kvlens bench routing --levels 40-200/20 --seeds 1-5
+
+While it runs it keeps the runs finished in OUT.partial.json (at most 30 s
+behind); after Ctrl-C or a failed run, go on where it stopped with
+
+  kvlens bench routing --resume OUT.partial.json
 
 Flags:
 `
@@ -65,8 +72,9 @@ func benchCmd(args []string) int {
 	fs.DurationVar(&g.SLO.TTFT, "slo-ttft", baselines.DefaultSLO.TTFT, "TTFT objective of goodput")
 	fs.DurationVar(&g.SLO.TPOT, "slo-tpot", baselines.DefaultSLO.TPOT, "TPOT objective of goodput")
 	fs.StringVar(&out, "out", "kvlens-bench", "path of the reports, without extension: writes OUT.md, OUT.json and OUT.png")
-	var from string
+	var from, resume string
 	fs.StringVar(&from, "from", "", "draw OUT.md and OUT.png again from the JSON of an earlier run, without running anything (only --out goes with it)")
+	fs.StringVar(&resume, "resume", "", "go on with an interrupted grid from its OUT.partial.json, running only the runs it lacks (only --out and --parallel go with it; OUT defaults to the file's)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
@@ -84,8 +92,14 @@ func benchCmd(args []string) int {
 		return usage(errors.New("--out: no path given for the reports"))
 	case given["from"] && from == "":
 		return usage(errors.New("--from: no file given"))
+	case given["from"] && given["resume"]:
+		return usage(errors.New("--from draws a finished grid's reports and --resume finishes a grid: give one"))
 	case given["from"]:
 		return benchFrom(fs, from, out)
+	case given["resume"] && resume == "":
+		return usage(errors.New("--resume: no file given"))
+	case given["resume"]:
+		return benchResume(fs, resume, out, g.Parallel)
 	}
 	var err error
 	if g.Policies, err = parseModes(policies, false); err != nil {
@@ -125,39 +139,89 @@ func benchCmd(args []string) int {
 	if err := g.Check(); err != nil {
 		return usage(errors.New(strings.TrimPrefix(err.Error(), "bench: ")))
 	}
-	if err := writable(out+".md", out+".json", out+".png"); err != nil {
+	if err := writable(out+".md", out+".json", out+".png", out+".partial.json"); err != nil {
 		return usage(fmt.Errorf("--out: %w", err))
 	}
 
+	return runBench(g, out)
+}
+
+// checkpointEvery is how often a running grid writes the runs finished so
+// far: a grid killed outright loses at most this much of its work.
+const checkpointEvery = 30 * time.Second
+
+// runBench runs the grid, keeping its runs in OUT.partial.json as it goes,
+// and writes the reports at its end, or the partial file when it stops
+// early.
+func runBench(g bench.Grid, out string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	total := len(g.Policies) * len(g.Workloads) * len(g.Levels) * len(g.Seeds)
+	todo := total - len(g.Done)
 	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs (%d policies × %d workloads × %d levels × %d seeds), %d at a time\n",
 		total, len(g.Policies), len(g.Workloads), len(g.Levels), len(g.Seeds), g.Parallel)
+	if len(g.Done) > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %d of them done before, %d to run\n", len(g.Done), todo)
+	}
+	partial := out + ".partial.json"
+	kept := slices.Clone(g.Done)
+	saved := time.Now()
+	// keep writes the runs so far to the partial file, replacing it whole
+	// so that a kill in the middle leaves the previous one.
+	keep := func() error {
+		res := g.Collect(kept)
+		return writeAtomic(partial, func(w io.Writer) error { return bench.WriteJSON(w, &res) })
+	}
+	progress := func(r bench.Run, done, total int) {}
 	finish := func() {}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
-		bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(30),
+		bar := progressbar.NewOptions(todo, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetWidth(30),
 			progressbar.OptionSetPredictTime(true), progressbar.OptionShowCount(), progressbar.OptionShowElapsedTimeOnFinish(),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetItsString("runs"))
-		g.OnRun = func(r bench.Run, done, total int) {
+		progress = func(r bench.Run, done, total int) {
 			bar.Describe(fmt.Sprintf("%s %s @ %d seed %d", r.Workload, r.Policy, r.Level, r.Seed))
 			bar.Set(done)
 		}
 		finish = func() { bar.Finish(); fmt.Fprintln(os.Stderr) }
 	} else {
 		// A log gets a line a run rather than a bar's carriage returns.
-		g.OnRun = func(r bench.Run, done, total int) {
+		progress = func(r bench.Run, done, total int) {
 			fmt.Fprintf(os.Stderr, "kvlens bench routing: [%d/%d] %s %s @ %d seed %d\n", done, total, r.Workload, r.Policy, r.Level, r.Seed)
+		}
+	}
+	var keepErr error
+	g.OnRun = func(r bench.Run, done, total int) {
+		progress(r, done, total)
+		kept = append(kept, r)
+		if time.Since(saved) >= checkpointEvery && keepErr == nil {
+			keepErr = keep()
+			saved = time.Now()
 		}
 	}
 	start := time.Now()
 	res, err := bench.Execute(ctx, g)
 	finish()
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted after %d of %d runs", len(res.Runs), total)
+		}
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		if len(res.Runs) == 0 {
+			return 1
+		}
+		kept = res.Runs
+		if err := keep(); err != nil {
+			fmt.Fprintf(os.Stderr, "kvlens bench routing: the %d runs finished are lost: %v\n", len(res.Runs), err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: kept them in %s; go on with: kvlens bench routing --resume %s\n", partial, partial)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs in %s of wall time\n", total, time.Since(start).Round(time.Second))
+	if keepErr != nil {
+		// The grid finished; only its safety copy failed on the way.
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: could not keep the runs on the way: %v\n", keepErr)
+	}
+	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs in %s of wall time\n", todo, time.Since(start).Round(time.Second))
 	files, err := writeBench(out, &res)
 	for _, f := range files {
 		fmt.Printf("kvlens bench routing: wrote %s\n", f)
@@ -166,7 +230,55 @@ func benchCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
 		return 1
 	}
+	// OUT.json holds every run now; the partial file is this grid's own.
+	if err := os.Remove(partial); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+	}
 	return 0
+}
+
+// benchResume goes on with an interrupted grid from its partial file.
+func benchResume(fset *flag.FlagSet, from, out string, parallel int) int {
+	given := givenFlags(fset)
+	var extra []string
+	fset.Visit(func(f *flag.Flag) {
+		if f.Name != "resume" && f.Name != "out" && f.Name != "parallel" {
+			extra = append(extra, "--"+f.Name)
+		}
+	})
+	if len(extra) > 0 {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --resume runs the grid its file holds: drop %s\n", strings.Join(extra, ", "))
+		return 2
+	}
+	if parallel < 1 {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --parallel %d: need at least 1\n", parallel)
+		return 2
+	}
+	if !given["out"] {
+		out = strings.TrimSuffix(strings.TrimSuffix(from, ".json"), ".partial")
+	}
+	f, err := os.Open(from)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		return 1
+	}
+	res, err := bench.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s: %v\n", from, strings.TrimPrefix(err.Error(), "bench: "))
+		return 1
+	}
+	if !res.Partial() {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s holds the whole grid: draw its reports with --from %s\n", from, from)
+		return 1
+	}
+	if err := writable(out+".md", out+".json", out+".png", out+".partial.json"); err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --out: %v\n", err)
+		return 2
+	}
+	g := res.Grid
+	g.Done, g.Parallel = res.Runs, parallel
+	return runBench(g, out)
 }
 
 // benchFrom draws the reports of an earlier run again from its JSON.
@@ -190,6 +302,10 @@ func benchFrom(fs *flag.FlagSet, from, out string) int {
 	f.Close()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s: %v\n", from, strings.TrimPrefix(err.Error(), "bench: "))
+		return 1
+	}
+	if res.Partial() {
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s holds %d runs of an interrupted grid: finish it with --resume %s\n", from, len(res.Runs), from)
 		return 1
 	}
 	files, err := writeBench(out, res, ".md", ".png")
