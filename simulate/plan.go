@@ -86,7 +86,8 @@ type Capacity struct {
 	// that it and every level below it hold the SLO under every seed; 0 if
 	// the first level does not.
 	MaxConcurrency int
-	// At is the level measured at MaxConcurrency (the first seed's).
+	// At is the level measured at MaxConcurrency, each of its figures the
+	// worst over the seeds (see worst).
 	At baselines.Level
 	// FirstFail is the grid's first level that failed under some seed,
 	// FailSeed that seed and FailWhy why (as Probe.Misses); 0 when every
@@ -127,6 +128,24 @@ func misses(l baselines.Level, slo baselines.SLO) string {
 		return fmt.Sprintf("TPOT p95 %.1f ms", l.TPOTP95)
 	}
 	return ""
+}
+
+// worst is the seeds' probes of one level as one level: the first seed's,
+// with the figures the SLO and the routing are judged on each taken from
+// the seed that did worst on it (the highest TTFT and TPOT p95, the lowest
+// KV hit rate), so that a figure printed at the envelope is one every
+// seed met, not one seed's luck.
+func worst(probes []Probe) baselines.Level {
+	l := probes[0].Level
+	for _, pr := range probes[1:] {
+		m := pr.Level.Metrics
+		l.TTFTP95 = max(l.TTFTP95, m.TTFTP95)
+		l.TPOTP95 = max(l.TPOTP95, m.TPOTP95)
+		if l.KVHitRate != nil && (m.KVHitRate == nil || *m.KVHitRate < *l.KVHitRate) {
+			l.KVHitRate = m.KVHitRate
+		}
+	}
+	return l
 }
 
 // probe simulates one level under one seed on a fresh pipeline.
@@ -231,7 +250,7 @@ func (pc *PlanConfig) maxConcurrency(ctx context.Context, policy string, workers
 			}
 		}
 		if c.FirstFail == 0 {
-			c.MaxConcurrency, c.At = n, probes[0].Level
+			c.MaxConcurrency, c.At = n, worst(probes)
 		}
 		left = still
 		if !pc.PerSeed && c.FirstFail > 0 {

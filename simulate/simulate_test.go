@@ -225,12 +225,43 @@ func TestPlanFindsTheKneeAndTheWorkersForATarget(t *testing.T) {
 			}
 		}
 	}
+	// The figures at the envelope are the worst seed's, each: what every
+	// seed met, not the first seed's.
+	var at []Probe
+	for _, p := range probes {
+		if p.Workers == 1 && p.Concurrency == c.MaxConcurrency {
+			at = append(at, p)
+		}
+	}
+	ttft := func(p Probe) float64 { return p.Level.TTFTP95 }
+	tpot := func(p Probe) float64 { return p.Level.TPOTP95 }
+	hit := func(p Probe) float64 { return *p.Level.KVHitRate }
+	for _, f := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"TTFT p95", c.At.TTFTP95, slices.Max(mapProbes(at, ttft))},
+		{"TPOT p95", c.At.TPOTP95, slices.Max(mapProbes(at, tpot))},
+		{"KV hit rate", *c.At.KVHitRate, slices.Min(mapProbes(at, hit))},
+	} {
+		if f.got != f.want || len(at) != 3 {
+			t.Errorf("%s at the envelope %v, want the worst of the %d seeds' %v", f.name, f.got, len(at), f.want)
+		}
+	}
 	if c.FirstFail != c.MaxConcurrency+DefaultPlanStep || held[[2]int{c.FirstFail, int(c.FailSeed)}] {
 		t.Errorf("first failure %d under seed %d, want the next grid level %d, failing under that seed", c.FirstFail, c.FailSeed, c.MaxConcurrency+DefaultPlanStep)
 	}
 	if n := res.Needed["kv"]; n < 2 || n > 4 {
 		t.Errorf("%d workers needed for 30 conversations at about 16 each, want 2 to 4", n)
 	}
+}
+
+func mapProbes(ps []Probe, f func(Probe) float64) []float64 {
+	var out []float64
+	for _, p := range ps {
+		out = append(out, f(p))
+	}
+	return out
 }
 
 func TestFewestWorkersSearch(t *testing.T) {

@@ -180,8 +180,9 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 		prof.Name, prof.MaxBatchSize, prof.KVBlocks, admission)
 	fmt.Fprintf(w, "SLO: TTFT p95 ≤ %v, TPOT p95 ≤ %v, no failed or shed request; each probe %v warmup + %v measure\n",
 		pc.SLO.TTFT, pc.SLO.TPOT, pc.Warmup, pc.Measure)
-	fmt.Fprintf(w, "Envelope: the highest level on a grid of %d conversations such that it and every level below it hold under each of the seeds %v\n\n",
+	fmt.Fprintf(w, "Envelope: the highest level on a grid of %d conversations such that it and every level below it hold under each of the seeds %v\n",
 		pc.Step, pc.Seeds)
+	fmt.Fprintf(w, "At the envelope, TTFT and TPOT p95 are the highest of the seeds', the KV hit rate the lowest\n\n")
 	if len(res.Capacities) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head := "policy\tworkers\tenvelope\tper worker\tTTFT p95 ms\tTPOT p95 ms\tKV hit %\tfirst failure\t"
