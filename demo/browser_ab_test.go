@@ -274,6 +274,15 @@ func TestBrowserAB(t *testing.T) {
 	stage = "the replay"
 	replayHeadline(t, ctx, d, settledAt)
 	stage = "the cleanups"
+	// Cleanups run last first: this one runs before the demo's, the
+	// temporary directory's and the browser's, and says whether the test
+	// had failed before them.
+	bodyFailed := t.Failed()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("failed before the cleanups: %v", bodyFailed)
+		}
+	})
 }
 
 // waitSimCurves waits until the baseline chart draws the stored simulated
