@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/kvlens/kvlens/loadgen"
 )
@@ -118,6 +119,10 @@ func checkLoad(l loadgen.Config) error {
 		return fmt.Errorf("--think-time must not be negative, got %s", l.ThinkTime)
 	case l.RequestTimeout < 0:
 		return fmt.Errorf("--request-timeout must be 0 (never) or more, got %s", l.RequestTimeout)
+	case l.Window < time.Second:
+		// The dashboard draws a frame a second: a shorter window would
+		// hold under one frame's answers.
+		return fmt.Errorf("--window must be at least 1s, got %s", l.Window)
 	}
 	return nil
 }

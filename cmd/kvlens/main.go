@@ -49,12 +49,25 @@ func run(args []string) int {
 	case "trace":
 		return traceCmd(rest)
 	case "help":
+		// `kvlens help sweep` is `kvlens sweep -h`, and `kvlens help
+		// bench routing` is `kvlens bench routing -h`.
+		if len(rest) > 0 && commands[rest[0]] {
+			return run(append(rest, "-h"))
+		}
+		if len(rest) > 0 {
+			fmt.Fprintf(os.Stderr, "kvlens help: unknown command %q\n%s", rest[0], usage)
+			return 2
+		}
 		fmt.Fprint(os.Stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "kvlens: unknown command %q\n%s", cmd, usage)
 	return 2
 }
+
+// commands are the subcommands `kvlens help` gives the help of.
+var commands = map[string]bool{"serve": true, "sim": true, "sweep": true, "baselines": true, "recordings": true,
+	"plan": true, "bench": true, "workloads": true, "trace": true}
 
 // topLevel are the flags kvlens answers itself; any other flag first means
 // serve's, since serve is the default command.

@@ -51,6 +51,8 @@ func TestHelpListsCommandsAndVersionNamesTheBuild(t *testing.T) {
 		{"a subcommand's -h lists its flags", []string{"baselines", "show", "-h"}, []string{"Usage of baselines show:", "-db"}},
 		{"bench -h is bench routing's, flags and all", []string{"bench", "-h"}, []string{"Usage: kvlens bench routing", "-policies", "-seeds"}},
 		{"trace -h is trace gen's, flags and all", []string{"trace", "-h"}, []string{"-sessions", "-turns"}},
+		{"help sweep is sweep -h, not the general help", []string{"help", "sweep"}, []string{"Usage of sweep:", "-levels"}},
+		{"help bench routing is bench routing -h", []string{"help", "bench", "routing"}, []string{"Usage: kvlens bench routing", "-resume"}},
 		{"sim bench -h lists the benchmarks", []string{"sim", "bench", "-h"}, []string{"sim bench offline", "sim bench multiturn", "Run any of them with -h"}},
 		// A test binary's build info carries the Go version at least.
 		{"--version names the Go toolchain", []string{"--version"}, []string{"kvlens ", "go1."}},

@@ -121,6 +121,9 @@ Flags:
 	if pc.Warmup < 0 || pc.Measure <= 0 {
 		return usage(fmt.Errorf("--warmup %v must not be negative and --measure %v must be positive", pc.Warmup, pc.Measure))
 	}
+	if pc.PerWorker < 1 || pc.PerWorker > loadgen.MaxConcurrency {
+		return usage(fmt.Errorf("--per-worker %d: want 1 to %d conversations a worker", pc.PerWorker, loadgen.MaxConcurrency))
+	}
 	if pc.Step < 1 || pc.Step > simulate.DefaultPlanStep {
 		return usage(fmt.Errorf("--step %d: want 1 to %d conversations", pc.Step, simulate.DefaultPlanStep))
 	}

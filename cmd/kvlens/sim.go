@@ -64,6 +64,12 @@ func simCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "kvlens sim: give --events-bind or --events-connect, not both")
 		return 2
 	}
+	if cfg.EventsReplay != "" && cfg.EventsBind == "" && cfg.EventsConnect == "" {
+		// Without a publisher there is nothing to replay: the flag would do
+		// nothing, silently.
+		fmt.Fprintln(os.Stderr, "kvlens sim: --events-replay replays published KV events: give --events-bind or --events-connect too")
+		return 2
+	}
 	if err := cfg.Faults.Check(); err != nil {
 		// The fields are named as PUT /admin/faults names them; here the
 		// flags set them.
