@@ -9,8 +9,8 @@ import (
 
 // EventsData is a worker's KV event stream, as the workers panel shows it.
 type EventsData struct {
-	// State is "connected", "listening" (kvlens bound, no publisher yet)
-	// or "connecting" (kvlens dials, no connection yet).
+	// State is "connected", "listening" (kvlens bound, no publisher
+	// connected) or "connecting" (kvlens dials, no connection open).
 	State string
 	// Warming says the worker holds blocks the index has not heard of.
 	Warming bool

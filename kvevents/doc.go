@@ -89,7 +89,9 @@
 // (see listen.go), so a peer redialing a socket being replaced in the same
 // process reaches the replacement, not the closing one. Dialed endpoints go
 // through the same transport, which is also how a Subscriber learns of
-// each connection (go-zeromq reports none).
+// each connection (go-zeromq reports none): Endpoint.OnConn hears it open
+// once the peer's READY has come, and close at the first failed read or
+// write, not when go-zeromq gets round to closing it.
 //
 // The replay request is vLLM's: a DEALER sends ["", start_seq] so that the
 // publisher's ROUTER sees [id, "", start_seq], exactly three frames, as

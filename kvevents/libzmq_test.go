@@ -24,6 +24,13 @@ import (
 // Debian's Python has no pyzmq or msgpack and KVLENS_REQUIRE_LIBZMQ is unset.
 func libzmqPeer(t *testing.T, args ...string) (stdin io.WriteCloser, lines *bufio.Scanner) {
 	t.Helper()
+	_, stdin, lines = libzmqProcess(t, args...)
+	return stdin, lines
+}
+
+// libzmqProcess is libzmqPeer, and the peer's process, for tests that kill it.
+func libzmqProcess(t *testing.T, args ...string) (peer *os.Process, stdin io.WriteCloser, lines *bufio.Scanner) {
+	t.Helper()
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import zmq, msgpack").Run(); err != nil {
 		if os.Getenv("KVLENS_REQUIRE_LIBZMQ") != "" {
@@ -57,7 +64,7 @@ func libzmqPeer(t *testing.T, args ...string) (stdin io.WriteCloser, lines *bufi
 	})
 	lines = bufio.NewScanner(out)
 	lines.Buffer(nil, 1<<20)
-	return stdin, lines
+	return cmd.Process, stdin, lines
 }
 
 // expectLine reads the peer's next line and fails unless it is want.
@@ -238,4 +245,74 @@ func compact(t *testing.T, s string) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// An engine killed mid-stream (OOM, a node drained) closes its end of the
+// TCP connection, and may stay away. OnConn must hear the connection close,
+// whichever side dialed, and hear no connection open until the engine is
+// back: the router's stream state, its Prometheus gauge and the dashboard
+// follow OnConn. When the subscriber dialed, they said "connected" for as
+// long as the engine stayed away (go-zeromq redials before it closes the
+// dead connection), and the redial that met the dying engine's listener
+// counted as a reconnection.
+func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bind bool
+		// args are libzmq_peer.py's, for a peer that publishes to or on addr.
+		args func(addr string) []string
+	}{
+		{"the subscriber dials the engine's PUB socket", false, func(addr string) []string {
+			return []string{"pub", addr, freeAddr(t), "12", "-1"}
+		}},
+		{"the engine's PUB socket dials the bound subscriber", true, func(addr string) []string {
+			return []string{"pub-connect", addr, "kv@vllm-0", "12"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conns := make(chan bool, 16)
+			addr := freeAddr(t)
+			s, u := newSub(t, Endpoint{Worker: "vllm-0", Addr: addr, Bind: tc.bind, OnConn: func(open bool) { conns <- open }})
+			expect := func(want bool, what string) {
+				t.Helper()
+				select {
+				case open := <-conns:
+					if open != want {
+						t.Fatalf("OnConn(%v) while waiting until %s", open, what)
+					}
+				case <-time.After(wait):
+					t.Fatalf("OnConn did not hear that %s within %s", what, wait)
+				}
+			}
+
+			peer, stdin, lines := libzmqProcess(t, tc.args(addr)...)
+			expectLine(t, lines, "bound")
+			expect(true, "the engine connected")
+			io.WriteString(stdin, "go\n")
+			u.next(t)
+			if err := peer.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			expect(false, "the killed engine's connection closed")
+			select {
+			case open := <-conns:
+				t.Fatalf("OnConn(%v) with the engine dead", open)
+			case <-time.After(500 * time.Millisecond):
+			}
+			if n := s.Stats().Reconnects; n != 0 {
+				t.Errorf("%d reconnections counted with the engine dead, want 0", n)
+			}
+
+			_, stdin, lines = libzmqProcess(t, tc.args(addr)...)
+			expectLine(t, lines, "bound")
+			expect(true, "the restarted engine connected")
+			io.WriteString(stdin, "go\n")
+			if up := u.next(t); !up.First {
+				t.Errorf("the restarted engine's first message (seq %d) is not First: its worker's index would not be cleared", up.Seq)
+			}
+			if n := s.Stats().Reconnects; n != 1 {
+				t.Errorf("%d reconnections counted after one restart, want 1", n)
+			}
+		})
+	}
 }

@@ -120,25 +120,76 @@ func withConnHook(ctx context.Context, hook func(open bool)) context.Context {
 	return context.WithValue(ctx, connHookKey{}, hook)
 }
 
-// track reports c to ctx's connection hook, now and when c closes.
-func track(ctx context.Context, c net.Conn) net.Conn {
+// track reports g to ctx's connection hook: open once the peer's READY
+// has come whole, closed at the first of Close and a Read or Write that
+// fails. A TCP connection whose ZMTP handshake never got that far (a port
+// scanner, or a publisher that was being killed as it accepted) is never
+// reported, so it counts neither as connected nor as a reconnection.
+func track(ctx context.Context, g *frameGuard) net.Conn {
 	hook, _ := ctx.Value(connHookKey{}).(func(bool))
 	if hook == nil {
-		return c
+		return g
 	}
-	hook(true)
-	return &trackedConn{Conn: c, hook: hook}
+	c := &trackedConn{frameGuard: g, hook: hook}
+	g.onReady = c.opened
+	return c
 }
 
+// trackedConn is a connection reported to a socket's connection hook.
+//
+// It reports the connection closed as soon as a read or write on it fails,
+// and closes it then. go-zeromq stops using a connection once one has
+// failed, but closes it late or never: on a socket that dials with
+// automatic reconnection, the goroutine that reads a connection redials
+// when its read fails, and only closes the dead connection once the redial
+// got through (socket.scheduleRmConn, zmq4 v0.17.0). While a killed
+// publisher stayed away, its connection was counted open, and kvlens said
+// "connected" to nothing. A connection whose handshake fails go-zeromq
+// never closes.
 type trackedConn struct {
-	net.Conn
+	*frameGuard
 	hook func(bool)
-	once sync.Once
+
+	mu         sync.Mutex // serializes the hook's calls for this connection
+	open, done bool
+}
+
+// opened reports the connection open, once, unless it is over already.
+func (c *trackedConn) opened() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.open && !c.done {
+		c.open = true
+		c.hook(true)
+	}
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.frameGuard.Read(p)
+	if err != nil {
+		c.Close()
+	}
+	return n, err
+}
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	n, err := c.frameGuard.Write(p)
+	if err != nil {
+		c.Close()
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {
-	c.once.Do(func() { c.hook(false) })
-	return c.Conn.Close()
+	c.mu.Lock()
+	if !c.done {
+		c.done = true
+		if c.open {
+			c.hook(false)
+		}
+	}
+	c.mu.Unlock()
+	return c.frameGuard.Close()
 }
 
 // listen binds sock to endpoint, through closingTCP for a tcp:// endpoint.
@@ -204,6 +255,8 @@ type frameGuard struct {
 	// ready is set once the peer's first frame after the greeting (its
 	// READY command) has come whole: the handshake's reads are over.
 	ready atomic.Bool
+	// onReady, when set, is called as ready is set, from Read.
+	onReady func()
 }
 
 func (g *frameGuard) Read(p []byte) (int, error) {
@@ -260,8 +313,13 @@ func (g *frameGuard) scan(b []byte) error {
 // frameDone notes that a frame has come whole; the first ends the
 // handshake's reads, and lifts its deadline.
 func (g *frameGuard) frameDone() {
-	if g.ready.Swap(true) || !g.handshake {
+	if g.ready.Swap(true) {
 		return
 	}
-	g.Conn.SetDeadline(time.Time{})
+	if g.handshake {
+		g.Conn.SetDeadline(time.Time{})
+	}
+	if g.onReady != nil {
+		g.onReady()
+	}
 }

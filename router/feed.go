@@ -365,8 +365,10 @@ type StreamState struct {
 	// Socket is "connect" when kvlens dials the worker's publisher, "bind"
 	// when kvlens listens and the publisher connects.
 	Socket string `json:"socket"`
-	// State is "connecting" (dialing, no connection yet), "listening"
-	// (bound, no publisher connected) or "connected".
+	// State is "connected" while a ZMQ connection to or from the publisher
+	// is open (its handshake through), else "connecting" (kvlens dials) or
+	// "listening" (kvlens binds): before the first connection, and again
+	// once the last one closed.
 	State string `json:"state"`
 	// Replay is the worker's replay endpoint; empty when it has none.
 	Replay string `json:"replay,omitempty"`

@@ -316,3 +316,71 @@ func TestFeedClearsAWorkerWhosePublisherReconnects(t *testing.T) {
 		})
 	}
 }
+
+// When a worker's publisher goes away and stays away (the engine was
+// killed), its stream must stop saying "connected", on the admin API and on
+// /metrics, whichever side dialed: "connecting" when kvlens dials it,
+// "listening" when kvlens binds. It said "connected" for as long as the
+// publisher stayed away when kvlens dialed.
+func TestFeedStreamStopsSayingConnectedWhenThePublisherGoes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bind bool // kvlens binds and the publisher dials
+		idle string
+	}{
+		{"kvlens dials the publisher", false, "connecting"},
+		{"the publisher dials kvlens", true, "listening"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t, "127.0.0.1")
+			ep := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+			pc, events := kvevents.PublisherConfig{Endpoint: ep}, ep
+			if tc.bind {
+				pc.Connect, events = true, fmt.Sprintf("tcp://*:%d", port)
+			}
+			ws, err := ParseWorkers([]string{"w=http://127.0.0.1:1,events=" + events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewRegistry()
+			r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: 2, Registerer: reg})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			feed := NewFeed(r, t.Logf)
+			feed.Sync(ctx) // a bound subscriber must listen before its publisher dials
+			defer func() {
+				for _, s := range feed.subs {
+					s.close()
+				}
+			}()
+			pub, err := kvevents.NewPublisher(pc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			connected := func() float64 { return scraped(t, reg, "kvlens_router_kv_event_stream_connected") }
+			eventually(t, "connected", func() bool { return stream(t, r, "w").State == "connected" && connected() == 1 })
+			pub.Close()
+			eventually(t, tc.idle+" once the publisher is gone", func() bool { return stream(t, r, "w").State == tc.idle })
+			if got := connected(); got != 0 {
+				t.Errorf("kvlens_router_kv_event_stream_connected = %v with the publisher gone, want 0", got)
+			}
+		})
+	}
+}
+
+// scraped returns the value of the one series of metric name in reg, as a
+// scrape of /metrics would read it.
+func scraped(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no single series %s on /metrics", name)
+	return 0
+}
