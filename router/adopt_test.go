@@ -219,3 +219,63 @@ func FuzzAdoptKeepsTheIndexConsistent(f *testing.F) {
 		}
 	})
 }
+
+// TestBlindCauseNamesARefillAfterTheStreamBrokeOff: when a worker's index
+// is cleared because its stream broke off (the publisher reconnected or
+// restarted, events were lost, or the worker came back from failed health
+// checks), it is empty while the worker still holds what it cached, and a
+// blind verdict while it refills must name that break, not the tokenizer.
+// A minute on, or with no break since the stream began, the tokens are
+// blamed again.
+func TestBlindCauseNamesARefillAfterTheStreamBrokeOff(t *testing.T) {
+	tests := []struct {
+		name  string
+		brk   func(f *Feed, es *eventStream, w *Worker)
+		after time.Duration // from the break to the verdict
+		want  string
+		says  string
+	}{
+		{"a publisher that reconnected 10 s ago", func(f *Feed, es *eventStream, w *Worker) {
+			f.connected("a", es, false)
+			f.connected("a", es, true)
+		}, 10 * time.Second, CauseRefilling, "its publisher reconnected"},
+		{"a publisher that restarted (seq back to 0) 10 s ago", func(f *Feed, es *eventStream, w *Worker) {
+			f.apply(es, kvevents.Update{Worker: "a", First: true, Reset: true, Whole: true, Message: kvevents.Message{Seq: 0}})
+		}, 10 * time.Second, CauseRefilling, "its publisher restarted"},
+		{"events lost in a gap 10 s ago", func(f *Feed, es *eventStream, w *Worker) {
+			f.apply(es, kvevents.Update{Worker: "a", Missed: 3, Message: kvevents.Message{Seq: 9}})
+		}, 10 * time.Second, CauseRefilling, "events were lost"},
+		{"a worker back from failed health checks 10 s ago", func(f *Feed, es *eventStream, w *Worker) {
+			f.healthChanged(w, false)
+			f.healthChanged(w, true)
+		}, 10 * time.Second, CauseRefilling, "health check"},
+		{"a publisher that reconnected over a minute ago", func(f *Feed, es *eventStream, w *Worker) {
+			f.connected("a", es, false)
+			f.connected("a", es, true)
+		}, refillGrace + time.Second, CauseTokenizer, "tokenizer mismatch"},
+		{"a stream that never broke off", func(*Feed, *eventStream, *Worker) {}, 10 * time.Second, CauseTokenizer, "tokenizer mismatch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := fleet(1)
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+			f := NewFeed(rt, func(string, ...any) {})
+			loop := des.New(time.Time{})
+			es := newEventStream(streamSpec{}, loop)
+			ws[0].stream.Store(es)
+			f.connected("a", es, true)
+			f.apply(es, kvevents.Update{Worker: "a", First: true, Whole: true, Message: kvevents.Message{Seq: 0, Batch: kvevents.Batch{Events: []kvevents.Event{stored(0, ids(1, 2), toks(1, 2))}}}})
+			loop.Run(time.Minute)
+			tt.brk(f, es, ws[0])
+			loop.Run(tt.after)
+			// The worker answers with hits the emptied index did not predict.
+			for range blindMinRequests {
+				rt.ObserveCache(&Booking{Worker: ws[0], isl: 2000}, 1000)
+			}
+			got := rt.Blind()
+			if len(got) != 1 || got[0].Cause != tt.want || !strings.Contains(got[0].Reason, tt.says) {
+				t.Fatalf("Blind() = %+v; want a blind by %s, the reason naming %q", got, tt.want, tt.says)
+			}
+		})
+	}
+}

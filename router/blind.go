@@ -28,6 +28,16 @@ const (
 	// eventSilence is how long a worker's KV events may pause before a
 	// blind verdict blames the stream rather than the tokens.
 	eventSilence = 30 * time.Second
+	// refillGrace is how long after a worker's index was cleared because
+	// its stream broke off (see eventStream.cleared) a blind verdict blames
+	// the break. The cleared index holds nothing the worker cached before,
+	// and learns it back one prompt at a time as the worker extends it, so
+	// the first answers after the break are misses whatever the tokens,
+	// and the verdict, over 64 answers, lags the refill (an audit saw it
+	// blind for some 40 s after a reconnect). A break that recurs within
+	// the grace hides a tokenizer mismatch for as long, but names a stream
+	// that needs fixing first.
+	refillGrace = time.Minute
 )
 
 // Blind causes, as /readyz, the dashboard and the metric name them.
@@ -39,14 +49,18 @@ const (
 	// kvlens joined, or from a gap in its events, which no prompt in flight
 	// has shown (see Feed.adoptParent).
 	CauseWarm = "warm_before_join"
+	// CauseRefilling is an index cleared less than refillGrace ago because
+	// the worker's stream broke off: its publisher reconnected or restarted,
+	// events were lost, or it came back from failed health checks.
+	CauseRefilling = "index_refilling"
 )
 
 // Blindness is one worker whose cache the router cannot see.
 type Blindness struct {
 	// Worker is the worker's name.
 	Worker string `json:"worker"`
-	// Cause is tokenizer_mismatch, no_events, unknown_parent or
-	// warm_before_join.
+	// Cause is tokenizer_mismatch, no_events, unknown_parent,
+	// warm_before_join or index_refilling.
 	Cause string `json:"cause"`
 	// Reason is a sentence naming the cause, for people.
 	Reason string `json:"reason"`
@@ -204,9 +218,18 @@ func (r *Router) Blind() []Blindness {
 	return out
 }
 
+// refillPhrase says, for a reason, why the index was cleared.
+var refillPhrase = map[string]string{
+	RefillReconnect: "its publisher reconnected (it restarted, or its network failed)",
+	RefillRestart:   "its publisher restarted",
+	RefillGap:       "events were lost in a gap",
+	RefillReadmit:   "it passed its health check after failing",
+}
+
 // blindCause names the likely cause of wk's blindness from its event
-// stream: no events heard, stores dropped for want of their parent, or,
-// when events arrive and apply, tokens that differ from the engine's.
+// stream: no events heard, an index refilling after the stream broke off,
+// stores dropped for want of their parent, or, when events arrive and
+// apply, tokens that differ from the engine's.
 func (r *Router) blindCause(wk *Worker) Blindness {
 	b := Blindness{Worker: wk.Name}
 	st := wk.EventStream()
@@ -224,6 +247,11 @@ func (r *Router) blindCause(wk *Worker) Blindness {
 		}
 		b.Cause = CauseNoEvents
 		b.Reason = fmt.Sprintf("no KV events from %s (%s %s)", wk.Name, state, wk.Events)
+	case st != nil && st.RefillCause != "" && st.RefillAgeSeconds < refillGrace.Seconds():
+		// Before the tokens and the parents: a break empties the index of
+		// what the worker holds, which also drops stores for their parent.
+		b.Cause = CauseRefilling
+		b.Reason = fmt.Sprintf("%s's index was cleared %.0f s ago, when %s, and is refilling: %s still holds prompts the index has not heard of since", wk.Name, st.RefillAgeSeconds, refillPhrase[st.RefillCause], wk.Name)
 	case st != nil && st.Warming && st.DroppedBlocks[OutcomeUnknownParent] > st.AppliedBlocks:
 		b.Cause = CauseWarm
 		b.Reason = fmt.Sprintf("%s held blocks before kvlens joined (or lost events in a gap) that its new ones extend (%d dropped, %d applied blocks); give its replay= socket, or reset its cache", wk.Name, st.DroppedBlocks[OutcomeUnknownParent], st.AppliedBlocks)
@@ -260,6 +288,8 @@ func BlindSummary(bs []Blindness) string {
 			out = append(out, "KV events from "+on+" dropped as unknown parent (check parent0=)")
 		case CauseWarm:
 			out = append(out, on+" cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)")
+		case CauseRefilling:
+			out = append(out, "the index of "+on+" is refilling after its KV events broke off (a reconnect, a restart, lost events or failed health checks)")
 		}
 	}
 	return strings.Join(out, "; ")

@@ -246,6 +246,7 @@ func TestBlindSummary(t *testing.T) {
 		{"workers blind by one cause are named together", []Blindness{{Worker: "a", Cause: CauseTokenizer}, {Worker: "b", Cause: CauseTokenizer}}, "tokenizer mismatch on a, b: "},
 		{"each cause gets its own clause", []Blindness{{Worker: "a", Cause: CauseNoEvents}, {Worker: "b", Cause: CauseUnknownParent}}, "no KV events from a; KV events from b dropped as unknown parent"},
 		{"a warm cache says what to do", []Blindness{{Worker: "a", Cause: CauseWarm}}, "a cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)"},
+		{"a refilling index names the break, not the tokens", []Blindness{{Worker: "a", Cause: CauseRefilling}}, "the index of a is refilling after its KV events broke off"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -147,14 +147,15 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	idx := f.r.Index()
-	es.lastEvent = es.clk.Now()
 	switch {
 	case u.First:
+		why := RefillReconnect // a First after the first is the next connection's
 		if u.Reset {
 			f.r.metrics.SequenceGaps.WithLabelValues(u.Worker).Inc()
+			why = RefillRestart
 		}
 		idx.ClearWorker(u.Worker)
-		es.clears++
+		es.cleared(why)
 		es.backSinceDown = true
 		es.startWarming(!u.Whole)
 		if !u.Whole && f.quiet.Allow("joins without history", u.Worker) {
@@ -162,9 +163,10 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 		}
 	case u.Reset || u.Missed > 0:
 		f.r.SequenceGap(u.Worker)
-		es.clears++
+		es.cleared(RefillGap)
 		es.startWarming(true)
 	}
+	es.lastEvent = es.clk.Now()
 	parent0 := es.spec.parent0
 	for _, ev := range u.Batch.Events {
 		if st, ok := ev.(*kvevents.BlockStored); ok {
@@ -238,7 +240,7 @@ func (f *Feed) connected(worker string, es *eventStream, open bool) {
 	}
 	es.backSinceDown = true
 	f.r.Index().ClearWorker(worker)
-	es.clears++
+	es.cleared(RefillReconnect)
 	es.startWarming(true)
 	if f.quiet.Allow("publisher reconnections", worker) {
 		f.logf("KV events of %s: publisher reconnected; index cleared", worker)
@@ -268,7 +270,7 @@ func (f *Feed) healthChanged(w *Worker, healthy bool) {
 		return
 	}
 	f.r.Index().ClearWorker(w.Name)
-	es.clears++
+	es.cleared(RefillReadmit)
 	es.startWarming(true)
 	f.logf("KV events of %s: worker healthy again; index cleared", w.Name)
 }
@@ -309,6 +311,10 @@ type eventStream struct {
 	applied  uint64
 	dropped  map[string]uint64
 	clears   uint64
+	// refillSince is when the index was last cleared after the stream's
+	// first message, and refillWhy why (see cleared).
+	refillSince time.Time
+	refillWhy   string
 	// adopted counts parents placed by adoptParent; adoptTries its
 	// searches in the second from adoptSecond.
 	adopted     uint64
@@ -324,6 +330,32 @@ func (es *eventStream) setSub(s *kvevents.Subscriber) {
 	es.mu.Lock()
 	es.sub = s
 	es.mu.Unlock()
+}
+
+// Why a worker's index was cleared after its stream's first message, as
+// StreamState.RefillCause says it.
+const (
+	// RefillReconnect: a connection after the first (a publisher that
+	// restarted, or whose network failed).
+	RefillReconnect = "reconnect"
+	// RefillRestart: the publisher's sequence numbers went back.
+	RefillRestart = "restart"
+	// RefillGap: messages were lost that replay did not fill.
+	RefillGap = "gap"
+	// RefillReadmit: the worker passed its health check after failing.
+	RefillReadmit = "readmitted"
+)
+
+// cleared counts a clear of the worker's index because the stream said it
+// was stale. One after the stream's first message starts a refill: the
+// worker goes on holding what it cached, which the index has to learn
+// again, and a blind verdict meanwhile is the refill's (see blindCause).
+// The clear at the first message is the join, which warming covers.
+func (es *eventStream) cleared(why string) {
+	es.clears++
+	if !es.lastEvent.IsZero() {
+		es.refillSince, es.refillWhy = es.clk.Now(), why
+	}
 }
 
 // startWarming marks the index as missing blocks the worker holds, or not.
@@ -403,6 +435,12 @@ type StreamState struct {
 	// Clears counts the times the worker's index was cleared because the
 	// stream said it was stale.
 	Clears uint64 `json:"clears"`
+	// RefillCause says why the index was last cleared after the stream's
+	// first message: reconnect, restart, gap or readmitted; empty when it
+	// never was. RefillAgeSeconds is the time since, in seconds; -1 when
+	// it never was.
+	RefillCause      string  `json:"refill_cause,omitempty"`
+	RefillAgeSeconds float64 `json:"refill_age_seconds"`
 	// AdoptedParents counts parents of stores placed from a prompt in
 	// flight on the worker: blocks it held before kvlens joined, or that
 	// were lost in a gap, which its new stores extend.
@@ -415,7 +453,7 @@ func (es *eventStream) state() *StreamState {
 	defer es.mu.Unlock()
 	st := &StreamState{
 		Endpoint: es.spec.events, Socket: "connect", State: "connecting", Replay: es.spec.replay,
-		Parent0: es.spec.parent0, Warming: es.warming, LastEventAgeSeconds: -1,
+		Parent0: es.spec.parent0, Warming: es.warming, LastEventAgeSeconds: -1, RefillAgeSeconds: -1, RefillCause: es.refillWhy,
 		AppliedBlocks: es.applied, DroppedBlocks: maps.Clone(es.dropped), Clears: es.clears, AdoptedParents: es.adopted,
 	}
 	if st.Parent0 == "" {
@@ -429,6 +467,9 @@ func (es *eventStream) state() *StreamState {
 	}
 	if !es.lastEvent.IsZero() {
 		st.LastEventAgeSeconds = es.clk.Now().Sub(es.lastEvent).Seconds()
+	}
+	if !es.refillSince.IsZero() {
+		st.RefillAgeSeconds = es.clk.Now().Sub(es.refillSince).Seconds()
 	}
 	if es.sub != nil {
 		s := es.sub.Stats()

@@ -384,3 +384,54 @@ func scraped(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no single series %s on /metrics", name)
 	return 0
 }
+
+// A worker whose publisher went away and came back has its index cleared,
+// and while the index refills, the worker answers with hits it did not
+// predict: the blind verdict must name the reconnection, not the tokens.
+func TestFeedBlamesAReconnectNotTheTokensWhileTheIndexRefills(t *testing.T) {
+	ep := fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t, "127.0.0.1"))
+	ws, err := ParseWorkers([]string{"w=http://127.0.0.1:1,events=" + ep + ",parent0=none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	feed := NewFeed(r, t.Logf)
+	feed.Sync(ctx)
+	defer func() {
+		for _, s := range feed.subs {
+			s.close()
+		}
+	}()
+	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A SUB socket misses what is published before its subscription
+	// arrives: publish until a store lands.
+	block := kvevents.Batch{Events: []kvevents.Event{&kvevents.BlockStored{BlockHashes: []uint64{9}, TokenIDs: []uint32{1, 2}, BlockSize: 2}}}
+	eventually(t, "a first store is indexed", func() bool {
+		pub.Publish(block)
+		return r.Index().Blocks("w") > 0
+	})
+	pub.Close()
+	eventually(t, "connecting once the publisher is gone", func() bool { return stream(t, r, "w").State == "connecting" })
+	pub, err = kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	eventually(t, "connected again", func() bool { return stream(t, r, "w").State == "connected" })
+
+	st := stream(t, r, "w")
+	if st.Reconnects != 1 || st.RefillCause != RefillReconnect || st.RefillAgeSeconds < 0 || r.Index().Blocks("w") != 0 {
+		t.Fatalf("stream %+v with %d blocks indexed; want 1 reconnection, the index cleared for it and empty", st, r.Index().Blocks("w"))
+	}
+	for range blindMinRequests {
+		r.ObserveCache(&Booking{Worker: ws[0], isl: 2000}, 1000)
+	}
+	if b := r.Blind(); len(b) != 1 || b[0].Cause != CauseRefilling || !strings.Contains(b[0].Reason, "reconnected") {
+		t.Fatalf("Blind() = %+v; want w blind by %s, naming the reconnection", b, CauseRefilling)
+	}
+}
