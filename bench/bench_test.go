@@ -412,6 +412,7 @@ func TestReadJSONRefusesWhatItDidNotWrite(t *testing.T) {
 		{"a partial report of every run", strings.Replace(good, `"slo_tpot_ms": 60,`, `"slo_tpot_ms": 60, "partial": true,`, 1), "marked partial, with 16 runs of a grid of 16"},
 		{"an unknown field", strings.Replace(good, `"workers"`, `"gpus"`, 1), `unknown field "gpus"`},
 		{"not JSON", "<html>", "invalid character"},
+		{"a report with more after it", good + `{"runs":[]}`, "more after the report's JSON object"},
 		{"no profile, as in JSON of something else", `{"runs":[]}`, `no "profile": not a report of kvlens bench routing`},
 	}
 	for _, tt := range tests {

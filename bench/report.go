@@ -203,6 +203,9 @@ func ReadJSON(r io.Reader) (*Result, error) {
 	if err := dec.Decode(&rep); err != nil {
 		return nil, fmt.Errorf("bench: read JSON: %w", err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("bench: read JSON: more after the report's JSON object")
+	}
 	g := Grid{Workers: rep.Workers, Policies: rep.Policies, Levels: rep.Levels, Seeds: rep.Seeds,
 		Measure: time.Duration(rep.Measure * float64(time.Second)),
 		SLO:     baselines.SLO{TTFT: time.Duration(rep.SLOTTFT) * time.Millisecond, TPOT: time.Duration(rep.SLOTPOT) * time.Millisecond}}

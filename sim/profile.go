@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -376,6 +377,11 @@ func ParseProfile(raw []byte) (Profile, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return Profile{}, fmt.Errorf("sim: decode profile: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		// A second object or a stray line would be ignored: a profile
+		// edited by hand, half of it not read, silently.
+		return Profile{}, errors.New("sim: decode profile: more after the profile's JSON object")
 	}
 	if p.Name == "" {
 		p.Name = "custom"

@@ -49,6 +49,8 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"an unknown name that is no file says what is built in", "h300", "neither a built-in"},
 		{"malformed JSON is refused", write("bad.json", `{"kv_blocks":`), "decode profile"},
 		{"unknown fields are refused", write("typo.json", `{"kv_blocs":5}`), "unknown field"},
+		{"a second object, which was ignored, is refused", write("two.json", `{"kv_blocks":2000} {"kv_blocks":10}`), "more after the profile's JSON object"},
+		{"a stray line after the object is refused", write("stray.json", "{\"kv_blocks\":2000}\nper_token_ms: 3\n"), "more after the profile's JSON object"},
 		{"a cache too small for one sequence is refused", write("tiny.json", `{"kv_blocks":10}`), "cannot hold"},
 		{"negative constants are refused", write("neg.json", `{"per_token_ms":-1}`), "per_token_ms"},
 		{"inverted output bounds are refused", write("out.json", `{"output_min":9,"output_max":3}`), "output_max"},
