@@ -9,6 +9,7 @@ import (
 	"github.com/kvlens/kvlens/blockhash"
 	"github.com/kvlens/kvlens/des"
 	"github.com/kvlens/kvlens/kvevents"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestAWarmWorkersNewStoresAreNotDropped: worker a held a shared prefix
@@ -275,6 +276,49 @@ func TestBlindCauseNamesARefillAfterTheStreamBrokeOff(t *testing.T) {
 			got := rt.Blind()
 			if len(got) != 1 || got[0].Cause != tt.want || !strings.Contains(got[0].Reason, tt.says) {
 				t.Fatalf("Blind() = %+v; want a blind by %s, the reason naming %q", got, tt.want, tt.says)
+			}
+		})
+	}
+}
+
+// TestAnAnswerThatCachedLessDropsTheInferredBlocks: the blocks adoption
+// inferred on a have no engine id, so no eviction can name them; an answer
+// whose cached_tokens stop short of them is the word that they went. Only
+// inferred blocks past what the answer cached, less one block for the
+// engine's cap on a whole prompt, are dropped; blocks with an engine id
+// wait for their events.
+func TestAnAnswerThatCachedLessDropsTheInferredBlocks(t *testing.T) {
+	shared, own := toks(1, 5), toks(50, 2)
+	prompt := append(append([]uint32{}, shared...), own...)
+	tests := []struct {
+		name        string
+		cachedBlks  int // what the answer reports cached, in blocks
+		wantOverlap int // a's match of the prompt afterwards
+		wantDropped float64
+	}{
+		{"an answer that cached the whole match drops nothing", 7, 7, 0},
+		{"an answer one block short may be the engine's cap, and drops nothing", 6, 7, 0},
+		{"an answer that cached 2 blocks drops the inferred block past the next", 2, 3, 1},
+		{"an answer that cached nothing drops every inferred block but the first", 0, 1, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, f, es, ws := joined(false)
+			if _, err := rt.Decide(&Request{TokenIDs: prompt}, nil); err != nil {
+				t.Fatal(err)
+			}
+			// a stores its own 2 blocks as children of the shared prefix's
+			// last: positions 0-3 are inferred, 4 gets the engine id.
+			f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: 8, Batch: kvevents.Batch{Events: []kvevents.Event{stored(0xbeef, ids(900, 2), own)}}}})
+			b, err := rt.Decide(&Request{TokenIDs: prompt}, nil)
+			if err != nil || b.Overlap != 7 {
+				t.Fatalf("the next request matched %d blocks (%v), want 7", b.Overlap, err)
+			}
+			rt.ObserveCache(b, tt.cachedBlks*testB)
+			got := rt.Index().Overlap(blockhash.Chain(prompt, testB))["a"]
+			dropped := testutil.ToFloat64(rt.metrics.InferredDropped.WithLabelValues(ws[0].Name))
+			if got != tt.wantOverlap || dropped != tt.wantDropped {
+				t.Fatalf("a matches %d blocks with %v inferred dropped; want %d and %v", got, dropped, tt.wantOverlap, tt.wantDropped)
 			}
 		})
 	}

@@ -165,7 +165,21 @@ func (r *Router) ObserveCache(b *Booking, cached int) {
 	// Complete may still be giving the booking its whole prompt.
 	r.mu.Lock()
 	predicted := min(b.isl, b.Overlap*r.blockSize)
+	// The worker held at least cached/blockSize blocks of the prompt, and
+	// one more may be its own cap on a whole prompt (an engine computes
+	// the last token). Past that the index's claim was wrong: where it
+	// rested on blocks inferred by adoption, which no event can remove,
+	// the answer is the only word that they went.
+	var gone []uint64
+	if k := cached/r.blockSize + 1; cached < predicted && k < min(b.Overlap, len(b.chain)) {
+		gone = slices.Clone(b.chain[k:min(b.Overlap, len(b.chain))])
+	}
 	r.mu.Unlock()
+	if len(gone) > 0 {
+		if n := r.index.DropInferred(b.Worker.Name, gone); n > 0 {
+			r.metrics.InferredDropped.WithLabelValues(b.Worker.Name).Add(float64(n))
+		}
+	}
 	if r.blind.observe(b.Worker.Name, cacheSample{predicted: predicted, reported: cached, matched: b.Overlap > 0}) {
 		r.metrics.Blind.WithLabelValues(b.Worker.Name, r.blindCause(b.Worker).Cause).Inc()
 	}

@@ -460,6 +460,32 @@ func (x *Index) Adopt(worker string, parent uint64, prefix []uint64) {
 	}
 }
 
+// DropInferred forgets the inferred blocks among chain on worker (see
+// Adopt): an answer showed the worker no longer holds them, and with no
+// engine id to name them no removal event ever will. Blocks with an
+// engine id are left to the worker's events. It returns how many it
+// dropped.
+func (x *Index) DropInferred(worker string, chain []uint64) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s, ok := x.slots.get(worker)
+	if !ok || x.workers[s] == nil || len(x.workers[s].inferred) == 0 {
+		return 0
+	}
+	w, n := x.workers[s], 0
+	for _, h := range chain {
+		if _, ok := w.inferred[h]; !ok {
+			continue
+		}
+		delete(w.inferred, h)
+		if x.t.remove(h, s) {
+			x.pairs--
+		}
+		n++
+	}
+	return n
+}
+
 func (x *Index) remove(worker string, e *kvevents.BlockRemoved) Applied {
 	n := len(e.BlockHashes)
 	if !onGPU(e.Medium) {

@@ -15,6 +15,9 @@ type Metrics struct {
 	// SequenceGaps counts gaps in a worker's KV-event sequence numbers, by
 	// worker; each one clears that worker's index.
 	SequenceGaps *prometheus.CounterVec
+	// InferredDropped counts blocks inferred by adoption that an answer's
+	// cached_tokens showed the worker no longer held, by worker.
+	InferredDropped *prometheus.CounterVec
 	// Retries counts requests sent to another worker after a connect failure.
 	Retries prometheus.Counter
 	// Shed counts requests refused with 503 because every worker was busy.
@@ -54,6 +57,9 @@ func NewMetrics(reg prometheus.Registerer, idx *Index) *Metrics {
 		SequenceGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvlens_router_kv_event_sequence_gaps_total", Help: "Gaps in a worker's KV-event sequence numbers.",
 		}, []string{"worker"}),
+		InferredDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvlens_router_inferred_blocks_dropped_total", Help: "Blocks inferred from a warm worker's stores that an answer's cached_tokens showed it no longer held.",
+		}, []string{"worker"}),
 		Retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvlens_router_retries_total", Help: "Requests retried on another worker after a connect failure.",
 		}),
@@ -78,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer, idx *Index) *Metrics {
 	m.scoring = m.Overhead.WithLabelValues("scoring")
 	m.total = m.Overhead.WithLabelValues("total")
 	if reg != nil {
-		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors, m.Refused, m.Blind)
+		reg.MustRegister(m.Decisions, m.OverlapBlocks, m.Overhead, m.SequenceGaps, m.InferredDropped, m.Retries, m.Shed, m.UpstreamErrors, m.TokenizeErrors, m.Refused, m.Blind)
 		if idx != nil {
 			reg.MustRegister(eventCollector{idx})
 		}
