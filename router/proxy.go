@@ -415,6 +415,7 @@ func (px *Proxy) send(r *http.Request, wk *Worker, body []byte) (*http.Response,
 func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Response, wk *Worker, b *Booking, rest func() []uint32) {
 	defer resp.Body.Close()
 	sc := &streamScanner{}
+	firstToken := func() {} // runs once the first content token is out
 	if b != nil {
 		defer b.Release()
 		complete := func() {}
@@ -425,7 +426,7 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			complete = func() { once.Do(func() { px.bg.Go(func() { px.rt.Complete(b, rest()) }) }) }
 		}
 		defer complete()
-		sc.onContent = func() { b.FirstToken(); complete() }
+		firstToken = func() { b.FirstToken(); complete() }
 		w.Header().Set(HeaderOverlap, strconv.Itoa(b.Overlap))
 		w.Header().Set(HeaderOracle, strconv.Itoa(b.OracleTokens()))
 	}
@@ -439,6 +440,9 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	// An SSE answer is passed on whole events at a time, so that a stream
 	// cut mid-event can still end with an error event a client parses.
 	// Workers flush whole events, so this holds nothing back in practice.
+	// The scanner reads each read first, since it knows where the last
+	// event ended, whatever the line ends; the first content token is
+	// noted once the event carrying it has gone out.
 	sse := resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	var pending []byte
 	flusher, _ := w.(http.Flusher)
@@ -446,10 +450,14 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			had := sc.content
+			sc.Write(buf[:n])
 			out := buf[:n]
 			if sse {
 				pending = append(pending, out...)
-				cut := eventsEnd(pending)
+				// After a pass-on below, the event in progress may have
+				// started before pending does.
+				cut := max(len(pending)-sc.Partial(), 0)
 				if len(pending)-cut > maxSSELine {
 					cut = len(pending) // not SSE as we know it; pass it on
 				}
@@ -466,13 +474,19 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			if sse {
 				pending = append(pending[:0], pending[len(out):]...)
 			}
-			sc.Write(buf[:n])
+			if sc.content && !had {
+				firstToken()
+			}
 		}
 		if err == io.EOF {
 			if len(pending) > 0 {
 				w.Write(pending)
 			}
+			had := sc.content
 			sc.Close()
+			if sc.content && !had {
+				firstToken()
+			}
 			wk.actualHit.Add(int64(sc.cached))
 			if b != nil && sc.hasCached && resp.StatusCode/100 == 2 {
 				px.rt.ObserveCache(b, sc.cached)
@@ -503,19 +517,6 @@ func (px *Proxy) stream(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			return
 		}
 	}
-}
-
-// eventsEnd is the length of the leading whole SSE events of p: up to and
-// including the last blank line.
-func eventsEnd(p []byte) int {
-	end := 0
-	if i := bytes.LastIndex(p, []byte("\n\n")); i >= 0 {
-		end = i + 2
-	}
-	if i := bytes.LastIndex(p, []byte("\r\n\r\n")); i >= 0 {
-		end = max(end, i+4)
-	}
-	return end
 }
 
 // hopByHop are the headers that describe one connection, not the answer
