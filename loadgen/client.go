@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/internal/sse"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -29,11 +29,11 @@ const OracleHeader = "X-Kvlens-Oracle-Tokens"
 // OpenAIClient is the Transport that streams chat completions from any
 // OpenAI-compatible endpoint.
 //
-// It reads the SSE stream itself, with net/http and bufio, rather than through
-// go-openai (which the user simulator still uses): every timestamp is taken
-// the moment a "data:" line leaves the socket buffer, before any JSON is
-// decoded, and the chunk body is decoded into a five-field struct instead of
-// go-openai's full response type. That keeps decoding cost out of TTFT and
+// It reads the SSE stream itself, with net/http and internal/sse, rather
+// than through go-openai (which the user simulator still uses): every
+// timestamp is taken the moment the read that ends an event returns,
+// before any JSON is decoded, and the chunk body is decoded into a
+// five-field struct instead of go-openai's full response type. That keeps decoding cost out of TTFT and
 // the chunk gaps, and the client's CPU per token low at 500 streams
 // (BenchmarkClientOverhead, TestAccuracy).
 type OpenAIClient struct {
@@ -154,7 +154,6 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 		return r
 	}
 
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	// text is the answer, which the conversation keeps; thought is a
 	// reasoning model's thinking before it, which counts as output (first
 	// token, gaps, OSL without usage) as AIPerf's TTFT counts it, and
@@ -163,47 +162,30 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 	started := false
 	var last time.Time
 	var chunk streamChunk
-	var long []byte // a line longer than br's buffer, gathered
 	finished, usage, done, cacheReport := false, false, false, false
-	for !done {
-		line, err := br.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) && len(long)+len(line) <= maxLineBytes {
-			long = append(long, line...)
-			line, err = br.ReadSlice('\n')
+	// event reads one event's chunk, timed at now; it returns false when
+	// the chunk ends the request in failure, with r's error set.
+	event := func(ev sse.Event, now time.Time) bool {
+		if ev.TooLong {
+			r.Err = fmt.Errorf("stream broke after %d bytes of text: SSE event longer than %d bytes", text.Len(), maxLineBytes)
+			r.Class = ErrStream
+			return false
 		}
-		if long != nil {
-			line, long = append(long, line...), nil
-		}
-		now := c.now() // taken before decoding, as the line leaves the buffer
-		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				err = fmt.Errorf("SSE line longer than %d bytes", maxLineBytes)
-			} else if errors.Is(err, io.EOF) {
-				break
-			}
-			r.Err = fmt.Errorf("stream broke after %d bytes of text: %w", text.Len(), err)
-			r.Class = classify(ctx, err, 0, true)
-			return r
-		}
-		payload, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
-		if !ok {
-			continue // blank separators, comments, event: and id: lines
-		}
-		payload = bytes.TrimSpace(payload)
+		payload := bytes.TrimSpace(ev.Data)
 		if string(payload) == "[DONE]" {
 			done = true
-			continue
+			return true
 		}
 		chunk = streamChunk{}
 		if err := json.Unmarshal(payload, &chunk); err != nil {
 			r.Err = fmt.Errorf("decode stream chunk %.80q: %w", payload, err)
 			r.Class = ErrStream
-			return r
+			return false
 		}
 		if chunk.Error != nil {
 			r.Err = fmt.Errorf("server error mid-stream: %q", chunk.Error.Message)
 			r.Class = ErrStream
-			return r
+			return false
 		}
 		if u := chunk.Usage; u != nil {
 			usage = true
@@ -238,6 +220,40 @@ func (c *OpenAIClient) Chat(ctx context.Context, req TurnRequest, onFirstToken f
 				r.ChunkGaps = append(r.ChunkGaps, now.Sub(last))
 			}
 			last = now
+		}
+		return true
+	}
+	// Each event is timed when the read that ends it returns: a chunk is
+	// whole only at the blank line after its last data line, since a
+	// worker may split its JSON over several. The time is taken before
+	// anything is decoded.
+	events := sse.Decoder{Limit: maxLineBytes}
+	buf := make([]byte, 16<<10)
+	for !done {
+		n, err := resp.Body.Read(buf)
+		now := c.now()
+		for p := buf[:n]; len(p) > 0 && !done; {
+			k, ev, ok := events.Feed(p)
+			p = p[k:]
+			if ok && !event(ev, now) {
+				return r
+			}
+		}
+		if done {
+			break
+		}
+		if errors.Is(err, io.EOF) {
+			// A last event without a blank line after it still counts,
+			// as "data: [DONE]\n" ending the stream does.
+			if ev, ok := events.End(); ok && !event(ev, now) {
+				return r
+			}
+			break
+		}
+		if err != nil {
+			r.Err = fmt.Errorf("stream broke after %d bytes of text: %w", text.Len(), err)
+			r.Class = classify(ctx, err, 0, true)
+			return r
 		}
 	}
 	// A stream that ended without [DONE], a finish reason or a usage chunk
