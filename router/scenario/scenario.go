@@ -7,8 +7,8 @@
 package scenario
 
 import (
-	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/internal/sse"
 	"github.com/kvlens/kvlens/kvevents"
 	"github.com/kvlens/kvlens/router"
 	"github.com/kvlens/kvlens/tokenizer"
@@ -154,14 +155,51 @@ func (u *httpTurn) FirstToken()    {}
 // Finish reads the stream to its end, collecting the answer's text.
 func (u *httpTurn) Finish() error {
 	defer u.resp.Body.Close()
-	sc := bufio.NewScanner(u.resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if c, ok := deltaContent(sc.Text()); ok {
-			u.reply.WriteString(c)
+	var events sse.Decoder // each event's data up to 1 MiB
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := u.resp.Body.Read(buf)
+		for p := buf[:n]; len(p) > 0; {
+			k, ev, ok := events.Feed(p)
+			p = p[k:]
+			if ok {
+				if err := u.add(ev); err != nil {
+					return err
+				}
+			}
+		}
+		if err == io.EOF {
+			if ev, ok := events.End(); ok {
+				return u.add(ev)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("scenario: %w", err)
 		}
 	}
-	return sc.Err()
+}
+
+// add adds the content of one event's chunk to the reply. Other events,
+// [DONE] and usage among them, add nothing.
+func (u *httpTurn) add(ev sse.Event) error {
+	if ev.TooLong {
+		return fmt.Errorf("scenario: an SSE event of more than %d bytes", sse.DefaultLimit)
+	}
+	var chunk struct {
+		Choices []struct {
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(ev.Data, &chunk) != nil {
+		return nil
+	}
+	for _, c := range chunk.Choices {
+		u.reply.WriteString(c.Delta.Content)
+	}
+	return nil
 }
 
 // Affinity is the result of a multi-turn run.
@@ -248,41 +286,6 @@ func jsonMessages(ms []tokenizer.Message) string {
 	}
 	b.WriteByte(']')
 	return b.String()
-}
-
-// deltaContent pulls the delta content out of one SSE line.
-func deltaContent(line string) (string, bool) {
-	const key = `"content":"`
-	if !strings.HasPrefix(line, "data:") {
-		return "", false
-	}
-	i := strings.Index(line, key)
-	if i < 0 {
-		return "", false
-	}
-	rest := line[i+len(key):]
-	var b strings.Builder
-	for j := 0; j < len(rest); j++ {
-		switch rest[j] {
-		case '"':
-			return b.String(), true
-		case '\\':
-			if j+1 < len(rest) {
-				j++
-				switch rest[j] {
-				case 'n':
-					b.WriteByte('\n')
-				case 't':
-					b.WriteByte('\t')
-				default:
-					b.WriteByte(rest[j])
-				}
-			}
-		default:
-			b.WriteByte(rest[j])
-		}
-	}
-	return b.String(), true
 }
 
 var (

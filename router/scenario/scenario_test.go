@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/router"
+	"github.com/kvlens/kvlens/tokenizer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden reports in testdata/")
@@ -151,5 +154,37 @@ func TestAffinityOverHTTP(t *testing.T) {
 	}
 	if a.StickyRate() != 1 {
 		t.Fatalf("over HTTP with kv_approx: %v; want every follow-up back on its worker", a)
+	}
+}
+
+// TestHTTPTurnReadsEventsAsTheStandardDoes proves the HTTP target reads an
+// answer whose chunks are split over several data lines, with CRLF or bare
+// CR line ends, as the SSE standard allows a worker to send them.
+func TestHTTPTurnReadsEventsAsTheStandardDoes(t *testing.T) {
+	tests := []struct {
+		name, stream string
+	}{
+		{"one data line per chunk",
+			"data: {\"choices\":[{\"delta\":{\"content\":\"Paged \"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"KV\"}}]}\n\ndata: [DONE]\n\n"},
+		{"chunks split over two data lines with CRLF line ends",
+			"data: {\"choices\":\r\ndata: [{\"delta\":{\"content\":\"Paged \"}}]}\r\n\r\ndata:{\"choices\":[{\"delta\":\r\ndata:{\"content\":\"KV\"}}]}\r\n\r\ndata: [DONE]\r\n\r\n"},
+		{"bare CR line ends and a comment inside an event",
+			"data: {\"choices\":\r: split here\rdata: [{\"delta\":{\"content\":\"Paged \"}}]}\r\rdata: {\"choices\":[{\"delta\":{\"content\":\"KV\"}}]}\r\r"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tt.stream)
+			}))
+			defer w.Close()
+			turn, err := (&HTTP{BaseURL: w.URL + "/v1", Model: "m"}).Begin(context.Background(), Prompt{Messages: []tokenizer.Message{{Role: "user", Content: "hi"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := turn.Finish(); err != nil || turn.Reply() != "Paged KV" {
+				t.Fatalf("reply %q, err %v; want Paged KV", turn.Reply(), err)
+			}
+		})
 	}
 }
