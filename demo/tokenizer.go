@@ -25,7 +25,7 @@ func (d *Demo) setTokenizer(cfg Config, pool *router.Pool) error {
 			fmt.Println("kvlens: tokenizer auto: embedded (cl100k, kvlens template): the workers are kvlens's simulated fleet")
 			return nil
 		}
-		auto := &router.Auto{Worker: worker, Model: cfg.Model, Files: cfg.AutoFiles}
+		auto := &router.Auto{Worker: worker, Model: cfg.Model, Files: cfg.AutoFiles, Logf: logf}
 		auto.OnSwitch = func(line string) {
 			fmt.Println("kvlens: " + line)
 			// What the index predicted with the old tokens says nothing of

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -30,7 +31,10 @@ const (
 // else the workers' /tokenize, which always matches: --tokenizer auto.
 // Choose probes every healthy worker at start; Check (and Watch) probes a
 // worker when it is re-admitted, and chooses again when it no longer
-// matches. Once on the workers' /tokenize, Auto stays there.
+// matches. Once Watch runs, a probe that failed (a worker slow to answer,
+// say) is tried again while the worker stays healthy, after 1 s, then
+// waits doubling up to 30 s, until one answers. Once on the workers'
+// /tokenize, Auto stays there.
 type Auto struct {
 	// Worker asks the workers' /tokenize once Auto has switched to it.
 	Worker *WorkerTokenize
@@ -42,9 +46,81 @@ type Auto struct {
 	// OnSwitch, if set, runs when Check changes the source, with the line
 	// that says why; it should clear what was measured with the old one.
 	OnSwitch func(line string)
+	// Logf, if set, logs what retried probes find: a new reason for one to
+	// fail, and the answer that ends the retries.
+	Logf func(format string, args ...any)
+	// Clock times the retries; nil means clock.Real.
+	Clock clock.Clock
 
 	source atomic.Int32
 	mu     sync.Mutex // one choice at a time
+
+	watching bool          // Watch runs: failed probes are retried; guarded by mu
+	timeout  time.Duration // Watch's bound on a retry's probes
+}
+
+// The waits before a failed probe is tried again: the first, doubled after
+// each failure up to the last.
+const (
+	ProbeRetryFirst = time.Second
+	ProbeRetryMax   = 30 * time.Second
+)
+
+// What a worker's latest probe found, as the admin API says.
+const (
+	// ProbeMatches: the worker tokenizes the sample chat as the local
+	// source Auto chose or kept.
+	ProbeMatches = "matches"
+	// ProbeDiffers: it tokenizes it otherwise, so Auto asks the workers.
+	ProbeDiffers = "differs"
+	// ProbeFailed: the probe got no usable answer, in time or at all; it
+	// is retried while the worker is healthy.
+	ProbeFailed = "failed"
+)
+
+// probeState is what Auto's probes of one worker found.
+type probeState struct {
+	mu       sync.Mutex
+	outcome  string        // ProbeMatches, ProbeDiffers, ProbeFailed; "" before the first
+	failures int64         // probes that failed
+	lastErr  string        // why the latest failed; "" after a good one
+	wait     time.Duration // the wait before the pending retry, or the last one
+	timer    clock.Timer   // the pending retry; nil when none is
+	gen      uint64        // counts retries set, so that one called off knows it
+}
+
+// snapshot returns the outcome, failures, error and the wait before the
+// pending retry (0 when none is pending).
+func (p *probeState) snapshot() (string, int64, string, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wait := p.wait
+	if p.timer == nil {
+		wait = 0
+	}
+	return p.outcome, p.failures, p.lastErr, wait
+}
+
+// set records a probe's outcome; a good one ends the retries.
+func (p *probeState) set(outcome string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.outcome, p.lastErr, p.wait = outcome, "", 0
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+// stop cancels the pending retry, and starts the waits over.
+func (p *probeState) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.wait = 0
 }
 
 var _ Tokenizer = (*Auto)(nil)
@@ -100,11 +176,78 @@ func (a *Auto) local() ([]Source, [][]uint32) {
 	return append(srcs, SourceEmbedded), append(toks, ChatTokens(probeChat))
 }
 
-// probe asks wk's /tokenize for the probe chat.
+// probe asks wk's /tokenize for the probe chat. A failure is recorded and,
+// while Watch runs, retried later; the caller records a success's outcome.
+// Call it with a.mu held.
 func (a *Auto) probe(ctx context.Context, wk *Worker) ([]uint32, error) {
 	msgs, _ := json.Marshal(probeChat)
 	payload, _ := json.Marshal(tokenizeBody{Model: a.Model, Messages: msgs})
-	return tokenizeOn(ctx, a.Worker.Client, wk, payload, a.Worker.Timeout)
+	toks, err := tokenizeOn(ctx, a.Worker.Client, wk, payload, a.Worker.Timeout)
+	if err != nil {
+		a.failed(wk, err)
+	}
+	return toks, err
+}
+
+// failed records a failed probe of wk and, while Watch runs, sets a retry
+// after the next wait. Call it with a.mu held.
+func (a *Auto) failed(wk *Worker, err error) {
+	p := &wk.autoProbe
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reason := oneLine(err)
+	if a.watching && reason != p.lastErr && a.Logf != nil {
+		a.Logf("tokenizer auto: %s's probe failed (%s); tried again while it is healthy", wk.Name, reason)
+	}
+	p.outcome, p.lastErr = ProbeFailed, reason
+	p.failures++
+	if a.watching {
+		a.retryLater(wk)
+	}
+}
+
+// retryLater sets wk's next retry, if none is pending. Call it with a.mu
+// and wk.autoProbe.mu held.
+func (a *Auto) retryLater(wk *Worker) {
+	p := &wk.autoProbe
+	if p.timer != nil || !wk.Healthy() || a.Source() == SourceWorker {
+		return
+	}
+	p.wait = min(max(2*p.wait, ProbeRetryFirst), ProbeRetryMax)
+	clk := a.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	p.gen++
+	gen := p.gen
+	p.timer = clk.AfterFunc(p.wait, func() { a.retry(wk, gen) })
+}
+
+// retry probes wk again (see Check), unless the retry was called off: the
+// worker failed its health check or left the pool, or Auto already asks
+// every worker. Another failure sets the next retry.
+func (a *Auto) retry(wk *Worker, gen uint64) {
+	a.mu.Lock()
+	p := &wk.autoProbe
+	p.mu.Lock()
+	current := p.timer != nil && p.gen == gen
+	if current {
+		p.timer = nil
+	}
+	failures := p.failures
+	p.mu.Unlock()
+	if !current || !wk.Healthy() || !slices.Contains(a.Worker.Pool.Workers(), wk) || a.Source() == SourceWorker {
+		a.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	was := a.Source()
+	line, err := a.check(ctx, wk, "answered a retried probe")
+	a.mu.Unlock()
+	if err == nil && a.Source() == was && a.Logf != nil {
+		a.Logf("%s, on a retry after %d failed %s", line, failures, plural(int(failures), "probe", "probes"))
+	}
 }
 
 // Choose probes every healthy worker and keeps the first local source that
@@ -137,6 +280,7 @@ func (a *Auto) choose(ctx context.Context, pool *Pool) string {
 			}
 		}
 		if len(keepS) == 0 {
+			wk.autoProbe.set(ProbeDiffers)
 			var differs []string
 			for i, t := range toks {
 				differs = append(differs, fmt.Sprintf("%s's %d tokens%s", shortName(srcs[i]), len(t), firstDiff(t, theirs)))
@@ -145,6 +289,7 @@ func (a *Auto) choose(ctx context.Context, pool *Pool) string {
 			return fmt.Sprintf("tokenizer auto: %s: %s tokenizes a sample chat differently (%d tokens, against %s)",
 				a.describe(SourceWorker), wk.Name, len(theirs), strings.Join(differs, "; "))
 		}
+		wk.autoProbe.set(ProbeMatches)
 		srcs, toks = keepS, keepT
 		asked = append(asked, wk.Name)
 		n = len(theirs)
@@ -192,10 +337,17 @@ func firstDiff(a, b []uint32) string {
 // Auto chooses again over every healthy worker (see Choose), which may
 // land on another local source or on the workers' /tokenize. It returns
 // one line saying what it found, and calls OnSwitch when the source
-// changed; an error when wk could not be asked, which changes nothing.
+// changed; an error when wk could not be asked, which changes nothing
+// but, while Watch runs, sets a retry.
 func (a *Auto) Check(ctx context.Context, wk *Worker) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.check(ctx, wk, "was re-admitted")
+}
+
+// check is Check with a.mu held; why says what made wk worth asking, for
+// the line that says why the source changed.
+func (a *Auto) check(ctx context.Context, wk *Worker, why string) (string, error) {
 	was := a.Source()
 	if was == SourceWorker {
 		return fmt.Sprintf("tokenizer auto: %s is asked for its tokens, as every worker is", wk.Name), nil
@@ -207,12 +359,13 @@ func (a *Auto) Check(ctx context.Context, wk *Worker) (string, error) {
 	srcs, toks := a.local()
 	for i, s := range srcs {
 		if s == was && slices.Equal(toks[i], theirs) {
+			wk.autoProbe.set(ProbeMatches)
 			return fmt.Sprintf("tokenizer auto: %s tokenizes a sample chat exactly as %s (%d tokens)", wk.Name, shortName(was), len(theirs)), nil
 		}
 	}
 	line := a.choose(ctx, a.Worker.Pool)
 	if a.Source() != was {
-		line = fmt.Sprintf("%s (was %s, until %s was re-admitted)", line, shortName(was), wk.Name)
+		line = fmt.Sprintf("%s (was %s, until %s %s)", line, shortName(was), wk.Name, why)
 		if a.OnSwitch != nil {
 			a.OnSwitch(line)
 		}
@@ -221,10 +374,31 @@ func (a *Auto) Check(ctx context.Context, wk *Worker) (string, error) {
 }
 
 // Watch checks every worker the pool re-admits (see Check), in the
-// background, each within timeout.
+// background, each within timeout, and from now on tries a failed probe
+// again while its worker is healthy: those that failed already, and any
+// that fails later.
 func (a *Auto) Watch(pool *Pool, timeout time.Duration) {
+	a.mu.Lock()
+	a.watching, a.timeout = true, timeout
+	for _, w := range pool.Workers() {
+		p := &w.autoProbe
+		p.mu.Lock()
+		if p.outcome == ProbeFailed {
+			a.retryLater(w)
+			if a.Logf != nil {
+				a.Logf("tokenizer auto: %s's probe failed (%s); tried again while it is healthy", w.Name, p.lastErr)
+			}
+		}
+		p.mu.Unlock()
+	}
+	a.mu.Unlock()
 	pool.OnHealthChange(func(w *Worker, healthy bool) {
-		if !healthy || a.Source() == SourceWorker {
+		if !healthy {
+			// The re-admission's Check will probe it again.
+			w.autoProbe.stop()
+			return
+		}
+		if a.Source() == SourceWorker {
 			return
 		}
 		go func() {

@@ -3,14 +3,17 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -145,5 +148,220 @@ func TestAutoRechecksReadmittedWorkers(t *testing.T) {
 				t.Errorf("switched: %q; want one line naming %q", switched, tt.wantSwitch)
 			}
 		})
+	}
+}
+
+// stepClock moves only when a test advances it; a timer fires, in its own
+// goroutine, once the clock passes its time.
+type stepClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*stepTimer
+}
+
+type stepTimer struct {
+	c  *stepClock
+	d  time.Duration // the wait it was set for
+	at time.Time
+	f  func()
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &stepTimer{c: c, d: d, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *stepTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	i := slices.Index(t.c.timers, t)
+	if i >= 0 {
+		t.c.timers = slices.Delete(t.c.timers, i, i+1)
+	}
+	return i >= 0
+}
+
+// advance moves the clock on by d and fires the timers due.
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*stepTimer
+	c.timers = slices.DeleteFunc(c.timers, func(t *stepTimer) bool {
+		if !t.at.After(c.now) {
+			due = append(due, t)
+			return true
+		}
+		return false
+	})
+	c.mu.Unlock()
+	for _, t := range due {
+		go t.f()
+	}
+}
+
+// waits returns the waits of the timers pending.
+func (c *stepClock) waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ds []time.Duration
+	for _, t := range c.timers {
+		ds = append(ds, t.d)
+	}
+	return ds
+}
+
+// TestAutoRetriesAProbeThatTimedOut is a worker slow to answer its first
+// probe, not down: Auto tries it again a second later on its clock, while
+// the worker is healthy, and the admin API says so until it answers.
+func TestAutoRetriesAProbeThatTimedOut(t *testing.T) {
+	model := fixtureEngine(t, "llama3")
+	tests := []struct {
+		name       string
+		engine     *tokenizer.Engine // the worker's
+		want       Source
+		wantProbe  string
+		wantSwitch string // "" when Auto must not switch
+	}{
+		{"a worker on the embedded tokenizer is verified by the retry", tokenizer.Embedded, SourceEmbedded, ProbeMatches, ""},
+		{"a worker on another tokenizer makes Auto ask the workers once the retry answers", model, SourceWorker, ProbeDiffers,
+			"until a answered a retried probe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var probes atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/tokenize" {
+					http.NotFound(w, r) // /health answers 404 here, which no test asks
+					return
+				}
+				if probes.Add(1) == 1 {
+					// Slower than the probe's 50 ms, but answering.
+					select {
+					case <-r.Context().Done():
+					case <-time.After(2 * time.Second):
+					}
+					return
+				}
+				text, _ := tt.engine.Render(probeChat)
+				json.NewEncoder(w).Encode(map[string]any{"tokens": tt.engine.Encode(text)})
+			}))
+			defer srv.Close()
+			ws, _ := ParseWorkers([]string{"a=" + srv.URL})
+			pool := NewPool(ws)
+			rt := NewRouter(pool, &RoundRobin{}, Config{})
+			clk := &stepClock{now: time.Unix(1e9, 0)}
+			var mu sync.Mutex
+			var switched []string
+			auto := &Auto{Worker: &WorkerTokenize{Pool: pool, Client: http.DefaultClient, Timeout: 50 * time.Millisecond}, Clock: clk,
+				OnSwitch: func(line string) { mu.Lock(); switched = append(switched, line); mu.Unlock() }}
+
+			if line := auto.Choose(context.Background(), pool); !strings.Contains(line, "unverified") || !strings.Contains(line, "deadline exceeded") {
+				t.Fatalf("Choose: %q; want the embedded tokenizer, unverified, for a probe that timed out", line)
+			}
+			if st := rt.Workers()[0]; st.TokenizerProbe != ProbeFailed || st.TokenizerProbeFailures != 1 || !strings.Contains(st.TokenizerProbeError, "deadline exceeded") || st.TokenizerProbeRetry != 0 {
+				t.Fatalf("before Watch, admin shows probe %q, %d failures, error %q, retry %v s; want failed, 1, the timeout, none",
+					st.TokenizerProbe, st.TokenizerProbeFailures, st.TokenizerProbeError, st.TokenizerProbeRetry)
+			}
+			auto.Watch(pool, time.Second)
+			if st := rt.Workers()[0]; st.TokenizerProbeRetry != 1 || !slices.Equal(clk.waits(), []time.Duration{ProbeRetryFirst}) {
+				t.Fatalf("Watch set retries %v, admin shows %v s; want one in 1 s", clk.waits(), st.TokenizerProbeRetry)
+			}
+			clk.advance(ProbeRetryFirst - time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a retry fired early would show here
+			if n := probes.Load(); n != 1 {
+				t.Fatalf("%d probes before the retry was due, want 1", n)
+			}
+			clk.advance(time.Millisecond)
+			eventually(t, "answered", func() bool { return rt.Workers()[0].TokenizerProbe == tt.wantProbe })
+			st := rt.Workers()[0]
+			if auto.Source() != tt.want || st.TokenizerProbeFailures != 1 || st.TokenizerProbeError != "" || st.TokenizerProbeRetry != 0 || len(clk.waits()) != 0 {
+				t.Fatalf("after the retry: source %d, admin shows %d failures, error %q, retry %v s, timers %v; want %d, 1, none, none, none",
+					auto.Source(), st.TokenizerProbeFailures, st.TokenizerProbeError, st.TokenizerProbeRetry, clk.waits(), tt.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case tt.wantSwitch == "" && len(switched) > 0:
+				t.Errorf("switched: %q; want no switch", switched)
+			case tt.wantSwitch != "" && (len(switched) != 1 || !strings.Contains(switched[0], tt.wantSwitch)):
+				t.Errorf("switched: %q; want one line naming %q", switched, tt.wantSwitch)
+			}
+		})
+	}
+}
+
+// TestAutoBacksOffWhileTheProbeFails is a healthy worker whose /tokenize
+// always fails: the waits between tries double from 1 s to 30 s, stop while
+// it fails its health check, and start over at 1 s when it is re-admitted.
+func TestAutoBacksOffWhileTheProbeFails(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	var probes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/health" && up.Load():
+		case r.URL.Path == "/tokenize":
+			probes.Add(1)
+			http.Error(w, "tokenizer not loaded", http.StatusInternalServerError)
+		default:
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	ws, _ := ParseWorkers([]string{"a=" + srv.URL})
+	pool := NewPool(ws)
+	rt := NewRouter(pool, &RoundRobin{}, Config{})
+	clk := &stepClock{now: time.Unix(1e9, 0)}
+	var logged []string
+	var mu sync.Mutex
+	auto := &Auto{Worker: &WorkerTokenize{Pool: pool, Client: http.DefaultClient}, Clock: clk,
+		Logf: func(format string, args ...any) {
+			mu.Lock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}}
+	auto.Choose(context.Background(), pool)
+	auto.Watch(pool, time.Second)
+	for i, want := range []time.Duration{1, 2, 4, 8, 16, 30, 30} {
+		want *= time.Second
+		eventually(t, fmt.Sprintf("retry %d set", i+1), func() bool { return len(clk.waits()) == 1 })
+		if got := clk.waits()[0]; got != want {
+			t.Fatalf("retry %d waits %v, want %v", i+1, got, want)
+		}
+		if st := rt.Workers()[0]; st.TokenizerProbeRetry != want.Seconds() || st.TokenizerProbeFailures != int64(i+1) || !strings.Contains(st.TokenizerProbeError, "HTTP 500") {
+			t.Fatalf("before retry %d, admin shows retry %v s, %d failures, error %q; want %v s, %d, the 500",
+				i+1, st.TokenizerProbeRetry, st.TokenizerProbeFailures, st.TokenizerProbeError, want.Seconds(), i+1)
+		}
+		clk.advance(want)
+		eventually(t, fmt.Sprintf("probe %d", i+2), func() bool { return probes.Load() == int64(i+2) })
+	}
+
+	// Down: the pending retry is called off, and none is set.
+	eventually(t, "retry 8 set", func() bool { return len(clk.waits()) == 1 })
+	up.Store(false)
+	pool.CheckHealth(context.Background(), http.DefaultClient, time.Second)
+	if w, st := clk.waits(), rt.Workers()[0]; len(w) != 0 || st.TokenizerProbeRetry != 0 {
+		t.Fatalf("while the worker is down: timers %v, admin retry %v s; want none", w, st.TokenizerProbeRetry)
+	}
+	// Back: its re-admission's probe fails, and the waits start over.
+	up.Store(true)
+	pool.CheckHealth(context.Background(), http.DefaultClient, time.Second)
+	eventually(t, "a retry after re-admission", func() bool { return len(clk.waits()) == 1 })
+	if got := clk.waits()[0]; got != ProbeRetryFirst {
+		t.Fatalf("the first retry after re-admission waits %v, want %v", got, ProbeRetryFirst)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 1 || !strings.Contains(logged[0], "a's probe failed") {
+		t.Fatalf("logged %q; want one line, for the one reason the probes failed", logged)
 	}
 }

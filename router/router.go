@@ -446,6 +446,18 @@ type WorkerState struct {
 	// CapacityReportError is why the latest ask failed; empty after a good
 	// one.
 	CapacityReportError string `json:"capacity_report_error,omitempty"`
+	// TokenizerProbe is what --tokenizer auto's latest probe of the worker
+	// found: ProbeMatches, ProbeDiffers or ProbeFailed; absent when it was
+	// never probed.
+	TokenizerProbe string `json:"tokenizer_probe,omitempty"`
+	// TokenizerProbeFailures counts its probes that failed.
+	TokenizerProbeFailures int64 `json:"tokenizer_probe_failures,omitempty"`
+	// TokenizerProbeError is why the latest probe failed; empty after a
+	// good one.
+	TokenizerProbeError string `json:"tokenizer_probe_error,omitempty"`
+	// TokenizerProbeRetry is the wait before a failed probe is tried
+	// again, in seconds; absent when no retry is pending.
+	TokenizerProbeRetry float64 `json:"tokenizer_probe_retry_s,omitempty"`
 	// InFlight counts requests booked and not finished.
 	InFlight int `json:"in_flight"`
 	// ActivePrefillTokens sums uncached prompt tokens of requests without a
@@ -476,6 +488,7 @@ func (r *Router) Workers() []WorkerState {
 		w.learn.mu.Lock()
 		reportErr := w.learn.lastErr
 		w.learn.mu.Unlock()
+		probe, probeFailures, probeErr, probeWait := w.autoProbe.snapshot()
 		out = append(out, WorkerState{
 			Name: w.Name, URL: w.URL.String(), Events: w.Events, Healthy: w.Healthy(), EventStream: w.EventStream(),
 			Capacity: capacity, CapacitySource: source, CapacityReported: int(w.learn.reported.Load()),
@@ -483,6 +496,8 @@ func (r *Router) Workers() []WorkerState {
 			IndexedBlocks: r.index.Blocks(w.Name), PredictedBlocks: r.approx.Blocks(w.Name),
 			Routed: w.routed.Load(), PredictedHitTokens: w.predictedHit.Load(),
 			ActualHitTokens: w.actualHit.Load(), Errors: w.errors.Load(),
+			TokenizerProbe: probe, TokenizerProbeFailures: probeFailures, TokenizerProbeError: probeErr,
+			TokenizerProbeRetry: probeWait.Seconds(),
 		})
 	}
 	r.mu.Lock()

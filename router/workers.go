@@ -57,6 +57,8 @@ type Worker struct {
 	flagCapacity atomic.Int64
 	// learn is what the worker reported about its batch capacity.
 	learn learnState
+	// autoProbe is what --tokenizer auto's probes of the worker found.
+	autoProbe probeState
 	// maxModelLen is the max_model_len the worker reported, in tokens; 0
 	// before it has reported one.
 	maxModelLen atomic.Int64
