@@ -305,6 +305,8 @@ func FuzzOpenAIClientStream(f *testing.F) {
 	f.Add([]byte(`data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":3}}}` + "\n\n"))
 	f.Add([]byte("data: {\"error\":{\"message\":\"x\\ny\"}}\n\n"))
 	f.Add([]byte(": comment\r\nevent: x\r\ndata:[DONE]\r\n"))
+	f.Add([]byte("data: {\"choices\":\r\ndata: [{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\r\n\r\ndata:[DONE]\r\r"))
+	f.Add([]byte("\xef\xbb\xbfdata: {\"choices\":[],\r: split\rdata: \"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\r\r"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c := NewOpenAIClient("http://fuzz.invalid/v1", "m", "")
 		c.http = &http.Client{Transport: bytesTransport{body}}
