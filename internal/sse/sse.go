@@ -6,6 +6,13 @@
 // fields are read and left aside. An OpenAI-compatible worker sends one
 // JSON chunk per event, usually on one data line, but may split it over
 // several.
+//
+// Why not a library's reader: the router watches an answer as it passes
+// through to the client, a write at a time, and must know where in those
+// bytes the last whole event ended to hand the client whole events; the
+// load generator times each event at the read that ends it. Go's SSE
+// libraries read events from an io.Reader they own, which gives neither,
+// so this is a push decoder of the standard's few rules.
 package sse
 
 import "bytes"
