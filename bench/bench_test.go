@@ -158,8 +158,11 @@ func TestTinyGridRunsAndReports(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the chart is not a PNG: %v", err)
 	}
-	for i, pol := range g.Policies {
-		if c := policyColors[i].(color.RGBA); !drawn[c] {
+	// Each policy is drawn in its own colour, the one it has in every
+	// grid: kv's is the last of the palette, though it is second here.
+	for _, pol := range g.Policies {
+		c := policyColors[slices.Index(DefaultPolicies, pol)].(color.RGBA)
+		if !drawn[c] {
 			t.Errorf("the chart has no pixel of %s's colour %v", pol, c)
 		}
 	}
@@ -240,6 +243,26 @@ func TestCollectOrdersRunsAsTheReportsRead(t *testing.T) {
 	got := res.Grid.Collect(append(shuffled, stray, res.Runs[2]))
 	if !slices.Equal(got.Runs, res.Runs[:5]) || !got.Partial() {
 		t.Fatalf("collected %+v, want the first five runs in the grid's order, partial", got.Runs)
+	}
+}
+
+func TestColorsOfKeepAPolicysColourAcrossGrids(t *testing.T) {
+	kv := policyColors[len(policyColors)-1]
+	tests := []struct {
+		name     string
+		policies []string
+		want     []color.Color
+	}{
+		{"the default grid in its order", DefaultPolicies, policyColors},
+		{"kv first keeps kv's colour", []string{"kv", "round_robin"}, []color.Color{kv, policyColors[0]}},
+		{"a policy not in the defaults takes the first colour unused", []string{"round_robin", "kv_approx", "kv"}, []color.Color{policyColors[0], policyColors[1], kv}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := colorsOf(tt.policies); !slices.Equal(got, tt.want) {
+				t.Fatalf("colours %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 

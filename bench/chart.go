@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -14,9 +15,9 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// policyColors tell the policies apart, in the grid's policy order: ten
-// colours that stay distinct for most kinds of colour blindness, the last
-// (kv's in the default order) the strongest.
+// policyColors tell the policies apart, one for each of DefaultPolicies in
+// its order: ten colours that stay distinct for most kinds of colour
+// blindness, the last (kv's) the strongest.
 var policyColors = []color.Color{
 	color.RGBA{R: 0x9c, G: 0xa3, B: 0xaf, A: 0xff}, // grey
 	color.RGBA{R: 0x6b, G: 0x72, B: 0x80, A: 0xff}, // dark grey
@@ -28,6 +29,35 @@ var policyColors = []color.Color{
 	color.RGBA{R: 0x0d, G: 0x94, B: 0x88, A: 0xff}, // teal
 	color.RGBA{R: 0xdb, G: 0x27, B: 0x77, A: 0xff}, // pink
 	color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff}, // green
+}
+
+// colorsOf gives each policy its colour: a default policy keeps its own
+// in every grid, so a picture of two policies reads as the full grid's
+// does; another takes the first colour no policy of the grid has.
+func colorsOf(policies []string) []color.Color {
+	out := make([]color.Color, len(policies))
+	used := make([]bool, len(policyColors))
+	for i, p := range policies {
+		if j := slices.Index(DefaultPolicies, p); j >= 0 && j < len(policyColors) {
+			out[i], used[j] = policyColors[j], true
+		}
+	}
+	next := 0
+	for i := range out {
+		if out[i] != nil {
+			continue
+		}
+		for next < len(used) && used[next] {
+			next++
+		}
+		if next == len(used) {
+			// More policies than colours: the rest cycle, as before.
+			out[i] = policyColors[i%len(policyColors)]
+			continue
+		}
+		out[i], used[next] = policyColors[next], true
+	}
+	return out
 }
 
 // Panel size and resolution of the PNG grid.
@@ -48,6 +78,7 @@ func WriteChart(w io.Writer, r *Result) error {
 	}
 	rows := r.rows()
 	policies := r.Grid.Policies
+	colors := colorsOf(policies)
 	n := len(r.Grid.Workloads) + 1
 	cols := min(chartCols, n)
 	nrows := (n + cols - 1) / cols
@@ -88,7 +119,7 @@ func WriteChart(w io.Writer, r *Result) error {
 			if err != nil {
 				return fmt.Errorf("bench chart: %s, %s: %w", wl.Name, policies[i], err)
 			}
-			c := policyColors[i%len(policyColors)]
+			c := colors[i]
 			line.Color, line.Width = c, vg.Points(1.5)
 			points.Color, points.Shape, points.Radius = c, draw.CircleGlyph{}, vg.Points(2.5)
 			p.Add(line, points)
