@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -20,6 +21,20 @@ var modeColors = []color.Color{
 	color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff},
 	color.RGBA{R: 0x25, G: 0x63, B: 0xeb, A: 0xff},
 	color.RGBA{R: 0xd9, G: 0x77, B: 0x06, A: 0xff},
+}
+
+// wholeTicks are gonum's default ticks labelled in whole numbers: a chart
+// of milliseconds has no use for "750.00".
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = fmt.Sprintf("%.0f", ts[i].Value)
+		}
+	}
+	return ts
 }
 
 // chartDPI and the chart size give a 16:9 PNG of 1500×844 pixels, for slides.
@@ -53,10 +68,21 @@ func WriteChart(w io.Writer, s *Set, slo SLO) error {
 		points.Color, points.Shape = c, draw.CircleGlyph{}
 		p.Add(line, points)
 		short, long := Label(mode)
-		p.Legend.Add(fmt.Sprintf("%s (%s)", long, short), line, points)
+		name := fmt.Sprintf("%s (%s)", long, short)
+		if strings.Contains(long, short) {
+			name = long // "KV cache-aware (Dynamo 0.9 cost)", not "… (Dynamo)" after it
+		}
+		p.Legend.Add(name, line, points)
+	}
+	top := 0.0 // the highest point drawn, ms
+	for _, mode := range s.Modes() {
+		for _, l := range s.Curve(mode) {
+			top = max(top, l.TTFTP95)
+		}
 	}
 	if slo.TTFT > 0 {
 		ms := float64(slo.TTFT) / float64(time.Millisecond)
+		top = max(top, ms)
 		cs := s.Concurrencies()
 		lo, hi := float64(cs[0]), float64(cs[len(cs)-1])
 		if lo == hi {
@@ -71,9 +97,23 @@ func WriteChart(w io.Writer, s *Set, slo SLO) error {
 		line.Width = vg.Points(1.5)
 		p.Add(line)
 		p.Legend.Add(fmt.Sprintf("SLO: TTFT ≤ %d ms", slo.TTFT.Milliseconds()), line)
-		if p.Y.Max < ms*1.1 {
-			p.Y.Max = ms * 1.1
+	}
+	// The legend sits in the plot's top left corner: leave it a band above
+	// the highest point, so that no line runs under it. An entry takes
+	// about a 20th of the plot's height.
+	entries := len(s.Modes())
+	if slo.TTFT > 0 {
+		entries++
+	}
+	p.Y.Max = top / (1 - min(0.5, 0.05*float64(entries)+0.03))
+	// Whole milliseconds, and a tick at each level measured.
+	p.Y.Tick.Marker = wholeTicks{}
+	if cs := s.Concurrencies(); len(cs) <= 12 {
+		var ticks []plot.Tick
+		for _, c := range cs {
+			ticks = append(ticks, plot.Tick{Value: float64(c), Label: fmt.Sprint(c)})
 		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	}
 	c := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, chartHeight), vgimg.UseDPI(chartDPI))}
 	p.Draw(draw.New(c))

@@ -3,6 +3,7 @@ package baselines
 import (
 	"bytes"
 	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -180,5 +181,40 @@ func TestWriteChart(t *testing.T) {
 	}
 	if !found["kv"] || !found["slo"] {
 		t.Fatalf("colours found: %v; want the KV line and the SLO line", found)
+	}
+}
+
+// TestChartLeavesTheLegendARoomOfItsOwn: a curve whose first level is its
+// highest would run from the top left corner, where the legend is; the
+// chart leaves a band above the highest point, so no curve pixel lies in
+// the legend's band right of its swatches. The axis reads whole
+// milliseconds.
+func TestChartLeavesTheLegendARoomOfItsOwn(t *testing.T) {
+	s := synthetic("round_robin", "kv")
+	for i := range s.Levels {
+		// Falling curves: the first level is each one's highest.
+		s.Levels[i].TTFTP95 = 3000 - 10*float64(s.Levels[i].Concurrency)
+	}
+	var b bytes.Buffer
+	if err := WriteChart(&b, s, DefaultSLO); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grey, green := color.RGBA{R: 0x6b, G: 0x72, B: 0x80, A: 0xff}, color.RGBA{R: 0x76, G: 0xb9, B: 0x00, A: 0xff}
+	under := 0
+	// The legend's three entries take the top 120 px of 844, its swatches
+	// the first 170 px from the left; its text is black.
+	for y := 0; y < 120; y++ {
+		for x := 170; x < 700; x++ {
+			if c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA); c == grey || c == green {
+				under++
+			}
+		}
+	}
+	if under > 0 {
+		t.Fatalf("%d pixels of the curves lie in the legend's band", under)
 	}
 }
