@@ -13,18 +13,24 @@
   baseline.setBase(JSON.parse(document.getElementById("baseline-data").textContent || "{}"));
 
   // syncMode keeps this page's single-view switch in step with another
-  // operator's choice.
+  // operator's choice. Its menu is left alone while the operator is in it
+  // (an open menu set under them jumps to another policy), and set at a
+  // later frame.
   function syncMode(mode) {
     const sw = document.getElementById("mode-switch");
-    if (!sw || sw.dataset.active === mode) return;
-    sw.dataset.active = mode;
-    sw.querySelectorAll("button[data-testid^=mode-]").forEach((b) => {
-      const on = b.dataset.testid === "mode-" + mode;
-      b.classList.toggle("active", on);
-      b.setAttribute("aria-pressed", String(on));
-    });
+    if (!sw) return;
+    if (sw.dataset.active !== mode) {
+      sw.dataset.active = mode;
+      sw.querySelectorAll("button[data-testid^=mode-]").forEach((b) => {
+        const on = b.dataset.testid === "mode-" + mode;
+        b.classList.toggle("active", on);
+        b.setAttribute("aria-pressed", String(on));
+      });
+    }
     const more = sw.querySelector("select");
-    if (more) more.value = [...more.options].some((o) => o.value === mode) ? mode : "";
+    if (!more || more === document.activeElement) return;
+    const want = [...more.options].some((o) => o.value === mode) ? mode : "";
+    if (more.value !== want) more.value = want;
   }
   // syncPair does the same for the A/B view's selects, leaving alone one
   // the operator is using.
@@ -121,6 +127,55 @@
   };
   body.addEventListener("htmx:wsAfterMessage", enable);
   body.addEventListener("htmx:afterSwap", enable);
+})();
+
+// Keyboard focus survives a redraw. Every frame replaces the tiles (their
+// labels are buttons), the Start/Stop control, the tour's bar and the
+// simulate button, and a control's answer replaces the mode switch or the
+// pair's selects: the focused control went with the element replaced, the
+// focus fell to the page's body, and a keyboard or screen reader user lost
+// their place once a second. Before a swap the focused control is noted by
+// what names it (id, test id, popover); after it, its namesake takes the
+// focus back, or else the first control of its kind in the same redrawn
+// element (Stop became Start). This comes after the operator's buttons are
+// enabled again: a disabled button takes no focus.
+(function () {
+  "use strict";
+  const body = document.body;
+  let kept = null;
+  function note() {
+    const el = document.activeElement;
+    if (!el || el === body || !el.tagName) { kept = null; return; }
+    const box = el.parentElement && el.parentElement.closest("[id]");
+    kept = {
+      el, tag: el.tagName, id: el.id, testid: el.dataset.testid || "", pop: el.getAttribute("popovertarget") || "",
+      box: box ? box.id : "", ring: el.matches(":focus-visible"),
+    };
+  }
+  function restore() {
+    const k = kept;
+    kept = null;
+    // Focus moved on by itself, or went elsewhere on purpose: leave it.
+    if (!k || k.el.isConnected || (document.activeElement && document.activeElement !== body)) return;
+    let to = k.id ? document.getElementById(k.id) : null;
+    if (!to && k.testid) to = document.querySelector(`${k.tag}[data-testid="${CSS.escape(k.testid)}"]`);
+    if (!to && k.pop) to = document.querySelector(`${k.tag}[popovertarget="${CSS.escape(k.pop)}"]`);
+    if (!to && k.box) {
+      const box = document.getElementById(k.box);
+      to = box && box.querySelector(k.tag);
+    }
+    if (to && !to.disabled) to.focus({ preventScroll: true, focusVisible: k.ring });
+  }
+  // A frame's fragments are swapped between these two events.
+  body.addEventListener("htmx:wsBeforeMessage", note);
+  body.addEventListener("htmx:wsAfterMessage", restore);
+  // A control's answer is swapped at once after this one (htmx swaps
+  // without delay unless told), and its afterSwap may fire on an element
+  // no longer in the page: the task after it finds the swap done.
+  document.addEventListener("htmx:beforeSwap", () => {
+    note();
+    setTimeout(restore, 0);
+  });
 })();
 
 // A click that a redraw falls within is not lost. The tiles and other

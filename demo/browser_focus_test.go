@@ -1,0 +1,144 @@
+//go:build browser
+
+package demo
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/kvlens/kvlens/tour"
+)
+
+// countFrames makes the page count the websocket's HTML frames (one a
+// tick) in window.framesSeen.
+const countFrames = `(() => { if (window.framesSeen === undefined) { window.framesSeen = 0;
+	document.body.addEventListener('htmx:wsAfterMessage', () => window.framesSeen++); } return true; })()`
+
+// waitFrames waits until the page has swapped in n more frames.
+func waitFrames(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	seen, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.framesSeen`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `window.framesSeen >= `+strconv.Itoa(seen+n), time.Duration(n)*time.Second+10*time.Second, "the page got no frames")
+}
+
+// focused names the focused element as a selector would find it: its test
+// id, or its popover's for a tile's label; "body" when nothing has focus.
+const focused = `(() => { const e = document.activeElement;
+	if (!e || e === document.body) return 'body';
+	return (e.dataset.testid || e.getAttribute('popovertarget') || e.tagName) + (e.isConnected ? '' : ' (detached)'); })()`
+
+// TestBrowserKeyboardFocus is a keyboard user at the booth: a control with
+// the focus keeps it while the frames redraw the page every second, and
+// after its own change redraws it. Before, a control in a redrawn fragment
+// (Start/Stop, a tile's label, the tour's Pause) lost the focus to the
+// page's body at the next frame, and a policy chosen with the arrow keys
+// lost it when the switch came back. A focused select is not set under
+// its user by another operator's change, and follows it once left.
+func TestBrowserKeyboardFocus(t *testing.T) {
+	t.Parallel() // see TestBrowserReconnects
+	d := startDemo(t, func(cfg *Config) {
+		// The tour's bar and its Pause are on the page; at its own pace
+		// no step changes the demo within the test.
+		cfg.Dashboard.Tour = tour.Builtin()
+	})
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`.login input[name=token]`),
+		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
+		chromedp.Click(`.login button`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// The token's answer reloads the page: wait for htmx to bind it.
+	waitJS(t, ctx, `document.readyState === 'complete' && !!document.querySelector('[data-testid=tour-pause]') && !document.querySelector('[data-testid=tour-pause]').disabled && !document.querySelector('[data-testid=pair-a]').disabled`,
+		10*time.Second, "the operator's controls stayed disabled")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](countFrames)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each control, focused, keeps the focus for 3 frames.
+	for _, c := range []struct{ name, sel, want string }{
+		{"the concurrency slider", `[data-testid=concurrency-slider]`, "concurrency-slider"},
+		{"lane A's policy", `[data-testid=pair-a]`, "pair-a"},
+		{"lane B's policy", `[data-testid=pair-b]`, "pair-b"},
+		{"Reset caches", `[data-testid=reset]`, "reset"},
+		{"the fault select", `[data-testid=fault]`, "fault"},
+		{"Stop", `[data-testid=stop]`, "stop"},
+		{"a tile's label", `[data-tile=ttft-p95] h3 .term`, "def-ttft-p95"},
+		{"the tour's Pause", `[data-testid=tour-pause]`, "tour-pause"},
+	} {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { document.querySelector('`+c.sel+`').focus(); return `+focused+`; })()`))
+		if err != nil || got != c.want {
+			t.Fatalf("focusing %s focused %q (%v)", c.name, got, err)
+		}
+		waitFrames(t, ctx, 3)
+		if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused)); got != c.want {
+			t.Errorf("3 frames after focusing %s the focus is on %s", c.name, got)
+		}
+	}
+
+	// A focused select is not set under its user: another operator's change
+	// of lane A (a request of its own, as another browser's) waits until
+	// the select is left.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=pair-a]').focus() || true`)); err != nil {
+		t.Fatal(err)
+	}
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch('/api/mode', {method: 'POST', body: new URLSearchParams({mode: 'least_loaded', lane: 'a'})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != 200 || d.lanes[0].proxy.PolicyName() != "least_loaded" {
+		t.Fatalf("another operator's change of lane A: %d (%v), policy %s", status, err, d.lanes[0].proxy.PolicyName())
+	}
+	waitFrames(t, ctx, 3)
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused + ` + ' ' + document.querySelector('[data-testid=pair-a]').value`)); got != "pair-a round_robin" {
+		t.Errorf("3 frames after another operator's change, lane A's focused select reads %q; want it focused and as its user left it (pair-a round_robin)", got)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.activeElement.blur() || true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector('[data-testid=pair-a]').value === 'least_loaded'`, 5*time.Second, "lane A's select does not follow the change once left")
+
+	// Changes made from the keyboard keep the focus on their control when
+	// its answer redraws it: a policy chosen with the arrow keys, and Stop
+	// pressed with Enter, whose place Start takes (Enter again starts).
+	press := func(sel, keys string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Focus(sel), chromedp.KeyEvent(keys)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	press(`[data-testid=pair-b]`, kb.ArrowDown)
+	deadline := time.Now().Add(5 * time.Second)
+	for d.lanes[1].proxy.PolicyName() == "kv" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p := d.lanes[1].proxy.PolicyName(); p == "kv" {
+		t.Fatalf("the arrow key on lane B's select left its policy %s", p)
+	}
+	waitFrames(t, ctx, 3)
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused)); got != "pair-b" {
+		t.Errorf("3 frames after choosing lane B's policy with the arrow key the focus is on %s", got)
+	}
+	press(`[data-testid=stop]`, "\r")
+	waitJS(t, ctx, `document.getElementById('run-state').dataset.running === 'false'`, 5*time.Second, "Enter on Stop did not stop the load")
+	waitFrames(t, ctx, 3)
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused)); got != "start" {
+		t.Errorf("3 frames after Enter on Stop the focus is on %s; want Start, which took its place", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("\r")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.getElementById('run-state').dataset.running === 'true'`, 5*time.Second, "Enter on Start, which had the focus, did not start the load")
+	waitFrames(t, ctx, 3)
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused)); got != "stop" {
+		t.Errorf("3 frames after Enter on Start the focus is on %s", got)
+	}
+}
