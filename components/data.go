@@ -401,6 +401,14 @@ func laneID(i int) string { return string(rune('a' + i)) }
 // laneLetter is a lane's id as the page shows it: A, B.
 func laneLetter(id string) string { return strings.ToUpper(id) }
 
+// countsStyle sizes the slider's target and live count (app.css) for the
+// most digits the slider can ask for, in every lane the count shows, so
+// that the controls after them stay put as the count grows: from 60 · 60
+// to 180 · 180 the pair's selects moved 31 px, and back 58 px at a Stop.
+func countsStyle(d PageData) templ.SafeCSS {
+	return templ.SafeCSS(fmt.Sprintf("--digits: %d; --lanes: %d;", len(strconv.Itoa(max(d.SliderMax, 0))), max(len(d.Live), 1)))
+}
+
 // counts joins each lane's count, as "60 · 60".
 func counts(ns []int) string {
 	parts := make([]string, len(ns))

@@ -4,6 +4,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
@@ -140,5 +141,76 @@ func TestBrowserKeyboardFocus(t *testing.T) {
 	waitFrames(t, ctx, 3)
 	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused)); got != "stop" {
 		t.Errorf("3 frames after Enter on Start the focus is on %s", got)
+	}
+}
+
+// TestBrowserControlsStayPut watches the controls row while the load
+// grows from 60 to 180 conversations in each lane and then stops: no
+// control moves. Before, the live count's figures (60 · 60, then 180 ·
+// 180, then 0 · 0) pushed the pair's selects, Reset and the fault select
+// 31 px right, then 58 px left, and Start was 3 px wider than Stop.
+func TestBrowserControlsStayPut(t *testing.T) {
+	t.Parallel() // see TestBrowserReconnects
+	d := startDemo(t)
+	ctx := newBrowser(t, 1920, 1080)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1920, 1080),
+		chromedp.Navigate(d.URL),
+		chromedp.WaitVisible(`.login input[name=token]`),
+		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
+		chromedp.Click(`.login button`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.readyState === 'complete' && !!document.querySelector('[data-testid=stop]') && !document.querySelector('[data-testid=stop]').disabled`,
+		10*time.Second, "the operator's controls stayed disabled")
+	waitJS(t, ctx, `document.getElementById('live-count').textContent === '60 · 60'`, 20*time.Second, "the load never reached 60 · 60")
+	// The page samples every control's box each 100 ms, and the counts
+	// shown, until told to stop.
+	const watch = `(() => { window.boxes = {}; window.countsSeen = new Set();
+		const sels = ['[data-testid=run-state]', '[data-testid=concurrency-slider]', '#concurrency-target', '#live-count',
+			'[data-testid=pair-a]', '[data-testid=pair-b]', '[data-testid=reset]', '[data-testid=fault]'];
+		window.watching = setInterval(() => {
+			for (const s of sels) { const r = document.querySelector(s).getBoundingClientRect();
+				(window.boxes[s] = window.boxes[s] || new Set()).add(Math.round(r.left) + '..' + Math.round(r.right)); }
+			window.countsSeen.add(document.getElementById('live-count').textContent);
+		}, 100); return true; })()`
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](watch)); err != nil {
+		t.Fatal(err)
+	}
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch('/api/concurrency', {method: 'POST', body: new URLSearchParams({concurrency: '180'})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != 200 {
+		t.Fatalf("asking for 180 conversations: %d (%v)", status, err)
+	}
+	waitJS(t, ctx, `document.getElementById('live-count').textContent === '180 · 180'`, 40*time.Second, "the load never reached 180 · 180")
+	clickRedrawn(t, ctx, `[data-testid=stop]`)
+	waitJS(t, ctx, `document.getElementById('live-count').textContent === '0 · 0' && !!document.querySelector('[data-testid=start]')`, 20*time.Second, "Stop did not bring the count to 0 · 0")
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](countFrames)); err != nil {
+		t.Fatal(err)
+	}
+	waitFrames(t, ctx, 2)
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { clearInterval(window.watching);
+		return JSON.stringify({ boxes: Object.fromEntries(Object.entries(window.boxes).map(([k, v]) => [k, [...v]])), counts: [...window.countsSeen] }); })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen struct {
+		Boxes  map[string][]string `json:"boxes"`
+		Counts []string            `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(raw), &seen); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counts seen: %v", seen.Counts)
+	if len(seen.Boxes) != 8 {
+		t.Fatalf("sampled %d controls, want 8: %v", len(seen.Boxes), seen.Boxes)
+	}
+	for sel, spans := range seen.Boxes {
+		if len(spans) != 1 {
+			t.Errorf("%s moved as the count went from 60 · 60 to 180 · 180 and 0 · 0: its left..right edges were %v px", sel, spans)
+		}
+	}
+	if t.Failed() {
+		screenshot(t, ctx, "controls-moved.png", false)
 	}
 }
