@@ -637,7 +637,10 @@ func playheadT(t *testing.T, ctx context.Context) int64 {
 
 // checkBoardFits checks that the charts and panels fit a 1080p projector in
 // fullscreen (1920x1080), also with the stale and blindness banners shown,
-// and a browser window (1920x960); that with a banner in that window the
+// and a browser window (1920x960); that on the projector the whole page fits
+// with no scrollbar, the Conversations and How it works bars included, also
+// with a fault's line above the workers (before, the tour's bar or that
+// line took it 27-29 px past 1080); that with a banner in that window the
 // page may scroll below the workers panel but the baseline chart stays
 // readable (before, it squeezed to fit: 134 px with both banners, a plot 34
 // px high, and under the tour's caption as little with the stale one); and
@@ -647,37 +650,41 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 	// The page's own banners are redrawn by every frame, so the test adds
 	// copies styled the same: none, the stale one, or both; with both, a
 	// control's notice (a cache reset's, the longest a success writes) and
-	// a fault's line above the workers too.
-	const banners = `(n) => { document.querySelectorAll('.test-banner').forEach((e) => e.remove());
+	// a fault's line above the workers too, which fault adds alone.
+	const banners = `(n, fault) => { document.querySelectorAll('.test-banner').forEach((e) => e.remove());
 		const html = ['<div class="stale test-banner">Live data is stale: reconnecting…</div>',
 			'<div class="blind test-banner">KV routing is blind: predicted 0 cached tokens in 30 s while the workers reported 120000; the router tokenizes differently from the engine</div>'];
 		document.querySelector('header').insertAdjacentHTML('beforeend', html.slice(0, n).join(''));
 		const notice = document.getElementById('notice');
 		if (notice) notice.textContent = n >= 2 ? 'Caches reset on 6 workers; index and window cleared.' : '';
 		const workers = document.getElementById('workers-panel');
-		if (n >= 2 && workers) workers.insertAdjacentHTML('beforebegin', '<p class="fault-on test-banner">Injected 10% HTTP 503 on every worker</p>');
+		if ((n >= 2 || fault) && workers && !document.querySelector('[data-testid=fault-on]')) workers.insertAdjacentHTML('beforebegin', '<p class="fault-on test-banner">Injected 10% HTTP 503 on every worker</p>');
 		window.dispatchEvent(new Event('resize')); return true; }`
 	// layout names the bottom of each block, for a failure to say what grew.
 	const layout = `(() => { const b = (s) => { const e = document.querySelector(s); return e ? Math.round(e.getBoundingClientRect().bottom) : -1; };
 		return 'header ' + b('header') + ', controls ' + b('.controls') + ', tiles ' + b('.tiles') + ', charts ' + b('.charts') +
-			', side ' + b('.side') + ', workers ' + b('.workers-panel') + ', board ' + b('.board') + ', window ' + window.innerHeight +
+			', side ' + b('.side') + ', workers ' + b('.workers-panel') + ', board ' + b('.board') + ', page ' + document.scrollingElement.scrollHeight + ', window ' + window.innerHeight +
 			', baseline chart ' + document.getElementById('baseline-chart').dataset.height + ' px'; })()`
 	for _, size := range []struct {
 		name    string
 		h       int64
 		banners int
+		fault   bool
 		fits    bool
+		// page: the whole page fits, with no scrollbar.
+		page bool
 	}{
-		{"fullscreen 1920x1080", 1080, 0, true},
-		{"fullscreen 1920x1080 with every banner", 1080, 2, true},
-		{"browser window 1920x960", 960, 0, true},
-		{"browser window 1920x960, reconnecting", 960, 1, false},
-		{"browser window 1920x960 with every banner", 960, 2, false},
+		{"fullscreen 1920x1080", 1080, 0, false, true, true},
+		{"fullscreen 1920x1080 with a fault's line", 1080, 0, true, true, true},
+		{"fullscreen 1920x1080 with every banner", 1080, 2, true, true, false},
+		{"browser window 1920x960", 960, 0, false, true, false},
+		{"browser window 1920x960, reconnecting", 960, 1, false, false, false},
+		{"browser window 1920x960 with every banner", 960, 2, true, false, false},
 	} {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, size.h)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(`+strconv.Itoa(size.banners)+`)`)); err != nil {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(`+strconv.Itoa(size.banners)+`, `+strconv.FormatBool(size.fault)+`)`)); err != nil {
 			t.Fatal(err)
 		}
 		// The page fits its charts again at a resize, and at each frame
@@ -685,18 +692,19 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 		// resize stands in for that frame.
 		time.Sleep(700 * time.Millisecond)
 		fits, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('.board').getBoundingClientRect().bottom <= window.innerHeight`))
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.scrollingElement.scrollHeight <= window.innerHeight`))
 		// 150 px leave the baseline's plot about 50 px: its curves apart.
 		base, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.getElementById('baseline-chart').dataset.height)`))
-		if (size.fits && !fits) || base < 150 {
+		if (size.fits && !fits) || (size.page && !page) || base < 150 {
 			where, _ := chromedp.Run(ctx, chromedp.Evaluate[string](layout))
-			t.Errorf("%s: the charts and panels do not fit without scrolling, or the baseline chart is under 150 px (%s)", size.name, where)
+			t.Errorf("%s: the charts and panels (or, on the projector, the whole page) do not fit without scrolling, or the baseline chart is under 150 px (%s)", size.name, where)
 			screenshot(t, ctx, "overflow-"+strings.ReplaceAll(size.name, " ", "-")+".png", false)
 		}
 	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(0)`)); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(0, false)`)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -402,13 +402,18 @@
     }
     // The side column holds the baseline chart, its sentence and notes, and
     // the workers panel: the chart gets what the rest leaves of the window's
-    // height below the column's top, up to 280 px. Its x axis, its label and
-    // the outlier's mark take about 100 px of it, so on a window too short
-    // for 150 (a wide one of 820 px left a plot 25 px high, its axis
-    // reading only "0") the chart keeps 220 and the column runs below the
-    // fold, as the charts beside it do on a laptop. The rest (notes,
-    // legend, workers) is measured as drawn, once the browser has laid it
-    // out, so each frame corrects the last.
+    // height below the column's top, up to 280 px, less the closed panels
+    // under the board (Conversations, How it works), so that the whole page
+    // fits a 1080p screen with no scrollbar. Before, it kept them out of
+    // the sum, and the tour's bar or a fault's line pushed the page 27-29 px
+    // past 1080. Its x axis, its label and the outlier's mark take about
+    // 100 px of it, so when the page cannot fit with 150 (every banner at
+    // once) the panels go below the fold and the board fits; on a window
+    // too short for that too (a wide one of 820 px left a plot 25 px high,
+    // its axis reading only "0") the chart keeps 220 and the column runs
+    // below the fold, as the charts beside it do on a laptop. The rest
+    // (notes, legend, workers) is measured as drawn, once the browser has
+    // laid it out, so each frame corrects the last.
     function baseHeight() {
       if (window.innerWidth < 1200) return chartHeight();
       const side = document.querySelector(".side");
@@ -419,8 +424,28 @@
       // page too tall for the window does not resize the chart.
       const box = side.getBoundingClientRect();
       const rest = side.lastElementChild.getBoundingClientRect().bottom - box.top - canvas.getBoundingClientRect().height;
-      const fit = window.innerHeight - 10 - (box.top + window.scrollY) - rest;
-      return Math.round(fit < 150 ? 220 : Math.min(280, fit));
+      const room = window.innerHeight - (box.top + window.scrollY) - rest;
+      const page = room - below(side.closest(".board"));
+      const board = room - 10;
+      return Math.round(page >= 150 ? Math.min(280, page) : board >= 150 ? board : 220);
+    }
+    // below is the height the page takes under the board: the panels after
+    // it and the page's bottom padding. An open panel counts as closed: its
+    // reader scrolls to it, and the charts do not shrink for it.
+    function below(board) {
+      let h = parseFloat(getComputedStyle(document.body).paddingBottom) || 0;
+      for (let e = board && board.nextElementSibling; e; e = e.nextElementSibling) {
+        const cs = getComputedStyle(e);
+        if (cs.display === "none" || cs.position === "absolute" || cs.position === "fixed") continue;
+        let height = e.getBoundingClientRect().height;
+        const summary = e.open && e.querySelector(":scope > summary");
+        if (summary) {
+          const px = (v) => parseFloat(v) || 0;
+          height = summary.getBoundingClientRect().height + px(cs.paddingTop) + px(cs.paddingBottom) + px(cs.borderTopWidth) + px(cs.borderBottomWidth);
+        }
+        h += height + (parseFloat(cs.marginTop) || 0) + (parseFloat(cs.marginBottom) || 0);
+      }
+      return h;
     }
     function fitBaseline() {
       requestAnimationFrame(() => {
