@@ -339,6 +339,12 @@ func replayHeadline(t *testing.T, ctx context.Context, d *Demo, settledAt int64)
 	if h := read(); h.Hidden || h.Settling != "true" || h.Delta != "" {
 		t.Errorf("the replay's first second shows the headline %+v; want it there and settling", h)
 	}
+	// The header names the pair as the live page's does: lane A first, each
+	// in its lane's colour (it read "KV-aware vs Round-robin" in one badge).
+	header, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('[data-testid=mode] strong')].map((s) => s.className + ' ' + s.textContent).join(' | ')`))
+	if want := "lane-a Round-robin | lane-b KV-aware"; header != want {
+		t.Errorf("the replay's first second names the pair %q in its header; want %q", header, want)
+	}
 	at := replayIndex(t, ctx, fmt.Sprintf("p.t <= %d", settledAt))
 	scrub(t, ctx, at)
 	if h := read(); h.Hidden || h.Settling != "false" || h.A == "" || h.B == "" || h.Delta == "" {

@@ -16,7 +16,7 @@
   const modeName = document.getElementById("mode-name");
   const notice = document.getElementById("notice");
 
-  let frames = []; // {t, row, mode_text, lanes, seq, base, live}, by time
+  let frames = []; // {t, row, modes, lanes, seq, base, live}, by time
   let marks = []; // every mark of the recording, by time
   const bases = []; // the recording's baseline frames' bodies, in order
   let shownBase = null; // the index in bases drawn, -1 for none
@@ -50,7 +50,7 @@
     charts.setMarks(marks.filter((m) => m.t <= f.t));
     charts.setLanes(f.lanes);
     charts.addPoints(frames.slice(first(f.t - windowSecs + 1), at + 1).map((x) => x.row), true);
-    modeName.textContent = f.mode_text;
+    showModes(f.modes);
     timeline.value = String(at);
     playhead.textContent = `${clock(f.t)} UTC · +${elapsed(f.t - frames[0].t)} of ${elapsed(frames[frames.length - 1].t - frames[0].t)}`;
     playhead.dataset.t = String(f.t);
@@ -66,6 +66,37 @@
     }
     baseline.setLive(f.live);
     fetchPanels(f.seq);
+  }
+
+  // showModes names the policies in the header: one as "Routing: KV-aware";
+  // an A/B recording's pair as the live page's header does, lane A first,
+  // each in its lane's colour. Before, one badge read "KV-aware vs
+  // Round-robin", B first, as if lane A ran KV-aware.
+  const modeBox = document.querySelector(".mode[data-testid=mode]");
+  let modesShown = "";
+  function showModes(modes) {
+    const key = modes.join("\n");
+    if (key === modesShown) return;
+    modesShown = key;
+    if (modes.length < 2) {
+      modeName.textContent = modes[0];
+      if (!modeName.isConnected) modeBox.replaceChildren("Routing: ", modeName);
+      return;
+    }
+    const parts = [];
+    modes.forEach((m, i) => {
+      if (i > 0) {
+        const vs = document.createElement("span");
+        vs.className = "vs";
+        vs.textContent = "vs";
+        parts.push(vs);
+      }
+      const name = document.createElement("strong");
+      name.className = "lane-" + String.fromCharCode(97 + i);
+      name.textContent = m;
+      parts.push(name);
+    });
+    modeBox.replaceChildren(...parts);
   }
 
   // fetchPanels asks for the headline and tiles recorded with frame seq,
@@ -161,10 +192,12 @@
         if (fr.kind !== "snapshot" || !fr.body) continue;
         const b = fr.body;
         // An A/B recording's frames carry lane B's points beside lane A's.
+        // The header names lane A first, as the live page's does: "B vs A"
+        // (the headline's order) read as lane A's policy in lane B.
         const more = b.lanes || [];
-        const text = more.length ? more.map((l) => l.mode_text).join(", ") + " vs " + b.mode_text : b.mode_text;
+        const modes = [b.mode_text, ...more.map((l) => l.mode_text)];
         const live = b.live ? liveOf(b) : [];
-        for (const row of window.kvlens.rowsOf(b)) frames.push({ t: row.t, row, mode_text: text, lanes: 1 + more.length, seq: fr.seq, base, live });
+        for (const row of window.kvlens.rowsOf(b)) frames.push({ t: row.t, row, modes, lanes: 1 + more.length, seq: fr.seq, base, live });
         if (b.marks) marks = marks.concat(b.marks);
       }
       frames.sort((a, b) => a.t - b.t);
