@@ -473,7 +473,7 @@ func Page(d PageData) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "\"><section class=\"charts\" aria-label=\"Last 10 minutes\"><figure class=\"chart\"><figcaption>Time to first token (p50, p95)</figcaption><div id=\"ttft-chart\" data-testid=\"ttft-chart\"></div></figure><figure class=\"chart\"><figcaption>Time per output token (p50, p95)</figcaption><div id=\"tpot-chart\" data-testid=\"tpot-chart\"></div></figure><figure class=\"chart\"><figcaption>Throughput</figcaption><div id=\"tops-chart\" data-testid=\"tops-chart\"></div></figure><figure class=\"chart\"><figcaption>Errors and shed</figcaption><div id=\"errors-chart\" data-testid=\"errors-chart\"></div></figure></section><aside class=\"side\"><figure class=\"chart baseline\"><figcaption>Baseline vs live:")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "\"><section class=\"charts\" aria-label=\"Last 10 minutes\"><figure class=\"chart\"><figcaption>Time to first token (p50, p95)</figcaption><div id=\"ttft-chart\" data-testid=\"ttft-chart\"></div></figure><figure class=\"chart\"><figcaption>Time per output token (p50, p95)</figcaption><div id=\"tpot-chart\" data-testid=\"tpot-chart\"></div></figure><figure class=\"chart\"><figcaption>Throughput</figcaption><div id=\"tops-chart\" data-testid=\"tops-chart\"></div></figure><figure class=\"chart\"><figcaption>Errors (% of requests) and shed (requests/s)</figcaption><div id=\"errors-chart\" data-testid=\"errors-chart\"></div></figure></section><aside class=\"side\"><figure class=\"chart baseline\"><figcaption>Baseline vs live:")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

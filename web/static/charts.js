@@ -134,7 +134,12 @@
       },
     };
 
-    // specs are each chart's element id, unit, SLO (a dashed line) and
+    // The errors chart draws two figures on one axis, each in its own unit:
+    // the axis names both (it had no unit, and 0.4 read as nothing).
+    const errorsAxis = "error % · shed /s";
+
+    // specs are each chart's element id, unit, axis label when not the
+    // unit, SLO (a dashed line) and
     // series: label, colour, point field and dash. One lane draws p50 and
     // p95 in two colours; several draw each lane in its colour, p95 solid
     // and p50 dashed, and the page's lane legend names them.
@@ -144,7 +149,7 @@
           { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: [["p50", colours.p50, "ttft_p50"], ["p95", colours.p95, "ttft_p95"]] },
           { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: [["p50", colours.p50, "tpot_p50"], ["p95", colours.p95, "tpot_p95"]] },
           { id: "tops-chart", unit: "tok/s", series: [["output tok/s", colours.tops, "tops"]] },
-          { id: "errors-chart", unit: "", series: [["error %", colours.err, "error_pct"], ["shed /s", colours.rps, "shed_per_sec"]] },
+          { id: "errors-chart", unit: "", axis: errorsAxis, series: [["error %", colours.err, "error_pct"], ["shed /s", colours.rps, "shed_per_sec"]] },
         ];
       }
       const per = (fields) => {
@@ -159,7 +164,7 @@
         { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: per([["p95", "ttft_p95"], ["p50", "ttft_p50", [6, 4]]]) },
         { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: per([["p95", "tpot_p95"], ["p50", "tpot_p50", [6, 4]]]) },
         { id: "tops-chart", unit: "tok/s", series: per([["output tok/s", "tops"]]) },
-        { id: "errors-chart", unit: "", series: per([["error %", "error_pct"], ["shed /s", "shed_per_sec", [2, 4]]]) },
+        { id: "errors-chart", unit: "", axis: errorsAxis, series: per([["error %", "error_pct"], ["shed /s", "shed_per_sec", [2, 4]]]) },
       ];
     }
 
@@ -195,7 +200,7 @@
           const last = xs[xs.length - 1];
           return [Math.min(xs[0], last - 60), last];
         };
-        const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.unit), series }, series.map(() => []), el);
+        const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.axis || sp.unit), series }, series.map(() => []), el);
         lastMinute(plot);
         el.dataset.lanes = String(n);
         return { sp, el, plot, size };
