@@ -153,6 +153,8 @@ func TestHeadlineReadsAsASentence(t *testing.T) {
 	noHit.HitA, noHit.HitB = "", ""
 	oneHit := settling
 	oneHit.HitA = ""
+	stopped := h
+	stopped.Delta, stopped.Settling, stopped.Stopped = "", "stopped", true
 	tests := []struct {
 		name string
 		h    HeadlineData
@@ -163,6 +165,7 @@ func TestHeadlineReadsAsASentence(t *testing.T) {
 		{"no hit rate yet on either side says settling once", noHit, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit settling · 120 conversations each"},
 		{"a side without a hit rate yet says settling, not a dash", oneHit, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, settling (12 s of 30); cache hit 98% vs settling · 120 conversations each"},
 		{"an alternation's kept side gives its age", kept, "KV-aware vs Round-robin (2 min ago): TTFT p95 372 ms vs 561 ms, −34%; cache hit 98% vs 86% · 120 conversations each"},
+		{"a stopped load runs no conversations", stopped, "KV-aware vs Round-robin: TTFT p95 372 ms vs 561 ms, stopped; cache hit 98% vs 86% · load stopped"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -161,8 +161,10 @@ type HeadlineData struct {
 	B    string `json:"b,omitempty"`
 	AgoA string `json:"ago_a,omitempty"`
 	AgoB string `json:"ago_b,omitempty"`
-	// Conversations is the concurrency both run.
-	Conversations int `json:"conversations,omitempty"`
+	// Conversations is the concurrency both run; Stopped says the load is
+	// stopped, and the headline says so in its place.
+	Conversations int  `json:"conversations,omitempty"`
+	Stopped       bool `json:"stopped,omitempty"`
 	// TTFTA and TTFTB are TTFT p95 formatted, or dashes; TTFTAms and
 	// TTFTBms the same in ms (0 without data), for tests to read.
 	TTFTA   string  `json:"ttft_a,omitempty"`
@@ -432,6 +434,15 @@ func paren(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
+}
+
+// loadText is the headline's last clause: the concurrency both lanes run,
+// or that the load is stopped.
+func loadText(h HeadlineData) string {
+	if h.Stopped {
+		return "load stopped"
+	}
+	return strconv.Itoa(h.Conversations) + " conversations each"
 }
 
 // comma separates a headline's difference from its figures, when it has one.

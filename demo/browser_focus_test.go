@@ -185,6 +185,8 @@ func TestBrowserControlsStayPut(t *testing.T) {
 	waitJS(t, ctx, `document.getElementById('live-count').textContent === '180 · 180'`, 40*time.Second, "the load never reached 180 · 180")
 	clickRedrawn(t, ctx, `[data-testid=stop]`)
 	waitJS(t, ctx, `document.getElementById('live-count').textContent === '0 · 0' && !!document.querySelector('[data-testid=start]')`, 20*time.Second, "Stop did not bring the count to 0 · 0")
+	// The headline no longer gives the target as the conversations running.
+	waitJS(t, ctx, `document.querySelector('[data-testid=headline-load]').textContent === ' · load stopped'`, 5*time.Second, "stopped, the headline does not say the load is stopped")
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](countFrames)); err != nil {
 		t.Fatal(err)
 	}

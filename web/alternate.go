@@ -124,7 +124,7 @@ func (a *alternator) sides(now time.Time, live string, snap loadgen.Snapshot, sh
 		out[i] = side{policy: p, target: snap.Target}
 		switch k := a.kept[i]; {
 		case p == live:
-			out[i].window, out[i].shed = snap.Window, shed
+			out[i].window, out[i].shed, out[i].stopped = snap.Window, shed, !snap.Running
 			out[i].settling, out[i].answering, out[i].rates = settling(snap.Window), answering(snap.Window), flowing(snap.Window)
 		case k != nil:
 			out[i].window, out[i].shed, out[i].ago = k.window, k.shed, ago(now.Sub(k.at))

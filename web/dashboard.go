@@ -138,6 +138,8 @@ type side struct {
 	ago string
 	// none says there is no window at all yet.
 	none bool
+	// stopped says its load is stopped: no conversation runs.
+	stopped bool
 }
 
 // sides are the columns at this tick: every lane's live window, or the
@@ -156,6 +158,7 @@ func (s *Server) sides(now time.Time, snaps []loadgen.Snapshot) []side {
 			// A stopped lane's window runs on with nothing sent: its rates
 			// only fall. Its figures stay, compared with nothing.
 			out[i].settling, out[i].answering, out[i].rates = "stopped", "stopped", "stopped"
+			out[i].stopped = true
 		}
 		if s.warming() {
 			// The warm-up's figures are the cold start: none is shown.
@@ -455,7 +458,10 @@ func (s *Server) headline(sides []side) components.HeadlineData {
 	}
 	a, b := sides[0], sides[len(sides)-1]
 	h := components.HeadlineData{Show: true, A: s.opts.Describe(a.policy), B: s.opts.Describe(b.policy),
-		AgoA: a.ago, AgoB: b.ago, Conversations: b.target, TTFTA: "—", TTFTB: "—"}
+		AgoA: a.ago, AgoB: b.ago, Conversations: b.target, TTFTA: "—", TTFTB: "—",
+		// The target stands while the load is stopped; "180
+		// conversations each" would then say what is not running.
+		Stopped: a.stopped || b.stopped}
 	h.Settling = b.settling
 	if h.Settling == "" {
 		h.Settling = a.settling

@@ -206,7 +206,9 @@ func TestTheErrorsTileIsRedOnlyForARateItShows(t *testing.T) {
 
 // TestAStoppedDemoComparesNothing stops both lanes of a settled A/B view:
 // their windows run on with nothing sent, so every tile keeps its figure
-// but shows no difference and no colour, and says why.
+// but shows no difference and no colour, and says why; the headline says
+// the load is stopped where it gave the conversations each lane runs (it
+// kept "120 conversations each", the target, with none running).
 func TestAStoppedDemoComparesNothing(t *testing.T) {
 	s, la, lb, _, _ := abServer(t, settled(window(561, 0.86)), settled(window(372, 0.98)))
 	for _, x := range tilesNow(s).Tiles {
@@ -214,12 +216,18 @@ func TestAStoppedDemoComparesNothing(t *testing.T) {
 			t.Fatalf("running, the TTFT tile shows no difference: %+v", x)
 		}
 	}
+	if h := s.headline(s.sides(time.Now(), s.snapshots())); h.Stopped {
+		t.Fatalf("running, the headline says the load is stopped: %+v", h)
+	}
 	la.Stop()
 	lb.Stop()
 	for _, x := range tilesNow(s).Tiles {
 		if x.Delta != "" || x.Level != "none" || !strings.Contains(x.Settling, "stopped") {
 			t.Errorf("stopped, tile %s shows %q, level %q, settling %q; want no difference, no colour and \"stopped\"", x.ID, x.Delta, x.Level, x.Settling)
 		}
+	}
+	if h := s.headline(s.sides(time.Now(), s.snapshots())); !h.Stopped || h.Delta != "" {
+		t.Errorf("stopped, the headline is %+v; want it stopped, with no difference", h)
 	}
 }
 
