@@ -27,6 +27,15 @@ func TestAccuracy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := measureAccuracy(t, 50, tt.perChunk)
+			// A host too busy to keep the server's own schedule (a CI run
+			// beside a browser test once made its flushes 61 ms late at
+			// p99, and the client's reads 244 µs late at the median) says
+			// nothing of the client's accuracy: measure again, twice at
+			// most. A quiet host keeps the schedule to 1-2 ms.
+			for try := 1; try < 3 && a.late > 10*time.Millisecond && a.ttftMed > 200*time.Microsecond; try++ {
+				t.Logf("the server flushed %v late at p99: the host is busy, measuring again", a.late)
+				a = measureAccuracy(t, 50, tt.perChunk)
+			}
 			t.Logf("|error| p50/p99: TTFT %v/%v, ITL %v/%v; server late p99 %v; window TTFT p99 %.2f ms, TPOT p99 %.3f ms, inter-chunk p50 %.2f ms",
 				a.ttftMed, a.ttft, a.itlMed, a.itl, a.late, a.window.TTFT.P99, a.window.TPOT.P99, a.window.InterChunk.P50)
 			if a.ttftMed > 200*time.Microsecond || a.itl > time.Millisecond {
