@@ -99,7 +99,7 @@ func TestBrowserKeyboardFocus(t *testing.T) {
 		t.Fatalf("another operator's change of lane A: %d (%v), policy %s", status, err, d.lanes[0].proxy.PolicyName())
 	}
 	waitFrames(t, ctx, 3)
-	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused + ` + ' ' + document.querySelector('[data-testid=pair-a]').value`)); got != "pair-a round_robin" {
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](focused+` + ' ' + document.querySelector('[data-testid=pair-a]').value`)); got != "pair-a round_robin" {
 		t.Errorf("3 frames after another operator's change, lane A's focused select reads %q; want it focused and as its user left it (pair-a round_robin)", got)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.activeElement.blur() || true`)); err != nil {
