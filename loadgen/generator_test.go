@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"github.com/kvlens/kvlens/internal/clocktest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -125,7 +126,7 @@ func TestStopThenStartLeavesNothingOfTheOldRun(t *testing.T) {
 // starts with the clock standing still. (A positive rate's pacing, one
 // start per 1/rate of clock time, is TestPacingAndThinkTimeRunOnTheGivenClock's.)
 func TestARateOfZeroStartsEveryConversationAtOnce(t *testing.T) {
-	clk := newManualClock()
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	tr := newGate()
 	cfg := testConfig(100)
 	cfg.StartRate = 0
@@ -134,7 +135,7 @@ func TestARateOfZeroStartsEveryConversationAtOnce(t *testing.T) {
 	g.Start()
 	defer g.Stop()
 	waitFor(t, "100 conversations", func() bool { return tr.open.Load() == 100 })
-	if n := clk.pending(); n != 0 {
+	if n := len(clk.Pending()); n != 0 {
 		t.Fatalf("%d timers pending: an unpaced start waits for nothing", n)
 	}
 }
@@ -194,7 +195,7 @@ func TestRateZeroSupervisorDoesNotSpin(t *testing.T) {
 }
 
 func TestPacingAndThinkTimeRunOnTheGivenClock(t *testing.T) {
-	clk := newManualClock()
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	tr := newGate()
 	cfg := testConfig(5)
 	cfg.StartRate = 10 // one start per 100 ms of clock time
@@ -209,18 +210,18 @@ func TestPacingAndThinkTimeRunOnTheGivenClock(t *testing.T) {
 		t.Fatalf("%d conversations before the clock moved, want 1", n)
 	}
 	for want := int64(2); want <= 5; want++ {
-		waitFor(t, "a pacing timer", func() bool { return clk.pending() == 1 })
-		clk.advance(100 * time.Millisecond)
+		waitFor(t, "a pacing timer", func() bool { return len(clk.Pending()) == 1 })
+		clk.Advance(100 * time.Millisecond)
 		waitFor(t, "the next start", func() bool { return tr.open.Load() == want })
 	}
 	tr.gate <- struct{}{} // one answer: its conversation now thinks for 5 s
-	waitFor(t, "the think timer", func() bool { return clk.pending() == 1 && tr.open.Load() == 4 })
-	clk.advance(4 * time.Second)
+	waitFor(t, "the think timer", func() bool { return len(clk.Pending()) == 1 && tr.open.Load() == 4 })
+	clk.Advance(4 * time.Second)
 	time.Sleep(20 * time.Millisecond)
 	if n := tr.open.Load(); n != 4 {
 		t.Fatalf("%d requests open 4 s into a 5 s think time, want 4", n)
 	}
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	waitFor(t, "the follow-up after thinking", func() bool { return tr.open.Load() == 5 })
 }
 
@@ -407,7 +408,7 @@ func (f *failThenGate) Chat(ctx context.Context, req TurnRequest, first func(str
 // forgotten, a young window would count, of the requests sent just before
 // the stop, only those that had already ended: the failures.
 func TestStopLeavesAYoungWindowsAnswerFiguresWhereTheyWere(t *testing.T) {
-	clk := newManualClock()
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	tr := &failThenGate{n: 5, now: clk.Now}
 	cfg := testConfig(20)
 	cfg.Clock = clk
@@ -421,15 +422,15 @@ func TestStopLeavesAYoungWindowsAnswerFiguresWhereTheyWere(t *testing.T) {
 			t.Fatalf("%d requests in flight after %d calls; want 20", tr.open.Load(), tr.calls.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
-		clk.advance(time.Second)
+		clk.Advance(time.Second)
 	}
-	clk.advance(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	before := g.Snapshot().Window
 	if before.Errors != 5 || before.Answers != 0 {
 		t.Fatalf("before the stop: %d errors, %d answers; want the 5 failures ended and no answer figures yet", before.Errors, before.Answers)
 	}
 	g.Stop()
-	clk.advance(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	after := g.Snapshot().Window
 	if after.Answers != 0 || after.ErrorRate != 0 {
 		t.Fatalf("after the stop: error rate %.0f%% over %d answers; want the figures held where they were (0 answers), not the failures alone", 100*after.ErrorRate, after.Answers)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/kvlens/kvlens/internal/clocktest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,14 +18,14 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // and the sweep runner read: a deterministic mix of successes on two workers
 // and failures of three classes, on a virtual clock.
 func TestSnapshotJSONGolden(t *testing.T) {
-	clk := newManualClock()
+	clk := clocktest.New(time.Unix(1_700_000_000, 0))
 	cfg := testConfig(10)
 	cfg.Clock = clk
 	g, err := New(newGate(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(20 * time.Second)
+	clk.Advance(20 * time.Second)
 	for i := range 40 {
 		w := []string{"worker-a", "worker-b"}[i%2]
 		ttft := time.Duration(100+10*i) * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kvlens/kvlens/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvlens/kvlens/clock"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -151,74 +151,6 @@ func TestAutoRechecksReadmittedWorkers(t *testing.T) {
 	}
 }
 
-// stepClock moves only when a test advances it; a timer fires, in its own
-// goroutine, once the clock passes its time.
-type stepClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*stepTimer
-}
-
-type stepTimer struct {
-	c  *stepClock
-	d  time.Duration // the wait it was set for
-	at time.Time
-	f  func()
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &stepTimer{c: c, d: d, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *stepTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	i := slices.Index(t.c.timers, t)
-	if i >= 0 {
-		t.c.timers = slices.Delete(t.c.timers, i, i+1)
-	}
-	return i >= 0
-}
-
-// advance moves the clock on by d and fires the timers due.
-func (c *stepClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*stepTimer
-	c.timers = slices.DeleteFunc(c.timers, func(t *stepTimer) bool {
-		if !t.at.After(c.now) {
-			due = append(due, t)
-			return true
-		}
-		return false
-	})
-	c.mu.Unlock()
-	for _, t := range due {
-		go t.f()
-	}
-}
-
-// waits returns the waits of the timers pending.
-func (c *stepClock) waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ds []time.Duration
-	for _, t := range c.timers {
-		ds = append(ds, t.d)
-	}
-	return ds
-}
-
 // TestAutoRetriesAProbeThatTimedOut is a worker slow to answer its first
 // probe, not down: Auto tries it again a second later on its clock, while
 // the worker is healthy, and the admin API says so until it answers.
@@ -258,7 +190,7 @@ func TestAutoRetriesAProbeThatTimedOut(t *testing.T) {
 			ws, _ := ParseWorkers([]string{"a=" + srv.URL})
 			pool := NewPool(ws)
 			rt := NewRouter(pool, &RoundRobin{}, Config{})
-			clk := &stepClock{now: time.Unix(1e9, 0)}
+			clk := clocktest.New(time.Unix(1e9, 0))
 			var mu sync.Mutex
 			var switched []string
 			auto := &Auto{Worker: &WorkerTokenize{Pool: pool, Client: http.DefaultClient, Timeout: 50 * time.Millisecond}, Clock: clk,
@@ -272,20 +204,20 @@ func TestAutoRetriesAProbeThatTimedOut(t *testing.T) {
 					st.TokenizerProbe, st.TokenizerProbeFailures, st.TokenizerProbeError, st.TokenizerProbeRetry)
 			}
 			auto.Watch(pool, time.Second)
-			if st := rt.Workers()[0]; st.TokenizerProbeRetry != 1 || !slices.Equal(clk.waits(), []time.Duration{ProbeRetryFirst}) {
-				t.Fatalf("Watch set retries %v, admin shows %v s; want one in 1 s", clk.waits(), st.TokenizerProbeRetry)
+			if st := rt.Workers()[0]; st.TokenizerProbeRetry != 1 || !slices.Equal(clk.Pending(), []time.Duration{ProbeRetryFirst}) {
+				t.Fatalf("Watch set retries %v, admin shows %v s; want one in 1 s", clk.Pending(), st.TokenizerProbeRetry)
 			}
-			clk.advance(ProbeRetryFirst - time.Millisecond)
+			clk.Advance(ProbeRetryFirst - time.Millisecond)
 			time.Sleep(20 * time.Millisecond) // a retry fired early would show here
 			if n := probes.Load(); n != 1 {
 				t.Fatalf("%d probes before the retry was due, want 1", n)
 			}
-			clk.advance(time.Millisecond)
+			clk.Advance(time.Millisecond)
 			eventually(t, "answered", func() bool { return rt.Workers()[0].TokenizerProbe == tt.wantProbe })
 			st := rt.Workers()[0]
-			if auto.Source() != tt.want || st.TokenizerProbeFailures != 1 || st.TokenizerProbeError != "" || st.TokenizerProbeRetry != 0 || len(clk.waits()) != 0 {
+			if auto.Source() != tt.want || st.TokenizerProbeFailures != 1 || st.TokenizerProbeError != "" || st.TokenizerProbeRetry != 0 || len(clk.Pending()) != 0 {
 				t.Fatalf("after the retry: source %d, admin shows %d failures, error %q, retry %v s, timers %v; want %d, 1, none, none, none",
-					auto.Source(), st.TokenizerProbeFailures, st.TokenizerProbeError, st.TokenizerProbeRetry, clk.waits(), tt.want)
+					auto.Source(), st.TokenizerProbeFailures, st.TokenizerProbeError, st.TokenizerProbeRetry, clk.Pending(), tt.want)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -320,7 +252,7 @@ func TestAutoBacksOffWhileTheProbeFails(t *testing.T) {
 	ws, _ := ParseWorkers([]string{"a=" + srv.URL})
 	pool := NewPool(ws)
 	rt := NewRouter(pool, &RoundRobin{}, Config{})
-	clk := &stepClock{now: time.Unix(1e9, 0)}
+	clk := clocktest.New(time.Unix(1e9, 0))
 	var logged []string
 	var mu sync.Mutex
 	auto := &Auto{Worker: &WorkerTokenize{Pool: pool, Client: http.DefaultClient}, Clock: clk,
@@ -333,30 +265,30 @@ func TestAutoBacksOffWhileTheProbeFails(t *testing.T) {
 	auto.Watch(pool, time.Second)
 	for i, want := range []time.Duration{1, 2, 4, 8, 16, 30, 30} {
 		want *= time.Second
-		eventually(t, fmt.Sprintf("retry %d set", i+1), func() bool { return len(clk.waits()) == 1 })
-		if got := clk.waits()[0]; got != want {
+		eventually(t, fmt.Sprintf("retry %d set", i+1), func() bool { return len(clk.Pending()) == 1 })
+		if got := clk.Pending()[0]; got != want {
 			t.Fatalf("retry %d waits %v, want %v", i+1, got, want)
 		}
 		if st := rt.Workers()[0]; st.TokenizerProbeRetry != want.Seconds() || st.TokenizerProbeFailures != int64(i+1) || !strings.Contains(st.TokenizerProbeError, "HTTP 500") {
 			t.Fatalf("before retry %d, admin shows retry %v s, %d failures, error %q; want %v s, %d, the 500",
 				i+1, st.TokenizerProbeRetry, st.TokenizerProbeFailures, st.TokenizerProbeError, want.Seconds(), i+1)
 		}
-		clk.advance(want)
+		clk.Advance(want)
 		eventually(t, fmt.Sprintf("probe %d", i+2), func() bool { return probes.Load() == int64(i+2) })
 	}
 
 	// Down: the pending retry is called off, and none is set.
-	eventually(t, "retry 8 set", func() bool { return len(clk.waits()) == 1 })
+	eventually(t, "retry 8 set", func() bool { return len(clk.Pending()) == 1 })
 	up.Store(false)
 	pool.CheckHealth(context.Background(), http.DefaultClient, time.Second)
-	if w, st := clk.waits(), rt.Workers()[0]; len(w) != 0 || st.TokenizerProbeRetry != 0 {
+	if w, st := clk.Pending(), rt.Workers()[0]; len(w) != 0 || st.TokenizerProbeRetry != 0 {
 		t.Fatalf("while the worker is down: timers %v, admin retry %v s; want none", w, st.TokenizerProbeRetry)
 	}
 	// Back: its re-admission's probe fails, and the waits start over.
 	up.Store(true)
 	pool.CheckHealth(context.Background(), http.DefaultClient, time.Second)
-	eventually(t, "a retry after re-admission", func() bool { return len(clk.waits()) == 1 })
-	if got := clk.waits()[0]; got != ProbeRetryFirst {
+	eventually(t, "a retry after re-admission", func() bool { return len(clk.Pending()) == 1 })
+	if got := clk.Pending()[0]; got != ProbeRetryFirst {
 		t.Fatalf("the first retry after re-admission waits %v, want %v", got, ProbeRetryFirst)
 	}
 	mu.Lock()

@@ -496,7 +496,7 @@ func TestReplayShowsTheWarmUpAsTheWarmUp(t *testing.T) {
 	var pushed []string // the panels' HTML each tick sent to the browsers
 	tick := func() { pushed = append(pushed, string(s.frames()[1])) }
 	tick()
-	base.advance(time.Second)
+	base.Advance(time.Second)
 	tick()
 	endWarmUp(t, s, base)
 	tick()

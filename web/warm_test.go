@@ -3,12 +3,11 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"github.com/kvlens/kvlens/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,60 +15,15 @@ import (
 	"github.com/kvlens/kvlens/loadgen"
 )
 
-// manualClock is a base clock for a warp: its time moves when the test
-// advances it, and then the timers that fell due run.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (t *manualTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
-
-func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*manualTimer
-	c.timers = slices.DeleteFunc(c.timers, func(t *manualTimer) bool {
-		if !t.at.After(c.now) {
-			due = append(due, t)
-			return true
-		}
-		return false
-	})
-	c.mu.Unlock()
-	for _, t := range due {
-		if !t.stopped {
-			go t.f()
-		}
-	}
-}
-
 // warmServer is the A/B dashboard over two fake lanes whose windows hold a
 // cold start (TTFT p95 1.5 s, red against the 600 ms SLO, and settled by
 // age and count), 12 s into a warm-up of 2 min at 4x, with behind as its
 // check and script as its tour ("" for none).
-func warmServer(t *testing.T, behind, script string) (*Server, *manualClock, *fakeLoad, *fakeLoad) {
+func warmServer(t *testing.T, behind, script string) (*Server, *clocktest.Manual, *fakeLoad, *fakeLoad) {
 	t.Helper()
-	base := &manualClock{now: time.Unix(1_750_000_000, 0)}
+	base := clocktest.New(time.Unix(1_750_000_000, 0))
 	warp := clock.NewWarp(base, 2*time.Minute, 4)
-	base.advance(12 * time.Second)
+	base.Advance(12 * time.Second)
 	la, lb := &fakeLoad{target: 60}, &fakeLoad{target: 60}
 	for _, l := range []*fakeLoad{la, lb} {
 		l.snap.Window = settled(loadgen.Stats{TTFT: loadgen.Quantiles{Count: 100, P50: 900, P95: 1500}})
@@ -88,16 +42,12 @@ func warmServer(t *testing.T, behind, script string) (*Server, *manualClock, *fa
 }
 
 // endWarmUp runs the warm-up to its end and returns RunWarmUp's answer.
-func endWarmUp(t *testing.T, s *Server, base *manualClock) string {
+func endWarmUp(t *testing.T, s *Server, base *clocktest.Manual) string {
 	t.Helper()
 	got := make(chan string, 1)
 	go func() { got <- s.RunWarmUp(context.Background()) }()
-	eventually(t, "RunWarmUp waits for the meeting point", func() bool {
-		base.mu.Lock()
-		defer base.mu.Unlock()
-		return len(base.timers) > 0
-	})
-	base.advance(time.Minute)
+	eventually(t, "RunWarmUp waits for the meeting point", func() bool { return len(base.Pending()) > 0 })
+	base.Advance(time.Minute)
 	select {
 	case r := <-got:
 		return r
@@ -176,7 +126,7 @@ func TestASlowedWarmUpSaysWhatItPlaysAndHowLongIsLeft(t *testing.T) {
 func TestWarmUpPointsSitAtTheWarpsTime(t *testing.T) {
 	s, base, _, _ := warmServer(t, "", "")
 	s.frames()
-	base.advance(time.Second)
+	base.Advance(time.Second)
 	s.frames()
 	pts := s.history.all(0)
 	// 12 s into a 2 min warm-up at 4x, the warp has played 48 s from 90 s
