@@ -257,15 +257,9 @@ func benchResume(fset *flag.FlagSet, from, out string, parallel int) int {
 	if !given["out"] {
 		out = strings.TrimSuffix(strings.TrimSuffix(from, ".json"), ".partial")
 	}
-	f, err := os.Open(from)
+	res, err := readBench(from)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
-		return 1
-	}
-	res, err := bench.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s: %v\n", from, strings.TrimPrefix(err.Error(), "bench: "))
 		return 1
 	}
 	if !res.Partial() {
@@ -281,6 +275,20 @@ func benchResume(fset *flag.FlagSet, from, out string, parallel int) int {
 	return runBench(g, out)
 }
 
+// readBench reads a report's JSON, an error naming the file.
+func readBench(path string) (*bench.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	res, err := bench.ReadJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	return res, nil
+}
+
 // benchFrom draws the reports of an earlier run again from its JSON.
 func benchFrom(fs *flag.FlagSet, from, out string) int {
 	var extra []string
@@ -293,15 +301,9 @@ func benchFrom(fs *flag.FlagSet, from, out string) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: --from draws an earlier run's reports: drop %s\n", strings.Join(extra, ", "))
 		return 2
 	}
-	f, err := os.Open(from)
+	res, err := readBench(from)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
-		return 1
-	}
-	res, err := bench.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s: %v\n", from, strings.TrimPrefix(err.Error(), "bench: "))
 		return 1
 	}
 	if res.Partial() {
