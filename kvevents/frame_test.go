@@ -143,3 +143,37 @@ func TestAnOversizedFrameEndsOnlyItsConnection(t *testing.T) {
 	p := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "w"}, nil)
 	warm(t, p.Publish, u, "w")
 }
+
+func TestReadyType(t *testing.T) {
+	prop := func(name, value string) string {
+		return string([]byte{byte(len(name))}) + name + string([]byte{0, 0, 0, byte(len(value))}) + value
+	}
+	tests := []struct {
+		name, body, want string
+	}{
+		{"a publisher's READY", "\x05READY" + prop("Socket-Type", "PUB"), "PUB"},
+		{"a replay socket's READY, with an identity first", "\x05READY" + prop("Identity", "") + prop("Socket-Type", "ROUTER"), "ROUTER"},
+		{"names in another case", "\x05ready" + prop("socket-type", "xpub"), "XPUB"},
+		{"a READY with no type", "\x05READY" + prop("Identity", "x"), ""},
+		{"a property cut short", "\x05READY" + prop("Socket-Type", "PUB")[:14], ""},
+		{"another command", "\x05ERROR" + prop("Socket-Type", "PUB"), ""},
+		{"nothing", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := readyType([]byte(tt.body)); got != tt.want {
+				t.Fatalf("readyType = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzReadyType(f *testing.F) {
+	f.Add([]byte("\x05READY\x0bSocket-Type\x00\x00\x00\x03PUB"))
+	f.Add([]byte("\x05READY\x0bSocket-Type\xff\xff\xff\xffPUB"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if got := readyType(body); len(got) > len(body) {
+			t.Fatalf("a type of %d bytes from a body of %d", len(got), len(body))
+		}
+	})
+}

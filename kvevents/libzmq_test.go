@@ -316,3 +316,30 @@ func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
 		})
 	}
 }
+
+// TestAReplaySocketGivenForThePublisherIsNamed: vLLM binds two ports, its
+// PUB and its replay ROUTER, and an operator may give the second for the
+// first. go-zeromq fails that handshake and keeps the connection, so the
+// stream read as connected and heard nothing; the subscriber now reads the
+// peer's socket type from its READY, closes the connection and says so.
+func TestAReplaySocketGivenForThePublisherIsNamed(t *testing.T) {
+	pub, replay := freeAddr(t), freeAddr(t)
+	_, _, lines := libzmqProcess(t, "pub", pub, replay, "3", "-1")
+	expectLine(t, lines, "bound")
+	peers, conns := make(chan string, 16), make(chan bool, 16)
+	newSub(t, Endpoint{Worker: "vllm-0", Addr: replay, OnConn: func(open bool) { conns <- open },
+		OnWrongPeer: func(peer string) { peers <- peer }})
+	select {
+	case peer := <-peers:
+		if peer != "ROUTER" {
+			t.Fatalf("the replay socket named itself %q, want ROUTER", peer)
+		}
+	case <-time.After(wait):
+		t.Fatal("the subscriber did not notice its peer is no publisher")
+	}
+	select {
+	case open := <-conns:
+		t.Fatalf("OnConn(%v) for a peer that is no publisher", open)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

@@ -120,12 +120,31 @@ func withConnHook(ctx context.Context, hook func(open bool)) context.Context {
 	return context.WithValue(ctx, connHookKey{}, hook)
 }
 
+// peerCheckKey carries, in a socket's context, the socket types its peers
+// may be and what to call when one is not. go-zeromq fails the handshake
+// of such a peer and then neither closes the connection nor says why: a
+// subscriber given vLLM's replay port (a ROUTER) for its publisher read as
+// connected, and heard nothing, for ever.
+type peerCheckKey struct{}
+
+type peerCheck struct {
+	want  []string          // the peer's socket types this socket can talk to
+	wrong func(peer string) // told the type of a peer that is none of them
+}
+
+func withPeerCheck(ctx context.Context, want []string, wrong func(peer string)) context.Context {
+	return context.WithValue(ctx, peerCheckKey{}, peerCheck{want, wrong})
+}
+
 // track reports g to ctx's connection hook: open once the peer's READY
 // has come whole, closed at the first of Close and a Read or Write that
 // fails. A TCP connection whose ZMTP handshake never got that far (a port
 // scanner, or a publisher that was being killed as it accepted) is never
 // reported, so it counts neither as connected nor as a reconnection.
 func track(ctx context.Context, g *frameGuard) net.Conn {
+	if pc, ok := ctx.Value(peerCheckKey{}).(peerCheck); ok {
+		g.peers = pc
+	}
 	hook, _ := ctx.Value(connHookKey{}).(func(bool))
 	if hook == nil {
 		return g
@@ -257,7 +276,16 @@ type frameGuard struct {
 	ready atomic.Bool
 	// onReady, when set, is called as ready is set, from Read.
 	onReady func()
+	// peers, when set, judges the peer's socket type from its READY,
+	// whose body first holds, up to maxReady bytes.
+	peers     peerCheck
+	first     []byte
+	wrongPeer string // the peer's type when peers refused it
 }
+
+// maxReady bounds the READY command kept to read the peer's socket type;
+// a READY carries the type, and perhaps an identity of up to 255 bytes.
+const maxReady = 1024
 
 func (g *frameGuard) Read(p []byte) (int, error) {
 	n, err := g.Conn.Read(p)
@@ -278,10 +306,15 @@ func (g *frameGuard) scan(b []byte) error {
 			b = b[k:]
 		case g.body > 0:
 			k := int(min(g.body, uint64(len(b))))
+			if g.peers.want != nil && !g.ready.Load() && len(g.first)+k <= maxReady {
+				g.first = append(g.first, b[:k]...)
+			}
 			g.body -= uint64(k)
 			b = b[k:]
 			if g.body == 0 {
-				g.frameDone()
+				if err := g.frameDone(); err != nil {
+					return err
+				}
 			}
 		default:
 			g.hdr[g.hdrN] = b[0]
@@ -303,7 +336,9 @@ func (g *frameGuard) scan(b []byte) error {
 			}
 			g.body, g.hdrN = size, 0
 			if size == 0 {
-				g.frameDone()
+				if err := g.frameDone(); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -311,10 +346,19 @@ func (g *frameGuard) scan(b []byte) error {
 }
 
 // frameDone notes that a frame has come whole; the first ends the
-// handshake's reads, and lifts its deadline.
-func (g *frameGuard) frameDone() {
+// handshake's reads, and lifts its deadline. When the socket checks its
+// peers and this one's READY names a type it cannot talk to, it fails.
+func (g *frameGuard) frameDone() error {
 	if g.ready.Swap(true) {
-		return
+		return nil
+	}
+	if g.peers.want != nil {
+		if t := readyType(g.first); t != "" && !slices.Contains(g.peers.want, t) {
+			g.wrongPeer, g.first = t, nil
+			g.peers.wrong(t)
+			return fmt.Errorf("kvevents: the peer is a %s socket, not %s", t, strings.Join(g.peers.want, " or "))
+		}
+		g.first = nil
 	}
 	if g.handshake {
 		g.Conn.SetDeadline(time.Time{})
@@ -322,4 +366,46 @@ func (g *frameGuard) frameDone() {
 	if g.onReady != nil {
 		g.onReady()
 	}
+	return nil
+}
+
+// readyType reads the Socket-Type property of a ZMTP 3 READY command's
+// body (a name of 1 byte of length, then properties each of a name of 1
+// byte of length and a value of 4), or "" when body is no READY or has
+// none.
+func readyType(body []byte) string {
+	name, rest, ok := lenPrefixed(body, 1)
+	if !ok || !strings.EqualFold(string(name), "READY") {
+		return ""
+	}
+	for len(rest) > 0 {
+		var key, val []byte
+		if key, rest, ok = lenPrefixed(rest, 1); !ok {
+			return ""
+		}
+		if val, rest, ok = lenPrefixed(rest, 4); !ok {
+			return ""
+		}
+		if strings.EqualFold(string(key), "Socket-Type") {
+			return strings.ToUpper(string(val))
+		}
+	}
+	return ""
+}
+
+// lenPrefixed splits b after a length of n bytes (1 or 4, big-endian) and
+// that many bytes.
+func lenPrefixed(b []byte, n int) (field, rest []byte, ok bool) {
+	if len(b) < n {
+		return nil, nil, false
+	}
+	size := uint64(b[0])
+	if n == 4 {
+		size = uint64(binary.BigEndian.Uint32(b))
+	}
+	b = b[n:]
+	if uint64(len(b)) < size {
+		return nil, nil, false
+	}
+	return b[:size], b[size:], true
 }

@@ -37,6 +37,11 @@ type Endpoint struct {
 	// from a publisher opens on this endpoint's socket, and with false when
 	// one closes. It must not block.
 	OnConn func(open bool)
+	// OnWrongPeer, when set, is called with a peer's socket type each time
+	// a peer that is no publisher (PUB or XPUB) answers on this endpoint,
+	// such as the publisher's replay socket (a ROUTER) given for its
+	// events; the connection is closed. It must not block.
+	OnWrongPeer func(peer string)
 }
 
 // Update is a message as the subscriber hands it over, with what the
@@ -168,7 +173,14 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 	for i, ep := range cfg.Endpoints {
 		states[i] = &endpointState{streams: map[string]*stream{}, kick: make(chan struct{}, 1)}
 		opts := append(dialOptions(!ep.Bind), zmq4.WithLogger(zmqLog(s.log, s.quiet, ep.Addr)))
-		sock := zmq4.NewSub(withConnHook(s.ctx, s.connHook(ep, states[i])), opts...)
+		sctx := withConnHook(s.ctx, s.connHook(ep, states[i]))
+		sctx = withPeerCheck(sctx, []string{"PUB", "XPUB"}, func(peer string) {
+			s.warn("wrong peers", ep.Addr, "kvevents: the peer is no publisher", "endpoint", ep.Addr, "socket", peer)
+			if ep.OnWrongPeer != nil {
+				ep.OnWrongPeer(peer)
+			}
+		})
+		sock := zmq4.NewSub(sctx, opts...)
 		if err := sock.SetOption(zmq4.OptionSubscribe, cfg.Topic); err != nil {
 			s.abort(socks, sock)
 			return nil, fmt.Errorf("kvevents: subscribe %s: %w", ep.Addr, err)

@@ -172,6 +172,39 @@ func TestBlindCauseTellsAStreamThatStopped(t *testing.T) {
 	}
 }
 
+// TestBlindCauseNamesAPortThatIsNoPublisher: the worker's events endpoint
+// answered as its replay socket (a ROUTER); the verdict names the socket
+// and which port to give, for a minute after the last such answer.
+func TestBlindCauseNamesAPortThatIsNoPublisher(t *testing.T) {
+	tests := []struct {
+		name  string
+		after time.Duration
+		want  string
+	}{
+		{"just after the replay socket answered", time.Second, "tcp://a:5558 is a ROUTER socket, not a publisher (PUB): is it the worker's replay endpoint?"},
+		{"a minute after, the stream's own state", 61 * time.Second, "no KV events from a (connecting tcp://a:5558)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := fleet(1)
+			ws[0].Events = "tcp://a:5558"
+			rt := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+			loop := des.New(time.Time{})
+			es := newEventStream(streamSpec{events: ws[0].Events}, loop)
+			ws[0].stream.Store(es)
+			es.wrongPeer("ROUTER")
+			loop.Run(tt.after)
+			want := CauseWrongSocket
+			if tt.after > time.Minute {
+				want = CauseNoEvents
+			}
+			if b := rt.blindCause(ws[0]); b.Cause != want || !strings.Contains(b.Reason, tt.want) {
+				t.Fatalf("cause %s, %q; want %s naming %q", b.Cause, b.Reason, want, tt.want)
+			}
+		})
+	}
+}
+
 // FuzzAdoptKeepsTheIndexConsistent plays stores and removals a publisher
 // chose, parents known or not, against prompts in flight whose blocks they
 // may follow: whatever was adopted or inferred, clearing the worker leaves

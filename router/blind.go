@@ -53,6 +53,9 @@ const (
 	// the worker's stream broke off: its publisher reconnected or restarted,
 	// events were lost, or it came back from failed health checks.
 	CauseRefilling = "index_refilling"
+	// CauseWrongSocket is an events endpoint that answered as a socket of
+	// another type than a publisher, such as the worker's replay ROUTER.
+	CauseWrongSocket = "events_not_a_publisher"
 )
 
 // Blindness is one worker whose cache the router cannot see.
@@ -60,7 +63,7 @@ type Blindness struct {
 	// Worker is the worker's name.
 	Worker string `json:"worker"`
 	// Cause is tokenizer_mismatch, no_events, unknown_parent,
-	// warm_before_join or index_refilling.
+	// warm_before_join, index_refilling or events_not_a_publisher.
 	Cause string `json:"cause"`
 	// Reason is a sentence naming the cause, for people.
 	Reason string `json:"reason"`
@@ -232,6 +235,18 @@ func (r *Router) Blind() []Blindness {
 	return out
 }
 
+// wrongPeerHint guesses, from a peer's socket type, which port was given
+// for the publisher's.
+func wrongPeerHint(peer string) string {
+	switch peer {
+	case "ROUTER":
+		return ": is it the worker's replay endpoint? give that as replay= and the publisher's port as events="
+	case "SUB", "XSUB":
+		return ": is it another subscriber, or a router that binds? give the worker's publisher"
+	}
+	return ""
+}
+
 // refillPhrase says, for a reason, why the index was cleared.
 var refillPhrase = map[string]string{
 	RefillReconnect: "its publisher reconnected (it restarted, or its network failed)",
@@ -248,6 +263,10 @@ func (r *Router) blindCause(wk *Worker) Blindness {
 	b := Blindness{Worker: wk.Name}
 	st := wk.EventStream()
 	switch {
+	case wk.Events != "" && st != nil && st.WrongPeer != "":
+		// Before silence: the silence is this, and the remedy is the port.
+		b.Cause = CauseWrongSocket
+		b.Reason = fmt.Sprintf("no KV events from %s: %s is a %s socket, not a publisher (PUB)%s", wk.Name, wk.Events, st.WrongPeer, wrongPeerHint(st.WrongPeer))
 	case wk.Events != "" && st != nil && st.LastEventAgeSeconds >= eventSilence.Seconds():
 		// A busy engine publishes every step or so; the verdict comes only
 		// while the worker answers with cached tokens, so its publisher has
@@ -302,6 +321,8 @@ func BlindSummary(bs []Blindness) string {
 			out = append(out, "KV events from "+on+" dropped as unknown parent (check parent0=)")
 		case CauseWarm:
 			out = append(out, on+" cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)")
+		case CauseWrongSocket:
+			out = append(out, "the events= endpoint of "+on+" is no KV-event publisher (is it the replay port? give that as replay=)")
 		case CauseRefilling:
 			out = append(out, "the index of "+on+" is refilling after its KV events broke off (a reconnect, a restart, lost events or failed health checks)")
 		}

@@ -247,6 +247,7 @@ func TestBlindSummary(t *testing.T) {
 		{"each cause gets its own clause", []Blindness{{Worker: "a", Cause: CauseNoEvents}, {Worker: "b", Cause: CauseUnknownParent}}, "no KV events from a; KV events from b dropped as unknown parent"},
 		{"a warm cache says what to do", []Blindness{{Worker: "a", Cause: CauseWarm}}, "a cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)"},
 		{"a refilling index names the break, not the tokens", []Blindness{{Worker: "a", Cause: CauseRefilling}}, "the index of a is refilling after its KV events broke off"},
+		{"an events port that is no publisher says which port to give", []Blindness{{Worker: "a", Cause: CauseWrongSocket}}, "the events= endpoint of a is no KV-event publisher (is it the replay port? give that as replay=)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

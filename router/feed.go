@@ -115,7 +115,8 @@ func (f *Feed) Sync(ctx context.Context) {
 		sub, err := kvevents.NewSubscriber(sctx, kvevents.SubscriberConfig{
 			Endpoints: []kvevents.Endpoint{{
 				Worker: name, Addr: spec.events, Bind: spec.bind, Replay: spec.replay,
-				OnConn: func(open bool) { f.connected(name, es, open) },
+				OnConn:      func(open bool) { f.connected(name, es, open) },
+				OnWrongPeer: es.wrongPeer,
 			}},
 		}, func(u kvevents.Update) { f.apply(es, u) })
 		if err != nil {
@@ -311,6 +312,10 @@ type eventStream struct {
 	applied  uint64
 	dropped  map[string]uint64
 	clears   uint64
+	// peerType is the socket type of the last peer on the events endpoint
+	// that was no publisher, and peerSeen when it answered.
+	peerType string
+	peerSeen time.Time
 	// refillSince is when the index was last cleared after the stream's
 	// first message, and refillWhy why (see cleared).
 	refillSince time.Time
@@ -356,6 +361,14 @@ func (es *eventStream) cleared(why string) {
 	if !es.lastEvent.IsZero() {
 		es.refillSince, es.refillWhy = es.clk.Now(), why
 	}
+}
+
+// wrongPeer notes that the events endpoint answered as a socket of
+// another type than a publisher's.
+func (es *eventStream) wrongPeer(peer string) {
+	es.mu.Lock()
+	es.peerType, es.peerSeen = peer, es.clk.Now()
+	es.mu.Unlock()
 }
 
 // startWarming marks the index as missing blocks the worker holds, or not.
@@ -435,6 +448,10 @@ type StreamState struct {
 	// Clears counts the times the worker's index was cleared because the
 	// stream said it was stale.
 	Clears uint64 `json:"clears"`
+	// WrongPeer is the socket type of a peer on the events endpoint that is
+	// no publisher (PUB), such as the worker's replay socket (ROUTER) given
+	// for its events, within the last minute; empty when there was none.
+	WrongPeer string `json:"wrong_peer,omitempty"`
 	// RefillCause says why the index was last cleared after the stream's
 	// first message: reconnect, restart, gap or readmitted; empty when it
 	// never was. RefillAgeSeconds is the time since, in seconds; -1 when
@@ -470,6 +487,9 @@ func (es *eventStream) state() *StreamState {
 	}
 	if !es.refillSince.IsZero() {
 		st.RefillAgeSeconds = es.clk.Now().Sub(es.refillSince).Seconds()
+	}
+	if es.peerType != "" && es.clk.Now().Sub(es.peerSeen) < time.Minute {
+		st.WrongPeer = es.peerType
 	}
 	if es.sub != nil {
 		s := es.sub.Stats()
