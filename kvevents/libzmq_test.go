@@ -317,29 +317,57 @@ func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
 	}
 }
 
-// TestAReplaySocketGivenForThePublisherIsNamed: vLLM binds two ports, its
-// PUB and its replay ROUTER, and an operator may give the second for the
-// first. go-zeromq fails that handshake and keeps the connection, so the
-// stream read as connected and heard nothing; the subscriber now reads the
+// TestAPortOfTheWrongKindIsNamed: vLLM binds two ports, its PUB and its
+// replay ROUTER, and an operator may swap them. go-zeromq fails such a
+// handshake and keeps the connection, so the stream read as connected and
+// heard nothing (or replay found nothing); the subscriber now reads the
 // peer's socket type from its READY, closes the connection and says so.
-func TestAReplaySocketGivenForThePublisherIsNamed(t *testing.T) {
-	pub, replay := freeAddr(t), freeAddr(t)
-	_, _, lines := libzmqProcess(t, "pub", pub, replay, "3", "-1")
-	expectLine(t, lines, "bound")
-	peers, conns := make(chan string, 16), make(chan bool, 16)
-	newSub(t, Endpoint{Worker: "vllm-0", Addr: replay, OnConn: func(open bool) { conns <- open },
-		OnWrongPeer: func(peer string) { peers <- peer }})
-	select {
-	case peer := <-peers:
-		if peer != "ROUTER" {
-			t.Fatalf("the replay socket named itself %q, want ROUTER", peer)
-		}
-	case <-time.After(wait):
-		t.Fatal("the subscriber did not notice its peer is no publisher")
-	}
-	select {
-	case open := <-conns:
-		t.Fatalf("OnConn(%v) for a peer that is no publisher", open)
-	case <-time.After(300 * time.Millisecond):
+func TestAPortOfTheWrongKindIsNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		events     func(pub, replay string) Endpoint
+		wrong      func(pub, replay string) string // the endpoint named
+		want       string
+		connectsOK bool // the events socket still connects
+	}{
+		{"the replay ROUTER given for the events", func(pub, replay string) Endpoint {
+			return Endpoint{Worker: "vllm-0", Addr: replay}
+		}, func(pub, replay string) string { return replay }, "ROUTER", false},
+		{"the PUB given for the replay", func(pub, replay string) Endpoint {
+			return Endpoint{Worker: "vllm-0", Addr: pub, Replay: pub}
+		}, func(pub, replay string) string { return pub }, "PUB", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pub, replay := freeAddr(t), freeAddr(t)
+			_, _, lines := libzmqProcess(t, "pub", pub, replay, "3", "-1")
+			expectLine(t, lines, "bound")
+			peers, conns := make(chan string, 16), make(chan bool, 16)
+			ep := tc.events(pub, replay)
+			ep.OnConn = func(open bool) { conns <- open }
+			ep.OnWrongPeer = func(endpoint, peer string) {
+				if endpoint == tc.wrong(pub, replay) {
+					peers <- peer
+				}
+			}
+			newSub(t, ep)
+			select {
+			case peer := <-peers:
+				if peer != tc.want {
+					t.Fatalf("the peer named itself %q, want %s", peer, tc.want)
+				}
+			case <-time.After(wait):
+				t.Fatal("the subscriber did not notice its peer is of the wrong kind")
+			}
+			select {
+			case open := <-conns:
+				if !tc.connectsOK || !open {
+					t.Fatalf("OnConn(%v); want the events socket connected: %v", open, tc.connectsOK)
+				}
+			case <-time.After(300 * time.Millisecond):
+				if tc.connectsOK {
+					t.Fatal("the publisher never connected")
+				}
+			}
+		})
 	}
 }

@@ -37,11 +37,12 @@ type Endpoint struct {
 	// from a publisher opens on this endpoint's socket, and with false when
 	// one closes. It must not block.
 	OnConn func(open bool)
-	// OnWrongPeer, when set, is called with a peer's socket type each time
-	// a peer that is no publisher (PUB or XPUB) answers on this endpoint,
-	// such as the publisher's replay socket (a ROUTER) given for its
-	// events; the connection is closed. It must not block.
-	OnWrongPeer func(peer string)
+	// OnWrongPeer, when set, is called with the endpoint and the peer's
+	// socket type each time a peer of the wrong type answers on Addr (one
+	// that is no publisher, PUB or XPUB, such as the replay socket, a
+	// ROUTER, given for the events) or on Replay (one that is no ROUTER);
+	// the connection is closed. It must not block.
+	OnWrongPeer func(endpoint, peer string)
 }
 
 // Update is a message as the subscriber hands it over, with what the
@@ -177,7 +178,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 		sctx = withPeerCheck(sctx, []string{"PUB", "XPUB"}, func(peer string) {
 			s.warn("wrong peers", ep.Addr, "kvevents: the peer is no publisher", "endpoint", ep.Addr, "socket", peer)
 			if ep.OnWrongPeer != nil {
-				ep.OnWrongPeer(peer)
+				ep.OnWrongPeer(ep.Addr, peer)
 			}
 		})
 		sock := zmq4.NewSub(sctx, opts...)
@@ -447,6 +448,11 @@ func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uin
 	s.replayRequests.Add(1)
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 	defer cancel()
+	ctx = withPeerCheck(ctx, []string{"ROUTER"}, func(peer string) {
+		if ep.OnWrongPeer != nil {
+			ep.OnWrongPeer(ep.Replay, peer)
+		}
+	})
 	sock := zmq4.NewDealer(ctx, zmq4.WithDialerMaxRetries(3), zmq4.WithDialerRetry(50*time.Millisecond))
 	defer sock.Close()
 	if err := sock.Dial(hooked(ep.Replay)); err != nil {

@@ -192,7 +192,7 @@ func TestBlindCauseNamesAPortThatIsNoPublisher(t *testing.T) {
 			loop := des.New(time.Time{})
 			es := newEventStream(streamSpec{events: ws[0].Events}, loop)
 			ws[0].stream.Store(es)
-			es.wrongPeer("ROUTER")
+			es.wrongPeer(ws[0].Events, "ROUTER")
 			loop.Run(tt.after)
 			want := CauseWrongSocket
 			if tt.after > time.Minute {

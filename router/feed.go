@@ -316,6 +316,10 @@ type eventStream struct {
 	// that was no publisher, and peerSeen when it answered.
 	peerType string
 	peerSeen time.Time
+	// replayPeerType and replayPeerSeen are the same for the replay
+	// endpoint, whose peer must be a ROUTER.
+	replayPeerType string
+	replayPeerSeen time.Time
 	// refillSince is when the index was last cleared after the stream's
 	// first message, and refillWhy why (see cleared).
 	refillSince time.Time
@@ -364,11 +368,16 @@ func (es *eventStream) cleared(why string) {
 }
 
 // wrongPeer notes that the events endpoint answered as a socket of
-// another type than a publisher's.
-func (es *eventStream) wrongPeer(peer string) {
+// another type than a publisher's, or the replay endpoint as another
+// than a ROUTER.
+func (es *eventStream) wrongPeer(endpoint, peer string) {
 	es.mu.Lock()
+	defer es.mu.Unlock()
+	if endpoint == es.spec.replay && endpoint != es.spec.events {
+		es.replayPeerType, es.replayPeerSeen = peer, es.clk.Now()
+		return
+	}
 	es.peerType, es.peerSeen = peer, es.clk.Now()
-	es.mu.Unlock()
 }
 
 // startWarming marks the index as missing blocks the worker holds, or not.
@@ -452,6 +461,9 @@ type StreamState struct {
 	// no publisher (PUB), such as the worker's replay socket (ROUTER) given
 	// for its events, within the last minute; empty when there was none.
 	WrongPeer string `json:"wrong_peer,omitempty"`
+	// WrongReplayPeer is the same for the replay endpoint, whose peer must
+	// be a ROUTER (the publisher's PUB port given for replay= reads PUB).
+	WrongReplayPeer string `json:"wrong_replay_peer,omitempty"`
 	// RefillCause says why the index was last cleared after the stream's
 	// first message: reconnect, restart, gap or readmitted; empty when it
 	// never was. RefillAgeSeconds is the time since, in seconds; -1 when
@@ -490,6 +502,9 @@ func (es *eventStream) state() *StreamState {
 	}
 	if es.peerType != "" && es.clk.Now().Sub(es.peerSeen) < time.Minute {
 		st.WrongPeer = es.peerType
+	}
+	if es.replayPeerType != "" && es.clk.Now().Sub(es.replayPeerSeen) < time.Minute {
+		st.WrongReplayPeer = es.replayPeerType
 	}
 	if es.sub != nil {
 		s := es.sub.Stats()
