@@ -141,13 +141,20 @@ func TestAutoRechecksReadmittedWorkers(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // a Check still running would show here
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case tt.wantSwitch == "" && len(switched) > 0:
-				t.Errorf("switched: %q; want no switch", switched)
-			case tt.wantSwitch != "" && (len(switched) != 1 || !strings.Contains(switched[0], tt.wantSwitch)):
-				t.Errorf("switched: %q; want one line naming %q", switched, tt.wantSwitch)
-			}
+			checkSwitched(t, switched, tt.wantSwitch)
 		})
+	}
+}
+
+// checkSwitched fails unless Auto said it switched in one line naming want,
+// or, with want empty, said nothing.
+func checkSwitched(t *testing.T, switched []string, want string) {
+	t.Helper()
+	switch {
+	case want == "" && len(switched) > 0:
+		t.Errorf("switched: %q; want no switch", switched)
+	case want != "" && (len(switched) != 1 || !strings.Contains(switched[0], want)):
+		t.Errorf("switched: %q; want one line naming %q", switched, want)
 	}
 }
 
@@ -221,12 +228,7 @@ func TestAutoRetriesAProbeThatTimedOut(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case tt.wantSwitch == "" && len(switched) > 0:
-				t.Errorf("switched: %q; want no switch", switched)
-			case tt.wantSwitch != "" && (len(switched) != 1 || !strings.Contains(switched[0], tt.wantSwitch)):
-				t.Errorf("switched: %q; want one line naming %q", switched, tt.wantSwitch)
-			}
+			checkSwitched(t, switched, tt.wantSwitch)
 		})
 	}
 }
