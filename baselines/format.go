@@ -36,12 +36,19 @@ const (
 	KvlensFormatVersion = 1
 )
 
+// MaxFileBytes bounds a baseline file Decode reads, so that a hostile file
+// cannot exhaust memory; a reader of files should read no more than this
+// (and one byte, to tell a longer file).
+const MaxFileBytes = 16 << 20
+
+// MaxTextBytes bounds each text of a set (source, deployment, method) in
+// a file: a set whose text is longer exports to a file Decode refuses.
+const MaxTextBytes = 4096
+
 // Limits on input, so that a hostile file cannot exhaust memory.
 const (
-	maxFileBytes   = 16 << 20
 	maxLevels      = 10000
 	maxConcurrency = 1000000
-	maxTextLen     = 4096
 	// maxFigure bounds every figure: 10^9 ms is eleven days, and 10^9
 	// tokens or requests a second is more than any fleet serves. A larger
 	// one is a broken file, and it would flatten every chart it is drawn in.
@@ -75,8 +82,8 @@ var modeName = regexp.MustCompile(`^[a-z][a-z0-9_\-]{0,63}$`)
 // offending field, such as "levels[3].kv_aware.ttft_p95_ms: must be a
 // non-negative number".
 func Decode(data []byte) (Set, Format, error) {
-	if len(data) > maxFileBytes {
-		return Set{}, "", fmt.Errorf("file is %d bytes, more than the %d allowed", len(data), maxFileBytes)
+	if len(data) > MaxFileBytes {
+		return Set{}, "", fmt.Errorf("file is %d bytes, more than the %d allowed", len(data), MaxFileBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -158,8 +165,8 @@ func (o *object) text(k string) (string, error) {
 	if !isText {
 		return "", fieldError(o.at(k), "must be a string")
 	}
-	if len(s) > maxTextLen {
-		return "", fieldError(o.at(k), fmt.Sprintf("is longer than %d bytes", maxTextLen))
+	if len(s) > MaxTextBytes {
+		return "", fieldError(o.at(k), fmt.Sprintf("is longer than %d bytes", MaxTextBytes))
 	}
 	return s, nil
 }

@@ -358,15 +358,29 @@ func LoadProfile(nameOrPath string) (Profile, error) {
 	if p, err := LookupProfile(nameOrPath); err == nil {
 		return p, nil
 	}
-	raw, err := os.ReadFile(nameOrPath)
+	f, err := os.Open(nameOrPath)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return Profile{}, fmt.Errorf("sim: profile %q is neither a built-in (%s) nor a file", nameOrPath, strings.Join(Profiles(), ", "))
 		}
 		return Profile{}, fmt.Errorf("sim: read profile: %w", err)
 	}
+	defer f.Close()
+	// Read no more than a profile can be: a path mistyped for a model's
+	// weights, or a device such as /dev/zero, would otherwise be read whole
+	// into memory, and the process die of it.
+	raw, err := io.ReadAll(io.LimitReader(f, maxProfileBytes+1))
+	if err != nil {
+		return Profile{}, fmt.Errorf("sim: read profile: %w", err)
+	}
+	if len(raw) > maxProfileBytes {
+		return Profile{}, fmt.Errorf("sim: profile %s is longer than %d KiB; a profile is a few lines of JSON", nameOrPath, maxProfileBytes>>10)
+	}
 	return ParseProfile(raw)
 }
+
+// maxProfileBytes bounds a profile file; every field of one fits in 2 KB.
+const maxProfileBytes = 1 << 20
 
 // ParseProfile decodes a JSON profile over the default profile's values and
 // checks it.

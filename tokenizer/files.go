@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -155,9 +156,14 @@ func readFile(path string) ([]byte, error) {
 	if st, err := f.Stat(); err == nil && st.Size() > maxFileBytes {
 		return nil, fmt.Errorf("tokenizer: %s: %d bytes, more than any tokenizer file (%d)", path, st.Size(), maxFileBytes)
 	}
-	b, err := os.ReadFile(path)
+	// The size checked above is 0 for a device or a pipe, such as
+	// /dev/zero: the read itself stops past the bound.
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, unwrapPath(err))
+	}
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("tokenizer: %s: more than any tokenizer file (%d bytes)", path, maxFileBytes)
 	}
 	return b, nil
 }

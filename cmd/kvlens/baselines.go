@@ -240,12 +240,21 @@ func baselinesImport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(pos[0])
+	if err := baselines.CheckName(*name); err != nil {
+		return usageError{fmt.Errorf("--%w", err)}
+	}
+	if err := checkText("--deployment", *deployment); err != nil {
+		return usageError{err}
+	}
+	data, err := readInput(pos[0], baselines.MaxFileBytes)
 	if err != nil {
 		return err
 	}
 	s, format, err := baselines.Decode(data)
 	if err != nil {
+		if kind := wrongKind(pos[0], data, kindBaselines); kind != nil {
+			return kind
+		}
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	if !*anyMode {
@@ -254,9 +263,6 @@ func baselinesImport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 		}
 	}
 	base := strings.TrimSuffix(filepath.Base(pos[0]), filepath.Ext(pos[0]))
-	if err := baselines.CheckName(*name); err != nil {
-		return usageError{fmt.Errorf("--%w", err)}
-	}
 	if *name != "" {
 		s.Name = *name
 	} else if s.Name == "" {

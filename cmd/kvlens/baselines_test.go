@@ -72,6 +72,16 @@ func TestBaselinesCommands(t *testing.T) {
 		{"an unknown subcommand is a usage error", []string{"frob"}, 2, `unknown command "frob"`},
 		{"an unknown flag is a usage error", []string{"list", "--nope"}, 2, "flag provided but not defined"},
 		{"a file that does not exist is a failure", []string{"import", filepath.Join(dir, "none.json")}, 1, "no such file"},
+		// A file of another kind is named as what it is, where it was picked
+		// apart field by field: "engine: unknown field".
+		{"a bench report is named as one", []string{"import", "../../docs/routing-bench.json"}, 1, "routing-bench.json is a report of kvlens bench routing (kvlens bench routing --from draws it), not a baseline set"},
+		{"an engine profile is named as one", []string{"import", "../../docs/h200-candidate.json"}, 1, "h200-candidate.json is an engine profile (--sim-profile reads it), not a baseline set"},
+		// /dev/zero never ends: it was read whole, until the process died.
+		{"a file that never ends is refused past the size limit", []string{"import", "/dev/zero"}, 1, "/dev/zero is longer than 16 MiB"},
+		// baselines export wrote a set stored so, and import then refused
+		// the file: "deployment: is longer than 4096 bytes".
+		{"a deployment longer than a set's file holds is a usage error", []string{"import", good, "--name", "long", "--deployment", strings.Repeat("x", 4097)}, 2, "--deployment is 4097 bytes long: at most 4096"},
+		{"the refused deployment left nothing behind", []string{"show", "long"}, 1, `baseline set "long": not found`},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {

@@ -257,9 +257,9 @@ func benchResume(fset *flag.FlagSet, from, out string, parallel int) int {
 	if !given["out"] {
 		out = strings.TrimSuffix(strings.TrimSuffix(from, ".json"), ".partial")
 	}
-	res, err := readBench(from)
+	res, err := readBench(from, kindPartial)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --resume: %v\n", err)
 		return 1
 	}
 	if !res.Partial() {
@@ -275,20 +275,6 @@ func benchResume(fset *flag.FlagSet, from, out string, parallel int) int {
 	return runBench(g, out)
 }
 
-// readBench reads a report's JSON, an error naming the file.
-func readBench(path string) (*bench.Result, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	res, err := bench.ReadJSON(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "bench: "))
-	}
-	return res, nil
-}
-
 // benchFrom draws the reports of an earlier run again from its JSON.
 func benchFrom(fs *flag.FlagSet, from, out string) int {
 	var extra []string
@@ -301,9 +287,9 @@ func benchFrom(fs *flag.FlagSet, from, out string) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: --from draws an earlier run's reports: drop %s\n", strings.Join(extra, ", "))
 		return 2
 	}
-	res, err := readBench(from)
+	res, err := readBench(from, kindBench)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --from: %v\n", err)
 		return 1
 	}
 	if res.Partial() {
@@ -319,6 +305,31 @@ func benchFrom(fs *flag.FlagSet, from, out string) int {
 		return 1
 	}
 	return 0
+}
+
+// readBench reads the bench report at path, naming another of kvlens's
+// files given in its place (want is the kind the caller reads: a finished
+// grid or an interrupted one).
+func readBench(path, want string) (*bench.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := bench.ReadJSON(f)
+	f.Close()
+	if err == nil {
+		return res, nil
+	}
+	// Another of kvlens's files is a few MB at most: one larger is not
+	// worth reading whole to name it.
+	if data, rerr := readInput(path, 16<<20); rerr == nil {
+		if k := fileKind(data); k != kindBench && k != kindPartial {
+			if kind := wrongKind(path, data, want); kind != nil {
+				return nil, kind
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s: %v", path, strings.TrimPrefix(err.Error(), "bench: "))
 }
 
 // benchWriters write each report, by extension.

@@ -8,7 +8,9 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode"
 
+	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/loadgen"
 )
 
@@ -135,4 +137,26 @@ func givenFlags(fs *flag.FlagSet) map[string]bool {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	return given
+}
+
+// checkText refuses a flag's free text that a stored baseline set could
+// not carry: longer than a set's file allows, the set would export to a
+// file that baselines import then refuses.
+func checkText(flag, s string) error {
+	if len(s) > baselines.MaxTextBytes {
+		return fmt.Errorf("%s is %d bytes long: at most %d", flag, len(s), baselines.MaxTextBytes)
+	}
+	return nil
+}
+
+// checkLine is checkText for text that stands on one line of a report,
+// such as a row of its Markdown table, which a line break or a control
+// character would break.
+func checkLine(flag, s string) error {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%s holds the control character %U: give one line of text", flag, r)
+		}
+	}
+	return checkText(flag, s)
 }

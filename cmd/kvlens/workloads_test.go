@@ -123,6 +123,10 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"bench reports with nowhere to go", []string{"bench", "routing", "--out", "/proc/kvlens/bench"}, "--out: cannot write /proc/kvlens/bench.md: mkdir /proc/kvlens"},
 		{"a plan chart with nowhere to go", []string{"plan", "--out", "/proc/kvlens/plan.png"}, "--out: cannot write /proc/kvlens/plan.png"},
 		{"a calibration table with nowhere to go", []string{"sim", "calibrate", "--out", "/proc/kvlens/cal.md"}, "--out: cannot write /proc/kvlens/cal.md"},
+		// /dev/zero never ends: each was read whole until the process died.
+		{"an engine profile that never ends", []string{"sim", "bench", "offline", "--profile", "/dev/zero"}, "--profile: sim: profile /dev/zero is longer than 1024 KiB"},
+		{"a sweep's engine profile that never ends", []string{"sweep", "--virtual", "--sim-profile", "/dev/zero"}, "profile /dev/zero is longer than 1024 KiB"},
+		{"a tokenizer file that never ends", []string{"serve", "--tokenizer", "/dev/zero"}, "tokenizer: /dev/zero: more than any tokenizer file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
