@@ -216,8 +216,11 @@ func sweepCmd(args []string) int {
 		if err := checkResumeFlags(given); err != nil {
 			return usage(err)
 		}
+		if given["run"] && o.run < 1 {
+			return usage(fmt.Errorf("--run %d: want a sweep run's id, 1 or more (the first line of its output names it)", o.run))
+		}
 	} else {
-		if o.run != 0 {
+		if given["run"] {
 			return usage(errors.New("--run goes with --resume"))
 		}
 		// Every check comes before the store is touched, so a sweep
@@ -400,6 +403,27 @@ func (o *sweepOptions) configure() error {
 	if err := o.sweep.SLO.Check(); err != nil {
 		return err
 	}
+	// The sweep's own settings are checked here, naming their flags, before
+	// the checks of the whole set (Validate), which name its fields.
+	switch c := o.sweep; {
+	case c.Measure < time.Second:
+		// The load generator's window is at least a second: a shorter
+		// measurement holds no answer, and the sweep failed on it after
+		// its warmup.
+		return fmt.Errorf("--measure %s: want at least 1s (a turn can take 20 s or more)", c.Measure)
+	case c.Warmup < 0:
+		return fmt.Errorf("--warmup %s: want 0 or more", c.Warmup)
+	case c.Cooldown < 0:
+		return fmt.Errorf("--cooldown %s: want 0 or more", c.Cooldown)
+	case o.readyTimeout <= 0:
+		return fmt.Errorf("--ready-timeout %s: want a positive time to wait for the target after a mode switch", o.readyTimeout)
+	}
+	if err := baselines.CheckName(o.name); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	if err := checkLine("--deployment-note", o.note); err != nil {
+		return err
+	}
 	external := o.serve.Target != ""
 	if o.switchCmd != "" && !external {
 		return errors.New("--mode-switch-cmd switches an external router: give its --target too")
@@ -455,7 +479,15 @@ func (o *sweepOptions) configure() error {
 	}
 	c.Workload = describeLoad(o.workload, o.chosen, *load)
 	c.Deployment = o.deployment()
-	return c.Validate()
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	// The stored set's deployment joins these lines; longer than a set's
+	// file allows, it would export to a file baselines import refuses.
+	if d := c.Result("", nil).Deployment; len(d) > baselines.MaxTextBytes {
+		return fmt.Errorf("the report's deployment table (--workers, --mode-switch-cmd, --deployment-note) is %d bytes long: at most %d", len(d), baselines.MaxTextBytes)
+	}
+	return nil
 }
 
 // deployment describes what the sweep measures, for the report.

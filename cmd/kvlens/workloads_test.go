@@ -127,6 +127,14 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"an engine profile that never ends", []string{"sim", "bench", "offline", "--profile", "/dev/zero"}, "--profile: sim: profile /dev/zero is longer than 1024 KiB"},
 		{"a sweep's engine profile that never ends", []string{"sweep", "--virtual", "--sim-profile", "/dev/zero"}, "profile /dev/zero is longer than 1024 KiB"},
 		{"a tokenizer file that never ends", []string{"serve", "--tokenizer", "/dev/zero"}, "tokenizer: /dev/zero: more than any tokenizer file"},
+		// Each ran the sweep's first warmup, then failed, or was stored.
+		{"a sweep measuring nothing", []string{"sweep", "--virtual", "--measure", "1ns"}, "kvlens sweep: --measure 1ns: want at least 1s"},
+		{"a sweep that never waits for its target", []string{"sweep", "--ready-timeout", "-1s"}, "--ready-timeout -1s: want a positive time"},
+		{"a sweep's negative cooldown names its flag", []string{"sweep", "--cooldown", "-1s"}, "--cooldown -1s: want 0 or more"},
+		{"a sweep's name of two lines names its flag", []string{"sweep", "--name", "a\nb"}, "--name: holds the control character U+000A"},
+		{"a deployment note that would break the report's table", []string{"sweep", "--deployment-note", "GPU | H200\nnext"}, "--deployment-note holds the control character U+000A"},
+		{"a deployment note longer than the stored set may carry", []string{"sweep", "--deployment-note", strings.Repeat("x", 4097)}, "--deployment-note is 4097 bytes long: at most 4096"},
+		{"a sweep run of a negative id", []string{"sweep", "--resume", "--run", "-1"}, "--run -1: want a sweep run's id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
