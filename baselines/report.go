@@ -117,7 +117,14 @@ func mdTable(b *bytes.Buffer, left bool, header []string, rows [][]string) {
 	}
 	b.WriteString("\n")
 	for _, r := range rows {
-		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+		cells := make([]string, len(r))
+		for i, c := range r {
+			// A bar in a cell, such as a --mode-switch-cmd's pipe or a
+			// deployment note's, would end the cell; GitHub's Markdown
+			// reads \| as the bar itself, code spans included.
+			cells[i] = strings.ReplaceAll(c, "|", `\|`)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	b.WriteString("\n")
 }

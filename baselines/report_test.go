@@ -96,6 +96,22 @@ func TestReportGolden(t *testing.T) {
 	}
 }
 
+// TestReportKeepsABarInItsCell: a deployment value holding "|", such as a
+// --mode-switch-cmd piping into another command, stays in its cell rather
+// than splitting the row into columns the table does not have.
+func TestReportKeepsABarInItsCell(t *testing.T) {
+	c := syntheticConfig()
+	c.Deployment = append(c.Deployment, Param{"Mode switch", "`switch {mode} | tee log`"})
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, Report{Set: synthetic("round_robin", "kv"), Config: c}); err != nil {
+		t.Fatal(err)
+	}
+	want := "| Mode switch | `switch {mode} \\| tee log` |\n"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("report lacks the row %q:\n%s", want, b.String())
+	}
+}
+
 // skeleton keeps what makes a report's layout and drops its figures: the
 // headings, the tables' header rows, and the bold labels of its bullets.
 func skeleton(md string) []string {
