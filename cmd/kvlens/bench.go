@@ -136,6 +136,12 @@ func benchCmd(args []string) int {
 	if g.Parallel < 1 {
 		return usage(fmt.Errorf("--parallel %d: need at least 1", g.Parallel))
 	}
+	if g.Measure > 0 {
+		// Zero and less are the grid's own check's.
+		if err := checkMeasure(g.Measure); err != nil {
+			return usage(err)
+		}
+	}
 	if err := g.Check(); err != nil {
 		return usage(errors.New(strings.TrimPrefix(err.Error(), "bench: ")))
 	}

@@ -75,6 +75,9 @@ func simCalibrate(args []string) int {
 	if c.Profile, err = sim.LoadProfile(profile); err != nil {
 		return usage(fmt.Errorf("--sim-profile: %w", err))
 	}
+	if err := checkMeasure(c.Measure); err != nil {
+		return usage(err)
+	}
 	sets, err := baselines.Builtin()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim calibrate: %v\n", err)
@@ -93,9 +96,17 @@ func simCalibrate(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
+	var last calibrate.Progress
 	rep, err := calibrate.Run(ctx, c, func(p calibrate.Progress) {
+		last = p
 		fmt.Fprintf(os.Stderr, "kvlens sim calibrate: [%d/%d] seed %d: %s @ %d measured\n", p.Done, p.Total, p.Seed, p.Step.Mode, p.Step.Concurrency)
 	})
+	if err != nil && ctx.Err() != nil {
+		// Said as "calibrate: seed 1: context canceled", of whichever seed
+		// came first, it read as that seed's failure.
+		fmt.Fprintf(os.Stderr, "kvlens sim calibrate: interrupted after %d of %d levels: the table averages every level over all the seeds, so none is written\n", last.Done, len(c.Seeds)*len(c.Levels)*len(c.Modes))
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim calibrate: %v\n", err)
 		return 1

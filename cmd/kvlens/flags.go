@@ -160,3 +160,13 @@ func checkLine(flag, s string) error {
 	}
 	return checkText(flag, s)
 }
+
+// checkMeasure refuses a measurement under a second, the load generator's
+// shortest window: no request finishes in it, and the run failed on that
+// only after its warmup.
+func checkMeasure(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("--measure %s: want at least 1s (a turn can take 20 s or more)", d)
+	}
+	return nil
+}

@@ -73,6 +73,7 @@ Flags:
 		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
 		return 2
 	}
+	given := givenFlags(fs)
 	var err error
 	if pc.Policies, err = parseModes(modes, false); err != nil {
 		return usage(fmt.Errorf("--modes: %w", err))
@@ -85,10 +86,19 @@ Flags:
 		return usage(fmt.Errorf("--parallel %d: need at least 1", pc.Parallel))
 	case pc.MaxWorkers < 1 || pc.MaxWorkers > sim.MaxWorkers:
 		return usage(fmt.Errorf("--max-workers %d: want 1 to %d", pc.MaxWorkers, sim.MaxWorkers))
-	case pc.Target < 0:
-		return usage(fmt.Errorf("--target %d: want a concurrency, or 0 to skip", pc.Target))
+	case pc.Target < 0 || pc.Target > loadgen.MaxConcurrency:
+		// One past the most conversations ran the whole envelope search
+		// before the first probe at the target failed.
+		return usage(fmt.Errorf("--target %d: want a concurrency up to %d, or 0 to skip", pc.Target, loadgen.MaxConcurrency))
+	case given["seeds"] && strings.TrimSpace(seeds) == "":
+		// Empty, as from an unset variable, it planned with the default
+		// seeds.
+		return usage(errors.New("--seeds: no value given"))
 	}
-	given := givenFlags(fs)
+	if err := pc.SLO.Check(); err != nil {
+		// It failed at the first probe, as the load generator's error.
+		return usage(err)
+	}
 	if given["study"] {
 		for _, f := range []string{"modes", "seeds", "out", "target", "per-seed", "max-workers", "per-worker", "step", "workers"} {
 			if given[f] {
@@ -118,8 +128,10 @@ Flags:
 	if err := checkLoad(load); err != nil {
 		return usage(err)
 	}
-	if pc.Warmup < 0 || pc.Measure <= 0 {
-		return usage(fmt.Errorf("--warmup %v must not be negative and --measure %v must be positive", pc.Warmup, pc.Measure))
+	if pc.Warmup < 0 || pc.Measure < time.Second {
+		// Under a second no request finishes: --measure 1ns failed at the
+		// first probe, and --study printed a table of zeros.
+		return usage(fmt.Errorf("--warmup %v must not be negative and --measure %v must be at least 1s", pc.Warmup, pc.Measure))
 	}
 	if pc.PerWorker < 1 || pc.PerWorker > loadgen.MaxConcurrency {
 		return usage(fmt.Errorf("--per-worker %d: want 1 to %d conversations a worker", pc.PerWorker, loadgen.MaxConcurrency))
@@ -149,9 +161,18 @@ Flags:
 	defer stop()
 	start := time.Now()
 	res, err := simulate.Plan(ctx, pc)
+	status := 0
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
-		return 1
+		if ctx.Err() == nil || len(res.Capacities) == 0 {
+			fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+			return 1
+		}
+		// Ctrl-C: the envelopes found so far are kept, printed and
+		// charted, rather than thrown away with the rest.
+		stop()
+		fmt.Fprintf(os.Stderr, "kvlens plan: interrupted after %d of %d envelopes: these are the ones found\n",
+			len(res.Capacities), len(pc.Policies)*len(pc.Workers))
+		status = 1
 	}
 	writePlan(os.Stdout, pc, prof, admission, res)
 	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
@@ -167,7 +188,7 @@ Flags:
 		}
 		fmt.Printf("wrote %s\n", out)
 	}
-	return 0
+	return status
 }
 
 func deref(p *float64) float64 {
@@ -218,9 +239,14 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 	if pc.Target > 0 {
 		fmt.Fprintf(w, "\nWorkers needed for %d concurrent conversations:\n", pc.Target)
 		for _, pol := range pc.Policies {
-			if n := res.Needed[pol]; n > 0 {
+			n, found := res.Needed[pol]
+			switch {
+			case !found:
+				// An interrupted plan did not get to it.
+				fmt.Fprintf(w, "  %-12s not searched\n", pol)
+			case n > 0:
 				fmt.Fprintf(w, "  %-12s %d\n", pol, n)
-			} else {
+			default:
 				fmt.Fprintf(w, "  %-12s more than %d\n", pol, pc.MaxWorkers)
 			}
 		}
@@ -241,11 +267,27 @@ func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
 		}
 	}
 	arms := []simulate.Arm{{Policy: "round_robin", Admission: router.AdmitQueue}, {Policy: "dynamo", Admission: router.AdmitShed}, {Policy: "kv", Admission: router.AdmitShed}}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	rows, err := simulate.Study(context.Background(), pc.Base, arms, workers, perWorker, pc.SLO, pc.Warmup, pc.Measure)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
-		return 1
+	// One worker count at a time, so that each row set is reported as it
+	// ends and Ctrl-C keeps the rows finished: the study printed nothing
+	// until its end, and Ctrl-C lost it all.
+	var rows []simulate.StudyRow
+	for i, n := range workers {
+		got, err := simulate.Study(ctx, pc.Base, arms, []int{n}, perWorker, pc.SLO, pc.Warmup, pc.Measure)
+		rows = append(rows, got...)
+		if err != nil {
+			if ctx.Err() == nil || len(rows) == 0 {
+				fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
+				return 1
+			}
+			stop()
+			fmt.Fprintf(os.Stderr, "kvlens plan: interrupted after %d of %d rows: these are the ones finished\n", len(rows), len(workers)*len(arms))
+			writeStudy(os.Stdout, rows)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "kvlens plan: --study: %d workers done (%d of %d worker counts)\n", n, i+1, len(workers))
 	}
 	writeStudy(os.Stdout, rows)
 	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))

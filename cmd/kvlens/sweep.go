@@ -405,12 +405,10 @@ func (o *sweepOptions) configure() error {
 	}
 	// The sweep's own settings are checked here, naming their flags, before
 	// the checks of the whole set (Validate), which name its fields.
+	if err := checkMeasure(o.sweep.Measure); err != nil {
+		return err
+	}
 	switch c := o.sweep; {
-	case c.Measure < time.Second:
-		// The load generator's window is at least a second: a shorter
-		// measurement holds no answer, and the sweep failed on it after
-		// its warmup.
-		return fmt.Errorf("--measure %s: want at least 1s (a turn can take 20 s or more)", c.Measure)
 	case c.Warmup < 0:
 		return fmt.Errorf("--warmup %s: want 0 or more", c.Warmup)
 	case c.Cooldown < 0:

@@ -103,7 +103,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a planned worker count given twice", []string{"plan", "--workers", "1,1"}, "--workers: 1 is given twice"},
 		{"a plan of no parallel probes", []string{"plan", "--parallel", "0"}, "--parallel 0: need at least 1"},
 		{"a plan searching no workers", []string{"plan", "--max-workers", "0"}, "--max-workers 0: want 1 to 1024"},
-		{"a negative target", []string{"plan", "--target", "-1"}, "--target -1: want a concurrency, or 0 to skip"},
+		{"a negative target", []string{"plan", "--target", "-1"}, "--target -1: want a concurrency up to 10000, or 0 to skip"},
 		{"a study with a plan's flag it would ignore", []string{"plan", "--study", "2", "--modes", "kv"}, "--study runs its own three arms at its own worker counts: drop --modes"},
 		{"a worker list that does not parse is a usage error", []string{"serve", "--workers", "http://127.0.0.1:1/v1"}, `kvlens serve: --workers: worker 0: "http://127.0.0.1:1/v1": give the worker's base URL, without /v1`},
 		{"a negative stall names its flag, and is a usage error", []string{"sim", "--stall", "-1s"}, "kvlens sim: --stall must not be negative, got -1s"},
@@ -135,6 +135,13 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a deployment note that would break the report's table", []string{"sweep", "--deployment-note", "GPU | H200\nnext"}, "--deployment-note holds the control character U+000A"},
 		{"a deployment note longer than the stored set may carry", []string{"sweep", "--deployment-note", strings.Repeat("x", 4097)}, "--deployment-note is 4097 bytes long: at most 4096"},
 		{"a sweep run of a negative id", []string{"sweep", "--resume", "--run", "-1"}, "--run -1: want a sweep run's id"},
+		// Each ran the plan's whole envelope search, then failed at the target.
+		{"a plan target past the most conversations", []string{"plan", "--target", "10001"}, "--target 10001: want a concurrency up to 10000, or 0 to skip"},
+		{"a plan SLO of nothing, which failed at the first probe with status 1", []string{"plan", "--slo-ttft", "0s"}, "kvlens plan: --slo-ttft 0s and --slo-tpot 60ms: both must be positive"},
+		{"plan seeds of no value, which planned with the default seeds", []string{"plan", "--seeds", " "}, "--seeds: no value given"},
+		{"a study measuring nothing, which printed a table of zeros", []string{"plan", "--study", "2", "--measure", "1ns"}, "--measure 1ns must be at least 1s"},
+		{"a bench run measuring nothing, which failed after starting", []string{"bench", "routing", "--measure", "999ms"}, "--measure 999ms: want at least 1s"},
+		{"a calibration measuring nothing", []string{"sim", "calibrate", "--measure", "1ns"}, "kvlens sim calibrate: --measure 1ns: want at least 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
