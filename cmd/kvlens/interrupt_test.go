@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // interrupt runs kvlens with args, sends it Ctrl-C (SIGINT) once its stderr
@@ -100,5 +101,44 @@ func TestCtrlCKeepsWhatWasDone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTraceGenCtrlCLeavesTheOldFile: Ctrl-C while trace gen writes a large
+// trace leaves the file it would replace as it was, and nothing beside it;
+// it left a truncated trace, which replays as a shorter one when cut at a
+// line's end.
+func TestTraceGenCtrlCLeavesTheOldFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "trace.jsonl")
+	old := []byte(`{"timestamp":0,"input_length":10,"output_length":5,"hash_ids":[1]}` + "\n")
+	if err := os.WriteFile(out, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := kvlens("trace", "gen", "--sessions", "1000000", "--out", out)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A million sessions take seconds to make and write; a half is in it.
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if err == nil {
+		t.Skip("trace gen finished before Ctrl-C reached it")
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit %v after Ctrl-C, want status 1; stderr:\n%s", err, stderr.String())
+	}
+	if want := "interrupted: " + out + " is left as it was"; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	if got, _ := os.ReadFile(out); string(got) != string(old) {
+		t.Fatalf("the old trace was replaced by %d bytes", len(got))
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("left beside it: %v", entries)
 	}
 }

@@ -71,6 +71,12 @@ func freeBase(dir, base string, exts ...string) string {
 // it into place, so that a process killed mid-write leaves the old file
 // whole rather than a truncated one.
 func writeAtomic(path string, write func(io.Writer) error) error {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		// A device or a pipe, such as /dev/stdout, must not be renamed
+		// over, and a symbolic link should still point where it did: these
+		// are written in place.
+		return writeInPlace(path, write)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -97,4 +103,17 @@ func writeAtomic(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return nil
+}
+
+// writeInPlace writes path through its own name, truncating it.
+func writeInPlace(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

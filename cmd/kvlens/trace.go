@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/kvlens/kvlens/loadgen"
 )
@@ -54,33 +59,65 @@ func traceCmd(args []string) int {
 	if status, ok := parseFlags(fs, args[1:]); !ok {
 		return status
 	}
+	usage := func(err error) int {
+		fmt.Fprintf(os.Stderr, "kvlens trace gen: %v\n", err)
+		return 2
+	}
+	if strings.TrimSpace(out) == "" {
+		return usage(errors.New("--out: no file given (- writes to standard output)"))
+	}
+	if out != "-" {
+		// Checked before the trace is made, and named: it was found after,
+		// as "open : no such file or directory".
+		if err := writable(out); err != nil {
+			return usage(fmt.Errorf("--out: %w", err))
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	recs, err := s.Generate()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens %v\n", err)
 		return 2
 	}
-	var w io.Writer = os.Stdout
-	if out != "-" {
-		f, err := os.Create(out)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "kvlens trace gen: %v\n", err)
+	write := func(w io.Writer) error { return loadgen.WriteTrace(ctxWriter{ctx, w}, recs) }
+	if out == "-" {
+		err = write(os.Stdout)
+	} else {
+		// Through a file beside it, renamed into place: Ctrl-C in the
+		// middle of a million sessions left a truncated trace where the
+		// old one was, and a trace cut at a line's end replays as a
+		// shorter one without a word.
+		err = writeAtomic(out, write)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			kept := ""
+			if out != "-" {
+				kept = ": " + out + " is left as it was"
+			}
+			fmt.Fprintf(os.Stderr, "kvlens trace gen: interrupted%s\n", kept)
 			return 1
 		}
-		defer f.Close()
-		w = f
-	}
-	if err := loadgen.WriteTrace(w, recs); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens trace gen: %v\n", err)
 		return 1
-	}
-	if f, ok := w.(*os.File); ok && f != os.Stdout {
-		if err := f.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "kvlens trace gen: %v\n", err)
-			return 1
-		}
 	}
 	span := float64(recs[len(recs)-1].Timestamp-recs[0].Timestamp) / 1000
 	fmt.Fprintf(os.Stderr, "kvlens trace gen: %d requests of %d sessions over %.0f s; sessions last about %s, so the trace keeps about %.0f in flight (Little's law)\n",
 		len(recs), s.Sessions, span, s.SessionLength(), s.Rate*s.SessionLength().Seconds())
 	return 0
+}
+
+// ctxWriter is w until ctx ends, then fails every write with ctx's error,
+// so that a long write stops at Ctrl-C.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }

@@ -96,6 +96,8 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a trace of no sessions", []string{"trace", "gen", "--sessions", "0"}, "trace gen: sessions 0: need 1..1000000"},
 		{"a trace with a zero rate", []string{"trace", "gen", "--rate", "0"}, "rate 0: need a positive number"},
 		{"a trace with bad turns", []string{"trace", "gen", "--turns", "5-3"}, `turns "5-3"`},
+		{"a trace to no file, which said 'open : no such file or directory' with status 1", []string{"trace", "gen", "--out", ""}, "kvlens trace gen: --out: no file given (- writes to standard output)"},
+		{"a trace into a directory", []string{"trace", "gen", "--out", "."}, "kvlens trace gen: --out: cannot write .: is a directory"},
 		{"serve with an unknown workload", []string{"serve", "--workload", "chats"}, `--workload: unknown workload "chats"`},
 		// Each is refused before it runs, not after minutes or hours of runs.
 		{"a study of no worker counts, which used to run the whole plan", []string{"plan", "--study", ""}, "--study: no value given"},
