@@ -25,6 +25,7 @@ import (
 	"github.com/kvlens/kvlens/store"
 	"github.com/kvlens/kvlens/tokenizer"
 	"github.com/kvlens/kvlens/tour"
+	"github.com/kvlens/kvlens/web"
 )
 
 // serveFlags binds serve's flags to cfg, and those that say who may change
@@ -236,6 +237,9 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 		fs = serveFlags(&cfg, &acc, stderr)
 		err = parseQuiet(fs, args)
 	}
+	if err == nil && setFlags(fs)["policy"] {
+		cfg.Policy, err = onePolicy(cfg.Policy)
+	}
 	if err == nil {
 		set := setFlags(fs)
 		abDefault(&cfg, set)
@@ -422,6 +426,20 @@ const (
 	maxWarmSpeed = 16
 )
 
+// onePolicy reads --policy as --ab reads its pair, aliases and all: an
+// unknown name was found by the demo as it started, with status 1 and
+// without the flag's name, and "rr", which --ab takes, was refused.
+func onePolicy(s string) (string, error) {
+	modes, err := parseModes(s, false)
+	if err != nil {
+		return "", fmt.Errorf("--policy: %w", err)
+	}
+	if len(modes) != 1 {
+		return "", fmt.Errorf("--policy: want one policy, got %d (--ab compares two)", len(modes))
+	}
+	return modes[0], nil
+}
+
 // checkServe catches flag values that parse but make no sense.
 func checkServe(cfg demo.Config) error {
 	switch {
@@ -459,6 +477,10 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--warm must be between 0 (none) and %s, got %s", maxWarm, cfg.Warm)
 	case !(cfg.WarmSpeed >= 1) || cfg.WarmSpeed > maxWarmSpeed:
 		return fmt.Errorf("--warm-speed must be between 1 and %d, got %g", maxWarmSpeed, cfg.WarmSpeed)
+	case cfg.ABTurn < 0 || (cfg.ABTurn > 0 && cfg.ABTurn < web.SettleTime):
+		// A turn shorter than a window takes to settle keeps no window to
+		// compare: the A/B view switched policies and compared nothing.
+		return fmt.Errorf("--ab-turn must be 0 (the default, %s) or at least %s, the time a window takes to settle, got %s", web.DefaultTurn, web.SettleTime, cfg.ABTurn)
 	case cfg.RecordingRetention < 0:
 		return fmt.Errorf("--recording-retention must be 0 (keep them all) or more, got %s", cfg.RecordingRetention)
 	case cfg.FrontendMetrics != "" && !httpURL(cfg.FrontendMetrics):

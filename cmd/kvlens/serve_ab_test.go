@@ -52,3 +52,31 @@ func TestABFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyFlagTakesWhatABTakes: --policy reads its name as --ab reads
+// its pair; "rr" was refused as the demo started, with status 1.
+func TestPolicyFlagTakesWhatABTakes(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{"the default is round-robin", nil, "round_robin", ""},
+		{"rr is round-robin", []string{"--policy", "rr"}, "round_robin", ""},
+		{"a dash for an underscore, in capitals", []string{"--policy", "Least-Loaded"}, "least_loaded", ""},
+		{"an unknown policy names the flag", []string{"--policy", "fastest"}, "", `--policy: unknown routing policy "fastest"`},
+		{"two policies are --ab's", []string{"--policy", "rr,kv"}, "", "--policy: want one policy, got 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseServe(tt.args)
+			if refusedInOneLine(t, err, tt.wantErr) {
+				return
+			}
+			if cfg.Policy != tt.want {
+				t.Fatalf("policy %q, want %q", cfg.Policy, tt.want)
+			}
+		})
+	}
+}
