@@ -54,6 +54,15 @@ func run(args []string) int {
 		if len(rest) > 0 && commands[rest[0]] {
 			return run(append(rest, "-h"))
 		}
+		// help and version are listed among the commands too, and have no
+		// flags of their own.
+		if len(rest) > 0 && rest[0] == "version" {
+			fmt.Print("Usage: kvlens version (or --version)\n\nPrints the build: the module version, the commit it was built from, and the Go toolchain.\n")
+			return 0
+		}
+		if len(rest) > 0 && rest[0] == "help" {
+			rest = nil
+		}
 		if len(rest) > 0 {
 			fmt.Fprintf(os.Stderr, "kvlens help: unknown command %q\n%s", rest[0], usage)
 			return 2

@@ -54,6 +54,9 @@ func TestHelpListsCommandsAndVersionNamesTheBuild(t *testing.T) {
 		{"help sweep is sweep -h, not the general help", []string{"help", "sweep"}, []string{"Usage of sweep:", "-levels"}},
 		{"help bench routing is bench routing -h", []string{"help", "bench", "routing"}, []string{"Usage: kvlens bench routing", "-resume"}},
 		{"sim bench -h lists the benchmarks", []string{"sim", "bench", "-h"}, []string{"sim bench offline", "sim bench multiturn", "Run any of them with -h"}},
+		// Both are listed among the commands: they were "unknown command".
+		{"help help is the general help", []string{"help", "help"}, []string{"Commands:", "kvlens COMMAND -h"}},
+		{"help version says what version prints", []string{"help", "version"}, []string{"Usage: kvlens version"}},
 		// A test binary's build info carries the Go version at least.
 		{"--version names the Go toolchain", []string{"--version"}, []string{"kvlens ", "go1."}},
 		{"version is --version", []string{"version"}, []string{"kvlens ", "go1."}},
