@@ -170,7 +170,7 @@ func TestSweepInterruptedThenResumed(t *testing.T) {
 			if err := cmd.Wait(); err == nil {
 				t.Fatal("the interrupted sweep exited 0")
 			}
-			if sig == syscall.SIGINT && !strings.Contains(rest.String(), "1 of 3 levels are stored: continue with kvlens sweep --resume") {
+			if sig == syscall.SIGINT && !strings.Contains(rest.String(), "kvlens sweep: interrupted; 1 of 3 levels are stored: continue with kvlens sweep --resume") {
 				t.Fatalf("the interrupted sweep said:\n%s", rest.String())
 			}
 

@@ -600,7 +600,8 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run,
 			reason = "interrupted"
 		}
 		db.FinishRun(context.Background(), run.ID, store.RunFailed, reason, 0)
-		return fmt.Errorf("%w; %d of %d levels are stored: continue with kvlens sweep --resume --db %s", err, len(results), run.Total, o.db)
+		// Ctrl-C is said as the store says it, not as "context canceled".
+		return fmt.Errorf("%s; %d of %d levels are stored: continue with kvlens sweep --resume --db %s", reason, len(results), run.Total, o.db)
 	}
 
 	source := fmt.Sprintf("kvlens sweep run %d", run.ID)
