@@ -302,6 +302,13 @@ func baselinesExport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 	if err != nil {
 		return usageError{err}
 	}
+	if *file != "" {
+		// Named, and before the store is read: it was "open /proc/x: no
+		// such file or directory", with status 1.
+		if err := writable(*file); err != nil {
+			return usageError{fmt.Errorf("-o: %w", err)}
+		}
+	}
 	db, err := openDB(ctx, *dbPath, false)
 	if err != nil {
 		return err
@@ -319,7 +326,9 @@ func baselinesExport(ctx context.Context, fs *flag.FlagSet, dbPath *string, args
 		_, err = out.Write(data)
 		return err
 	}
-	return os.WriteFile(*file, data, 0o644)
+	// Renamed into place, so that a write that fails half-way (a full
+	// disk) leaves the file it would replace whole.
+	return writeAtomic(*file, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
 func baselinesDelete(ctx context.Context, fs *flag.FlagSet, dbPath *string, args []string, out io.Writer) error {

@@ -65,6 +65,9 @@ func TestBaselinesCommands(t *testing.T) {
 		{"export writes the dual format", []string{"export", "lab", "--format", "dual"}, 0, `"kv_aware": {`},
 		{"export refuses the single format for two modes", []string{"export", "lab", "--format", "single"}, 1, "holds one mode"},
 		{"export refuses an unknown format", []string{"export", "lab", "--format", "csv"}, 2, `unknown format "csv"`},
+		// It was "open /proc/kvlens/lab.json: no such file or directory", status 1.
+		{"export to a file it cannot write names -o", []string{"export", "lab", "-o", "/proc/kvlens/lab.json"}, 2, "kvlens baselines export: -o: cannot write /proc/kvlens/lab.json"},
+		{"export to a directory names -o", []string{"export", "lab", "-o", dir}, 2, "-o: cannot write " + dir + ": is a directory"},
 		{"delete removes a set", []string{"delete", "lab"}, 0, `deleted "lab"`},
 		{"a deleted set is gone", []string{"delete", "lab"}, 1, "not found"},
 		{"a missing argument is a usage error", []string{"show"}, 2, "missing the set's NAME"},

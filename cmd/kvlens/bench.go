@@ -302,6 +302,11 @@ func benchFrom(fs *flag.FlagSet, from, out string) int {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %s holds %d runs of an interrupted grid: finish it with --resume %s\n", from, len(res.Runs), from)
 		return 1
 	}
+	if err := writable(out+".md", out+".png"); err != nil {
+		// Named, as a grid's --out is: it was "mkdir /proc/x: ...".
+		fmt.Fprintf(os.Stderr, "kvlens bench routing: --out: %v\n", err)
+		return 2
+	}
 	files, err := writeBench(out, res, ".md", ".png")
 	for _, f := range files {
 		fmt.Printf("kvlens bench routing: wrote %s\n", f)
@@ -357,16 +362,10 @@ func writeBench(out string, res *bench.Result, exts ...string) ([]string, error)
 	var files []string
 	for _, ext := range exts {
 		path := out + ext
-		file, err := os.Create(path)
-		if err != nil {
-			return files, err
-		}
-		if err := benchWriters[ext](file, res); err != nil {
-			file.Close()
+		// Renamed into place: a process killed while writing leaves the
+		// earlier report of that name whole.
+		if err := writeAtomic(path, func(w io.Writer) error { return benchWriters[ext](w, res) }); err != nil {
 			return files, fmt.Errorf("%s: %w", path, err)
-		}
-		if err := file.Close(); err != nil {
-			return files, err
 		}
 		files = append(files, path)
 	}

@@ -124,6 +124,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"help for a command there is not", []string{"help", "swep"}, `kvlens help: unknown command "swep"`},
 		{"bench reports with nowhere to go", []string{"bench", "routing", "--out", "/proc/kvlens/bench"}, "--out: cannot write /proc/kvlens/bench.md: mkdir /proc/kvlens"},
 		{"a plan chart with nowhere to go", []string{"plan", "--out", "/proc/kvlens/plan.png"}, "--out: cannot write /proc/kvlens/plan.png"},
+		{"reports drawn again with nowhere to go, which said only 'mkdir /proc/kvlens'", []string{"bench", "routing", "--from", "../../docs/routing-bench.json", "--out", "/proc/kvlens/bench"}, "kvlens bench routing: --out: cannot write /proc/kvlens/bench.md"},
 		{"a calibration table with nowhere to go", []string{"sim", "calibrate", "--out", "/proc/kvlens/cal.md"}, "--out: cannot write /proc/kvlens/cal.md"},
 		// /dev/zero never ends: each was read whole until the process died.
 		{"an engine profile that never ends", []string{"sim", "bench", "offline", "--profile", "/dev/zero"}, "--profile: sim: profile /dev/zero is longer than 1024 KiB"},
