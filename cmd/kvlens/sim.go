@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/access"
+	"github.com/kvlens/kvlens/bench"
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tokenizer"
@@ -263,6 +265,17 @@ func benchOffline(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --profile: %v\n", err)
 		return 2
 	}
+	// --requests 0 and less ran 3000 and a negative --concurrency sized it
+	// to the KV cache, both without a word; a billion requests ran for
+	// hours with nothing on the screen.
+	switch {
+	case *requests < 1 || *requests > maxOfflineRequests:
+		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --requests %d: want 1 to %d\n", *requests, maxOfflineRequests)
+		return 2
+	case *conc < 0 || *conc > maxOfflineConcurrency:
+		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --concurrency %d: want 0 (sized to the KV cache) to %d\n", *conc, maxOfflineConcurrency)
+		return 2
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "ISL/OSL\tconcurrency\trequests\tvirtual time\toutput tok/s\tNVIDIA (H200)\t\n")
 	for _, c := range strings.Split(*cases, ",") {
@@ -288,6 +301,14 @@ func benchOffline(args []string) int {
 	return 0
 }
 
+// maxOfflineRequests and maxOfflineConcurrency bound sim bench offline: a
+// million requests of 1000/1000 take minutes, and the engine's batch is
+// at most 65536 sequences.
+const (
+	maxOfflineRequests    = 1_000_000
+	maxOfflineConcurrency = 65536
+)
+
 // seed000RR is seed 000's round-robin column: TTFT p50 ms, TPOT p50 ms,
 // output tokens/s and KV hit rate %, by concurrency.
 var seed000RR = map[int][4]float64{
@@ -301,7 +322,7 @@ func benchMultiTurn(args []string) int {
 	profile := fs.String("profile", sim.DefaultProfile, "engine profile: a built-in name or a JSON file")
 	cfg := sim.MultiTurnConfig{Workers: 3, MaxTokens: 1024, MinTurns: 3, MaxTurns: 5, StartRate: 10, Warmup: 2 * time.Minute, Measure: 10 * time.Minute, Seed: 1}
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers, routed round-robin")
-	levels := fs.String("concurrency", "40,120", "comma-separated numbers of simultaneous conversations")
+	levels := fs.String("concurrency", "40,120", "numbers of simultaneous conversations, one run each: a list, a range 40-120 or a range with a step 40-120/40")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", cfg.MaxTokens, "max_tokens of every request")
 	fs.IntVar(&cfg.MinTurns, "min-turns", cfg.MinTurns, "fewest turns of a conversation")
 	fs.IntVar(&cfg.MaxTurns, "max-turns", cfg.MaxTurns, "most turns of a conversation")
@@ -323,14 +344,35 @@ func benchMultiTurn(args []string) int {
 	for _, s := range loadgen.BuiltinStarters() {
 		cfg.Starters = append(cfg.Starters, sim.Starter{Topic: s.Topic, Text: s.Text})
 	}
+	// Checked here, naming the flags, and every level before the first
+	// runs: the benchmark's own check said "needs workers, concurrency,
+	// starters and 1 <= min turns <= max turns" with status 1, and a bad
+	// level was found after the levels before it had run.
+	conc, err := bench.ParseList(*levels, 1, loadgen.MaxConcurrency)
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case err != nil:
+		return usage("--concurrency: %v", err)
+	case cfg.Workers < 1 || cfg.Workers > sim.MaxWorkers:
+		return usage("--workers %d: want 1 to %d", cfg.Workers, sim.MaxWorkers)
+	case cfg.MinTurns < 1 || cfg.MaxTurns < cfg.MinTurns || cfg.MaxTurns > 100:
+		return usage("--min-turns %d and --max-turns %d: want 1 <= min <= max <= 100", cfg.MinTurns, cfg.MaxTurns)
+	case cfg.MaxTokens < 1:
+		return usage("--max-tokens %d: want at least 1", cfg.MaxTokens)
+	case !(cfg.StartRate >= 0) || math.IsInf(cfg.StartRate, 0):
+		return usage("--start-rate %g: want 0 (unpaced) or a finite rate", cfg.StartRate)
+	case cfg.Warmup < 0:
+		return usage("--warmup %s: want 0 or more", cfg.Warmup)
+	}
+	if err := checkMeasure(cfg.Measure); err != nil {
+		return usage("%v", err)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "concurrency\tTTFT p50 ms\tseed RR\tTPOT p50 ms\tseed RR\toutput tok/s\tseed RR\thit rate\tseed RR\tTTFT p95 ms\tnew tokens/req\tevicted blocks\trequests\t\n")
-	for _, l := range strings.Split(*levels, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(l))
-		if err != nil || c < 1 {
-			fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: --concurrency: %q is not a positive number\n", l)
-			return 2
-		}
+	for _, c := range conc {
 		cfg.Concurrency = c
 		r, err := sim.MultiTurn(cfg)
 		if err != nil {
@@ -351,6 +393,10 @@ func benchMultiTurn(args []string) int {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// maxCPUStreams bounds sim bench cpu's streams a worker: 64 fill a
+// worker's batch, and ten thousand are past any batch a profile allows.
+const maxCPUStreams = 10_000
+
 // benchCPU runs a real-time fleet in this process and its streaming clients
 // in a child process, so that this process's CPU time is the fleet's alone.
 func benchCPU(args []string) int {
@@ -365,8 +411,10 @@ func benchCPU(args []string) int {
 	case *workers < 1 || *workers > sim.MaxWorkers:
 		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: --workers %d: want 1 to %d\n", *workers, sim.MaxWorkers)
 		return 2
-	case *perWorker < 1:
-		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: --streams %d: want at least 1 stream a worker\n", *perWorker)
+	case *perWorker < 1 || *perWorker > maxCPUStreams:
+		// A goroutine and a connection each: a hundred million ran the
+		// process out of memory.
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: --streams %d: want 1 to %d streams a worker\n", *perWorker, maxCPUStreams)
 		return 2
 	case *dur < time.Second:
 		// A shorter window measures nothing: it printed a mean of NaN.

@@ -27,7 +27,20 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a stray argument", []string{"sim", "extra"}, `unexpected argument "extra"`},
 		{"an unknown benchmark", []string{"sim", "bench", "speed"}, `unknown benchmark "speed"`},
 		{"a malformed ISL/OSL case", []string{"sim", "bench", "offline", "--cases", "1000x1000"}, "is not ISL/OSL"},
-		{"a concurrency that is not a number", []string{"sim", "bench", "multiturn", "--concurrency", "forty"}, "is not a positive number"},
+		{"a concurrency that is not a number", []string{"sim", "bench", "multiturn", "--concurrency", "forty"}, `--concurrency: "forty" is not a number`},
+		// Each ran: 3000 requests, a KV-sized batch, or for hours.
+		{"offline requests of none", []string{"sim", "bench", "offline", "--requests", "0"}, "--requests 0: want 1 to 1000000"},
+		{"a negative offline concurrency", []string{"sim", "bench", "offline", "--concurrency", "-1"}, "--concurrency -1: want 0 (sized to the KV cache) to 65536"},
+		{"a billion offline requests", []string{"sim", "bench", "offline", "--requests", "1000000000"}, "--requests 1000000000: want 1 to 1000000"},
+		// Each failed with status 1, in words that named no flag, or after
+		// the levels before it had run.
+		{"multi-turn chats on no workers", []string{"sim", "bench", "multiturn", "--workers", "0"}, "kvlens sim bench multiturn: --workers 0: want 1 to 1024"},
+		{"turns from 5 to 3", []string{"sim", "bench", "multiturn", "--min-turns", "5", "--max-turns", "3"}, "--min-turns 5 and --max-turns 3: want 1 <= min <= max <= 100"},
+		{"a level given twice", []string{"sim", "bench", "multiturn", "--concurrency", "40,40"}, "--concurrency: 40 is given twice"},
+		{"a bad level after a good one", []string{"sim", "bench", "multiturn", "--concurrency", "40,x"}, `--concurrency: "x" is not a number`},
+		{"a multi-turn measurement of nothing", []string{"sim", "bench", "multiturn", "--measure", "0s"}, "--measure 0s: want at least 1s"},
+		// A goroutine and a connection each ran the process out of memory.
+		{"a hundred million CPU benchmark streams", []string{"sim", "bench", "cpu", "--streams", "100000000"}, "--streams 100000000: want 1 to 10000 streams a worker"},
 		{"a calibration level the seeds never measured", []string{"sim", "calibrate", "--levels", "50"}, "has no round_robin level at 50"},
 		{"a calibration policy with no measured counterpart", []string{"sim", "calibrate", "--modes", "random"}, "no measured counterpart"},
 		{"a calibration running nothing at once", []string{"sim", "calibrate", "--parallel", "0"}, "parallel 0"},
