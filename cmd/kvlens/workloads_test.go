@@ -112,7 +112,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a fault rate past 1 names its flag", []string{"sim", "--fault-503", "2"}, "kvlens sim: --fault-503 must be between 0 and 1, got 2"},
 		{"worker ports past 65535", []string{"sim", "--base-port", "70000"}, "--base-port 70000: worker ports must lie from 1 to 65535"},
 		{"a CPU benchmark of no time, which printed a mean of NaN", []string{"sim", "bench", "cpu", "--duration", "0s"}, "--duration 0s: want at least 1s"},
-		{"a CPU benchmark of no streams", []string{"sim", "bench", "cpu", "--streams", "0"}, "--streams 0: want at least 1 stream a worker"},
+		{"a CPU benchmark of no streams", []string{"sim", "bench", "cpu", "--streams", "0"}, "--streams 0: want 1 to 10000 streams a worker"},
 		{"bench reports of no name", []string{"bench", "routing", "--out", ""}, "--out: no path given for the reports"},
 		{"an earlier run's file of no name, which used to start the whole grid", []string{"bench", "routing", "--from", ""}, "--from: no file given"},
 		{"an interrupted grid of no name", []string{"bench", "routing", "--resume", ""}, "--resume: no file given"},
