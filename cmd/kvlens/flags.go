@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/sim"
 )
 
 // checkOnly makes every command return right after its flags and
@@ -167,6 +168,17 @@ func checkLine(flag, s string) error {
 func checkMeasure(d time.Duration) error {
 	if d < time.Second {
 		return fmt.Errorf("--measure %s: want at least 1s (a turn can take 20 s or more)", d)
+	}
+	return nil
+}
+
+// checkSimTokens refuses a --max-tokens that leaves a simulated worker of
+// profile p no room for a prompt: each refuses every request with 400, and
+// a sweep or a plan found it out only after its first level's warmup and
+// measurement.
+func checkSimTokens(maxTokens int, p sim.Profile) error {
+	if p.MaxModelLen > 0 && maxTokens >= p.MaxModelLen {
+		return fmt.Errorf("--max-tokens %d: the simulated workers (%s) hold %d tokens of prompt and answer together, so every request would be refused", maxTokens, p.Name, p.MaxModelLen)
 	}
 	return nil
 }

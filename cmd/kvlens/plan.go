@@ -110,6 +110,9 @@ Flags:
 	if err != nil {
 		return usage(fmt.Errorf("--sim-profile: %w", err))
 	}
+	if err := checkSimTokens(load.MaxTokens, prof); err != nil {
+		return usage(err)
+	}
 	if admission != router.AdmitQueue && admission != router.AdmitShed {
 		return usage(fmt.Errorf("--admission %q: want %s or %s", admission, router.AdmitQueue, router.AdmitShed))
 	}

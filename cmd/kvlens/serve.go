@@ -489,6 +489,11 @@ func checkServe(cfg demo.Config) error {
 	if err := checkLoad(cfg.Load); err != nil {
 		return err
 	}
+	if len(cfg.Workers) == 0 && cfg.Target == "" {
+		if err := checkSimTokens(cfg.Load.MaxTokens, cfg.SimProfile); err != nil {
+			return err
+		}
+	}
 	if u := cfg.Dashboard.PublicURL; u != "" {
 		// The QR code and the header's link open it on visitors' phones.
 		if !httpURL(u) {

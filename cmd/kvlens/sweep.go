@@ -446,6 +446,11 @@ func (o *sweepOptions) configure() error {
 	if err := checkLoad(o.serve.Load); err != nil {
 		return err
 	}
+	if !external && len(o.serve.Workers) == 0 {
+		if err := checkSimTokens(o.serve.Load.MaxTokens, o.serve.SimProfile); err != nil {
+			return err
+		}
+	}
 	if (o.serve.SimWorkers < 1 || o.serve.SimWorkers > sim.MaxWorkers) && len(o.serve.Workers) == 0 {
 		return fmt.Errorf("--sim-workers must be from 1 to %d, got %d", sim.MaxWorkers, o.serve.SimWorkers)
 	}

@@ -138,6 +138,11 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a deployment note that would break the report's table", []string{"sweep", "--deployment-note", "GPU | H200\nnext"}, "--deployment-note holds the control character U+000A"},
 		{"a deployment note longer than the stored set may carry", []string{"sweep", "--deployment-note", strings.Repeat("x", 4097)}, "--deployment-note is 4097 bytes long: at most 4096"},
 		{"a sweep run of a negative id", []string{"sweep", "--resume", "--run", "-1"}, "--run -1: want a sweep run's id"},
+		// Every request was refused with 400: a sweep found out after its
+		// first level's warmup and measurement, and serve showed errors.
+		{"a sweep's answers longer than a simulated worker's context", []string{"sweep", "--virtual", "--max-tokens", "20000"}, "--max-tokens 20000: the simulated workers (h200-llama3.1-70b-fp8-tp1) hold 16384 tokens of prompt and answer together"},
+		{"a plan's answers longer than a simulated worker's context", []string{"plan", "--max-tokens", "16384"}, "kvlens plan: --max-tokens 16384: the simulated workers"},
+		{"serve's answers longer than a simulated worker's context", []string{"serve", "--max-tokens", "1000000"}, "kvlens serve: --max-tokens 1000000: the simulated workers"},
 		// Each ran the plan's whole envelope search, then failed at the target.
 		{"a plan target past the most conversations", []string{"plan", "--target", "10001"}, "--target 10001: want a concurrency up to 10000, or 0 to skip"},
 		{"a plan SLO of nothing, which failed at the first probe with status 1", []string{"plan", "--slo-ttft", "0s"}, "kvlens plan: --slo-ttft 0s and --slo-tpot 60ms: both must be positive"},
