@@ -132,11 +132,22 @@ func (g *Grid) Check() error {
 			return fmt.Errorf("bench: %s %s is given twice", d[0], d[1])
 		}
 	}
+	// Each list is bounded on its own, but not their product: 1000 levels
+	// × 1000 seeds made 80 million runs, whose plan alone ran the process
+	// out of memory.
+	if n := len(g.Policies) * len(g.Workloads) * len(g.Levels) * len(g.Seeds); n > MaxRuns {
+		return fmt.Errorf("bench: %d runs (%d policies × %d workloads × %d levels × %d seeds): at most %d; split the grid",
+			n, len(g.Policies), len(g.Workloads), len(g.Levels), len(g.Seeds), MaxRuns)
+	}
 	if err := g.Profile.Validate(); err != nil {
 		return err
 	}
 	return sim.CheckFleet(g.Workers, g.Profile)
 }
+
+// MaxRuns bounds a grid: 25 times docs/routing.md's full grid (3,960 runs),
+// days of simulation on a small machine.
+const MaxRuns = 100_000
 
 // twice names the first value given twice in xs, or "".
 func twice[T comparable](xs []T) string {

@@ -278,6 +278,13 @@ func TestGridCheck(t *testing.T) {
 		{"more workers than a fleet may have", func(g *Grid) { g.Workers = 5000 }, "a fleet of 5000 workers: at most 1024"},
 		{"a level of 0", func(g *Grid) { g.Levels = []int{0} }, "level 0"},
 		{"no measurement", func(g *Grid) { g.Measure = 0 }, "measure 0s"},
+		// Each list within its bound, the product ran out of memory.
+		{"more runs than a grid may have", func(g *Grid) {
+			g.Levels, g.Seeds = make([]int, 1000), make([]uint64, 1000)
+			for i := range 1000 {
+				g.Levels[i], g.Seeds[i] = i+1, uint64(i)
+			}
+		}, "2000000 runs (2 policies × 1 workloads × 1000 levels × 1000 seeds): at most 100000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

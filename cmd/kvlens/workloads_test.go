@@ -90,6 +90,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"no measurement", []string{"bench", "routing", "--measure", "0s"}, "measure 0s must be positive"},
 		{"no parallelism", []string{"bench", "routing", "--parallel", "0"}, "--parallel 0: need at least 1"},
 		{"a fleet of a hundred thousand workers", []string{"bench", "routing", "--workers", "100000"}, "sim: a fleet of 100000 workers: at most 1024"},
+		{"a grid of millions of runs, which ran out of memory", []string{"bench", "routing", "--policies", "rr,kv", "--workloads", "chat", "--levels", "1-1000", "--seeds", "1-1000"}, "kvlens bench routing: 2000000 runs (2 policies × 1 workloads × 1000 levels × 1000 seeds): at most 100000"},
 		{"seeds past the largest", []string{"bench", "routing", "--seeds", "1-2147483648"}, `--seeds: "1-2147483648": want numbers from 0 to 2147483647`},
 		{"a simulated fleet of no workers", []string{"sim", "--count", "0"}, "kvlens sim: --count: a fleet needs at least 1 worker, got 0"},
 		{"trace without gen", []string{"trace"}, "kvlens trace gen"},
