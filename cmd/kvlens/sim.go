@@ -80,10 +80,6 @@ func simCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim: %s\n", flags.Replace(strings.TrimPrefix(err.Error(), "sim: ")))
 		return 2
 	}
-	if last := cfg.BasePort + max(cfg.Count, 1) - 1; cfg.BasePort < 0 || last > 65535 {
-		fmt.Fprintf(os.Stderr, "kvlens sim: --base-port %d: worker ports must lie from 1 to 65535 (0 picks free ones)\n", cfg.BasePort)
-		return 2
-	}
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
 		cfg.Count = len(cfg.Ports)
 	}
@@ -102,6 +98,12 @@ func simCmd(args []string) int {
 	cfg.Profile, cfg.NoCachedTokens = p, !*details
 	if err := sim.CheckFleet(cfg.Count, p); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: --count: %s\n", strings.TrimPrefix(err.Error(), "sim: "))
+		return 2
+	}
+	// After the count's own check: --count 100000 was blamed on
+	// --base-port, its ports running past 65535.
+	if last := cfg.BasePort + cfg.Count - 1; len(cfg.Ports) == 0 && (cfg.BasePort < 0 || last > 65535) {
+		fmt.Fprintf(os.Stderr, "kvlens sim: --base-port %d: worker ports must lie from 1 to 65535 (0 picks free ones)\n", cfg.BasePort)
 		return 2
 	}
 	if cfg.Tokenizer, err = tokenizer.Open(*encoding, *template); err != nil {
