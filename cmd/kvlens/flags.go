@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"strconv"
 	"time"
 	"unicode"
@@ -179,6 +180,20 @@ func checkMeasure(d time.Duration) error {
 func checkSimTokens(maxTokens int, p sim.Profile) error {
 	if p.MaxModelLen > 0 && maxTokens >= p.MaxModelLen {
 		return fmt.Errorf("--max-tokens %d: the simulated workers (%s) hold %d tokens of prompt and answer together, so every request would be refused", maxTokens, p.Name, p.MaxModelLen)
+	}
+	return nil
+}
+
+// checkAddr refuses a listen address that is not host:port, naming flag: it
+// was found when the listener started, as "listen tcp: address 99999:
+// invalid port", with status 1 as if the port were taken.
+func checkAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: want HOST:PORT or :PORT, such as 127.0.0.1:8080 (port 0 picks a free one)", flag, addr)
 	}
 	return nil
 }

@@ -110,6 +110,10 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"an empty worker list, as from an unset variable", []string{"--workers", " , "}, `invalid value " , " for flag -workers: no worker in it`, ""},
 		{"a target without its scheme", []string{"--target", "frontend:8000/v1"}, `--target "frontend:8000/v1": want the OpenAI base URL`, ""},
 		{"a start rate that is not a number", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN", ""},
+		// Each was found as the listener started, with status 1, as if the
+		// port were taken.
+		{"a listen address of a port alone, without its colon", []string{"--addr", "8080"}, `--addr "8080": want HOST:PORT or :PORT`, ""},
+		{"a listen port past 65535", []string{"--addr", ":99999"}, `--addr ":99999": want HOST:PORT or :PORT`, ""},
 		{"an unknown policy names its flag, where the demo refused it as it started, with status 1", []string{"--policy", "fastest"}, `kvlens serve: --policy: unknown routing policy "fastest"`, ""},
 		{"two policies for the single view", []string{"--policy", "rr,kv"}, "--policy: want one policy, got 2 (--ab compares two)", ""},
 		{"an A/B turn too short to settle, which switched policies and compared nothing", []string{"--ab-turn", "10s"}, "--ab-turn must be 0 (the default, 1m30s) or at least 30s, the time a window takes to settle, got 10s", ""},

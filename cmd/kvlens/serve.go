@@ -503,6 +503,9 @@ func checkServe(cfg demo.Config) error {
 	if err := checkTarget(cfg.Target); err != nil {
 		return err
 	}
+	if err := checkAddr("--addr", cfg.Addr); err != nil {
+		return err
+	}
 	if len(cfg.Workers) > 0 {
 		if _, err := router.ParseFleet(cfg.Workers); err != nil {
 			return fmt.Errorf("--workers: %w", err)

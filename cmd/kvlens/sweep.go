@@ -437,6 +437,10 @@ func (o *sweepOptions) configure() error {
 	if external && len(modes) > 1 && o.switchCmd == "" {
 		return fmt.Errorf("--target is an external router and --modes has %d modes: give --mode-switch-cmd to switch it between them", len(modes))
 	}
+	if err := checkAddr("--addr", o.serve.Addr); err != nil && !o.virtual {
+		// A virtual sweep listens nowhere.
+		return err
+	}
 	if o.virtual && (external || len(o.serve.Workers) > 0) {
 		return errors.New("--virtual simulates kvlens's own router and simulated workers: drop --target and --workers")
 	}

@@ -93,6 +93,7 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a grid of millions of runs, which ran out of memory", []string{"bench", "routing", "--policies", "rr,kv", "--workloads", "chat", "--levels", "1-1000", "--seeds", "1-1000"}, "kvlens bench routing: 2000000 runs (2 policies × 1 workloads × 1000 levels × 1000 seeds): at most 100000"},
 		{"seeds past the largest", []string{"bench", "routing", "--seeds", "1-2147483648"}, `--seeds: "1-2147483648": want numbers from 0 to 2147483647`},
 		{"a simulated fleet of no workers", []string{"sim", "--count", "0"}, "kvlens sim: --count: a fleet needs at least 1 worker, got 0"},
+		{"a sweep's listen address of a port alone", []string{"sweep", "--addr", "9090"}, `kvlens sweep: --addr "9090": want HOST:PORT or :PORT`},
 		{"a simulated fleet past the most workers names --count, not --base-port", []string{"sim", "--count", "100000"}, "kvlens sim: --count: a fleet of 100000 workers: at most 1024"},
 		{"trace without gen", []string{"trace"}, "kvlens trace gen"},
 		{"a trace of no sessions", []string{"trace", "gen", "--sessions", "0"}, "trace gen: sessions 0: need 1..1000000"},
