@@ -107,8 +107,29 @@ func storeCmd(name, usage string, subs map[string]storeSub, args []string) int {
 	}
 	fs := flag.NewFlagSet(name+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
+	if line := usageLine(usage, sub); line != "" {
+		// -h names the arguments too, as the command's usage lists them:
+		// "Usage of baselines show:" and the flags left out NAME.
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage: kvlens %s %s [flags]\n\nFlags:\n", name, line)
+			fs.PrintDefaults()
+		}
+	}
 	db := dbFlag(fs)
 	return reportExit(name+" "+sub, fs, run(context.Background(), fs, db, rest, os.Stdout))
+}
+
+// usageLine finds sub's line in a command's usage, such as "show NAME
+// print a set's levels, mode by mode", and returns its first column,
+// "show NAME"; "" if there is none.
+func usageLine(usage, sub string) string {
+	for _, l := range strings.Split(usage, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == sub && strings.HasPrefix(l, "  ") {
+			col, _, _ := strings.Cut(strings.TrimSpace(l), "  ")
+			return col
+		}
+	}
+	return ""
 }
 
 // reportExit reports err of `kvlens <cmd>` on stderr and returns the exit

@@ -48,7 +48,8 @@ func TestHelpListsCommandsAndVersionNamesTheBuild(t *testing.T) {
 		{"help lists every command", []string{"help"}, []string{"recordings "}},
 		// A mistake prints one line and points here.
 		{"serve -h lists serve's flags", []string{"serve", "-h"}, []string{"Usage of serve:", "-concurrency"}},
-		{"a subcommand's -h lists its flags", []string{"baselines", "show", "-h"}, []string{"Usage of baselines show:", "-db"}},
+		{"a subcommand's -h names its arguments and lists its flags", []string{"baselines", "show", "-h"}, []string{"Usage: kvlens baselines show NAME [flags]", "-db", "-slo-ttft"}},
+		{"a recordings subcommand's -h names its ID", []string{"recordings", "export", "-h"}, []string{"Usage: kvlens recordings export ID [flags]", "-format"}},
 		{"bench -h is bench routing's, flags and all", []string{"bench", "-h"}, []string{"Usage: kvlens bench routing", "-policies", "-seeds"}},
 		{"trace -h is trace gen's, flags and all", []string{"trace", "-h"}, []string{"-sessions", "-turns"}},
 		{"help sweep is sweep -h, not the general help", []string{"help", "sweep"}, []string{"Usage of sweep:", "-levels"}},
