@@ -130,7 +130,7 @@ func benchCmd(args []string) int {
 	for _, s := range ss {
 		g.Seeds = append(g.Seeds, uint64(s))
 	}
-	if g.Profile, err = sim.LoadProfile(profile); err != nil {
+	if g.Profile, err = loadProfile(profile); err != nil {
 		return usage(fmt.Errorf("--sim-profile: %w", err))
 	}
 	if g.Parallel < 1 {

@@ -72,7 +72,7 @@ func simCalibrate(args []string) int {
 	for _, s := range ss {
 		c.Seeds = append(c.Seeds, uint64(s))
 	}
-	if c.Profile, err = sim.LoadProfile(profile); err != nil {
+	if c.Profile, err = loadProfile(profile); err != nil {
 		return usage(fmt.Errorf("--sim-profile: %w", err))
 	}
 	if err := checkMeasure(c.Measure); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 )
 
@@ -86,4 +87,38 @@ func readInput(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is longer than %d MiB, more than any file this reads", path, limit>>20)
 	}
 	return data, nil
+}
+
+// loadProfile is sim.LoadProfile naming another of kvlens's files given in
+// a profile's place: a baseline set was "json: unknown field \"levels\"".
+func loadProfile(nameOrPath string) (sim.Profile, error) {
+	p, err := sim.LoadProfile(nameOrPath)
+	if err != nil {
+		if kind := kindOf(nameOrPath, kindProfile); kind != nil {
+			return p, kind
+		}
+	}
+	return p, err
+}
+
+// loadTrace is loadgen.LoadTrace naming another of kvlens's files given
+// in a trace's place: an indented JSON file was "line 1: unexpected EOF".
+func loadTrace(path string) ([]loadgen.TraceRecord, error) {
+	recs, err := loadgen.LoadTrace(path)
+	if err != nil {
+		if kind := kindOf(path, kindTrace); kind != nil {
+			return recs, kind
+		}
+	}
+	return recs, err
+}
+
+// kindOf is wrongKind of the file at path, read no further than kvlens's
+// own files go; nil when it cannot be read or its kind is not known.
+func kindOf(path, want string) error {
+	data, err := readInput(path, 16<<20)
+	if err != nil {
+		return nil
+	}
+	return wrongKind(path, data, want)
 }

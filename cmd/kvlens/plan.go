@@ -106,7 +106,7 @@ Flags:
 			}
 		}
 	}
-	prof, err := sim.LoadProfile(profile)
+	prof, err := loadProfile(profile)
 	if err != nil {
 		return usage(fmt.Errorf("--sim-profile: %w", err))
 	}

@@ -36,7 +36,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address of the dashboard, router proxy and /metrics")
 	fs.IntVar(&cfg.SimWorkers, "sim-workers", cfg.SimWorkers, "number of simulated workers to run when --workers is not set")
 	fs.Func("sim-profile", "simulated workers' engine profile: a built-in name or a JSON file (default "+sim.DefaultProfile+")", func(s string) error {
-		p, err := sim.LoadProfile(s)
+		p, err := loadProfile(s)
 		cfg.SimProfile = p
 		return err
 	})
@@ -142,7 +142,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.StringVar(&cfg.Load.UserModel.Model, "user-model", cfg.Load.UserModel.Model, "model name at --user-model-url")
 	fs.DurationVar(&cfg.Load.UserModel.Timeout, "user-model-timeout", cfg.Load.UserModel.Timeout, "give up on a follow-up question after this long, and fall back to a built-in one (counted)")
 	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule instead of conversations (the trace workload)", func(p string) error {
-		recs, err := loadgen.LoadTrace(p)
+		recs, err := loadTrace(p)
 		cfg.Load.Trace = recs
 		return err
 	})

@@ -83,7 +83,7 @@ func simCmd(args []string) int {
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
 		cfg.Count = len(cfg.Ports)
 	}
-	p, err := sim.LoadProfile(profile)
+	p, err := loadProfile(profile)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: --profile: %v\n", err)
 		return 2
@@ -262,7 +262,7 @@ func benchOffline(args []string) int {
 	if code, ok := parseBench(fs, args); !ok {
 		return code
 	}
-	p, err := sim.LoadProfile(*profile)
+	p, err := loadProfile(*profile)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --profile: %v\n", err)
 		return 2
@@ -337,7 +337,7 @@ func benchMultiTurn(args []string) int {
 	if code, ok := parseBench(fs, args); !ok {
 		return code
 	}
-	p, err := sim.LoadProfile(*profile)
+	p, err := loadProfile(*profile)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench multiturn: --profile: %v\n", err)
 		return 2

@@ -143,7 +143,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.serve.Load.Seed, "seed", o.serve.Load.Seed, "seed of conversations and of output lengths (worker i uses seed+i); with --virtual also of routing choices, so the same seed gives the same virtual sweep")
 	fs.StringVar(&o.serve.Router.Admission, "admission", router.AdmitQueue, "router admission: queue (never shed), or shed. "+router.ShedRule)
 	fs.Func("sim-profile", "engine profile of the simulated workers: a built-in name or a JSON file (default "+sim.DefaultProfile+")", func(s string) error {
-		p, err := sim.LoadProfile(s)
+		p, err := loadProfile(s)
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 	})
 	fs.String("workload", "", workloadFlagHelp+"; trace takes one level, and without --trace replays a synthetic trace at that many sessions in flight")
 	fs.Func("trace", "Mooncake-format JSONL trace to replay on its own schedule (the trace workload; one level)", func(p string) error {
-		recs, err := loadgen.LoadTrace(p)
+		recs, err := loadTrace(p)
 		o.serve.Load.Trace = recs
 		return err
 	})

@@ -129,6 +129,10 @@ func TestNewCommandsRefuseBadValuesInOneLine(t *testing.T) {
 		{"a plan chart with nowhere to go", []string{"plan", "--out", "/proc/kvlens/plan.png"}, "--out: cannot write /proc/kvlens/plan.png"},
 		{"reports drawn again with nowhere to go, which said only 'mkdir /proc/kvlens'", []string{"bench", "routing", "--from", "../../docs/routing-bench.json", "--out", "/proc/kvlens/bench"}, "kvlens bench routing: --out: cannot write /proc/kvlens/bench.md"},
 		{"a calibration table with nowhere to go", []string{"sim", "calibrate", "--out", "/proc/kvlens/cal.md"}, "--out: cannot write /proc/kvlens/cal.md"},
+		// Another of kvlens's files is named as what it is: these were
+		// 'json: unknown field "engine"' and 'line 1: unexpected EOF'.
+		{"a bench report given as an engine profile", []string{"plan", "--sim-profile", "../../docs/routing-bench.json"}, "--sim-profile: ../../docs/routing-bench.json is a report of kvlens bench routing (kvlens bench routing --from draws it), not an engine profile"},
+		{"an engine profile given as a trace", []string{"sweep", "--trace", "../../docs/h200-candidate.json"}, "../../docs/h200-candidate.json is an engine profile (--sim-profile reads it), not a Mooncake-format trace"},
 		// /dev/zero never ends: each was read whole until the process died.
 		{"an engine profile that never ends", []string{"sim", "bench", "offline", "--profile", "/dev/zero"}, "--profile: sim: profile /dev/zero is longer than 1024 KiB"},
 		{"a sweep's engine profile that never ends", []string{"sweep", "--virtual", "--sim-profile", "/dev/zero"}, "profile /dev/zero is longer than 1024 KiB"},
