@@ -288,7 +288,7 @@ func TestPlanRefusesBadFlags(t *testing.T) {
 		{"a start rate that is not a number names its flag", []string{"--target-rps", "NaN"}, "--target-rps must be 0 (start every conversation at once) or a positive rate, got NaN"},
 		{"a study of no conversations a worker", []string{"--study", "2", "--study-load", "0"}, "--study-load 0: want 1 to 5000 conversations a worker for 2 workers"},
 		{"a study past the most conversations one process drives", []string{"--study", "2,8", "--study-load", "2000"}, "--study-load 2000: want 1 to 1250 conversations a worker for 8 workers"},
-		{"a negative warmup names its flag", []string{"--warmup", "-1m"}, "--warmup -1m0s must not be negative and --measure 2m0s must be positive"},
+		{"a negative warmup names its flag", []string{"--warmup", "-1m"}, "--warmup -1m0s must not be negative and --measure 2m0s must be at least 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -327,10 +327,23 @@ func TestPlanReport(t *testing.T) {
 			pc := simulate.PlanConfig{Policies: []string{"round_robin", "dynamo", "kv"}, Step: 5, Seeds: []uint64{1, 2, 3}, PerSeed: perSeed,
 				SLO: baselines.DefaultSLO, Warmup: time.Minute, Measure: 2 * time.Minute, Target: 120, MaxWorkers: 8}
 			var b strings.Builder
-			writePlan(&b, pc, sim.MustProfile(sim.DefaultProfile), "queue", res)
+			writePlan(&b, pc, sim.MustProfile(sim.DefaultProfile), "queue", res, false)
 			golden(t, name, b.String())
 		})
 	}
+	// Ctrl-C stopped the planner before it searched round-robin's and
+	// dynamo's fewest workers: they are not said to need more than 8.
+	t.Run("interrupted", func(t *testing.T) {
+		pc := simulate.PlanConfig{Policies: []string{"round_robin", "dynamo", "kv"}, Step: 5, Seeds: []uint64{1, 2, 3},
+			SLO: baselines.DefaultSLO, Warmup: time.Minute, Measure: 2 * time.Minute, Target: 120, MaxWorkers: 8}
+		var b strings.Builder
+		writePlan(&b, pc, sim.MustProfile(sim.DefaultProfile), "queue", res, true)
+		for _, want := range []string{"round_robin  not searched\n", "dynamo       not searched\n", "kv           3\n"} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("report lacks %q:\n%s", want, b.String())
+			}
+		}
+	})
 }
 
 // TestStudyReport draws kvlens plan --study's table for two worker counts

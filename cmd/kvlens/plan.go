@@ -164,7 +164,7 @@ Flags:
 	defer stop()
 	start := time.Now()
 	res, err := simulate.Plan(ctx, pc)
-	status := 0
+	status, interrupted := 0, false
 	if err != nil {
 		if ctx.Err() == nil || len(res.Capacities) == 0 {
 			fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
@@ -175,9 +175,9 @@ Flags:
 		stop()
 		fmt.Fprintf(os.Stderr, "kvlens plan: interrupted after %d of %d envelopes: these are the ones found\n",
 			len(res.Capacities), len(pc.Policies)*len(pc.Workers))
-		status = 1
+		status, interrupted = 1, true
 	}
-	writePlan(os.Stdout, pc, prof, admission, res)
+	writePlan(os.Stdout, pc, prof, admission, res, interrupted)
 	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
 	if len(res.Capacities) > 0 {
 		f, err := os.Create(out)
@@ -201,8 +201,10 @@ func deref(p *float64) float64 {
 	return *p
 }
 
-// writePlan prints the planner's answer as tables.
-func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission string, res simulate.PlanResult) {
+// writePlan prints the planner's answer as tables; interrupted says that
+// the planner stopped early, so that a policy it has no worker count for
+// was not searched rather than needing more than --max-workers.
+func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission string, res simulate.PlanResult, interrupted bool) {
 	fmt.Fprintf(w, "Capacity plan, simulated in virtual time: profile %s (max batch %d, %d KV blocks), admission %s\n",
 		prof.Name, prof.MaxBatchSize, prof.KVBlocks, admission)
 	fmt.Fprintf(w, "SLO: TTFT p95 ≤ %v, TPOT p95 ≤ %v, no failed or shed request; each probe %v warmup + %v measure\n",
@@ -244,8 +246,7 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 		for _, pol := range pc.Policies {
 			n, found := res.Needed[pol]
 			switch {
-			case !found:
-				// An interrupted plan did not get to it.
+			case !found && interrupted:
 				fmt.Fprintf(w, "  %-12s not searched\n", pol)
 			case n > 0:
 				fmt.Fprintf(w, "  %-12s %d\n", pol, n)

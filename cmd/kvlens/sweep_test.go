@@ -195,7 +195,7 @@ func TestARefusedSweepLeavesNoRunBehind(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "kvlens.db")
 			// Short levels, in case a sweep that should be refused runs.
-			args := append([]string{"sweep", "--db", db, "--levels", "2", "--modes", "rr", "--warmup", "0s", "--measure", "100ms", "--snapshots", "1"}, tt.args...)
+			args := append([]string{"sweep", "--db", db, "--levels", "2", "--modes", "rr", "--warmup", "0s", "--measure", "1s", "--snapshots", "1"}, tt.args...)
 			out, code := exitCode(t, kvlens(args...))
 			if code != tt.wantExit {
 				t.Fatalf("exit %d, want %d; output:\n%s", code, tt.wantExit, out)
