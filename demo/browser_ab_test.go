@@ -173,6 +173,7 @@ func TestBrowserAB(t *testing.T) {
 	}
 	checkBoardFits(t, ctx)
 	checkShortWindow(t, ctx)
+	checkLaptopWidths(t, ctx)
 	// Each lane's policy's stored simulated curve is drawn beside the
 	// hardware curves, under its own name.
 	waitSimCurves(t, ctx, "round-robin · simulated|kvlens kv · simulated")

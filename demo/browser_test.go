@@ -354,6 +354,7 @@ func TestBrowserDashboard(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	screenshot(t, ctx, "single-1920x1080.png", false)
 	checkBoardFits(t, ctx)
+	checkLaptopWidths(t, ctx)
 
 	// A tile's label opens its definition with a tap, and it stays open
 	// while the tiles are redrawn under it; a tap elsewhere closes it.
@@ -705,6 +706,41 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(`+banners+`)(0, false)`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLaptopWidths checks that the page never scrolls sideways and the
+// workers table, its figures filled in, stays within its panel: in a
+// 1280x720 window, the same less a classic scrollbar (1265 px), 1366x768
+// and 1920x1080. Before, the single view's table, which adds each worker's
+// KV event stream, was 622 px wide in a panel of 392 px at 1280 (the page
+// 1,482 px wide), 421 at 1366 and 605 at 1920; the A/B view's 505 px in
+// 474 at 1280, the page 3 px too wide. It leaves the window at 1920x1080.
+func checkLaptopWidths(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitJS(t, ctx, `[...document.querySelectorAll('[data-testid=worker-row]')].every((r) => (r.textContent.match(/%/g) || []).length >= 3)`,
+		30*time.Second, "the workers panel's hit rates and shares never filled in")
+	const across = `(() => {
+		const out = [], w = document.documentElement.clientWidth;
+		if (document.scrollingElement.scrollWidth > w) out.push('the page is ' + document.scrollingElement.scrollWidth + ' px wide');
+		const p = document.getElementById('workers-panel'), cs = getComputedStyle(p);
+		const inner = p.getBoundingClientRect().right - parseFloat(cs.paddingRight) - parseFloat(cs.borderRightWidth);
+		const right = p.querySelector('table').getBoundingClientRect().right;
+		if (right > inner + 0.5) out.push('the workers table ends at ' + Math.round(right) + ' px, its panel at ' + Math.round(inner));
+		return out.join(', '); })()`
+	for _, size := range [][2]int64{{1280, 720}, {1265, 720}, {1366, 768}, {1920, 1080}} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(size[0], size[1])); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1200 * time.Millisecond) // a frame redraws the panel
+		if out, err := chromedp.Run(ctx, chromedp.Evaluate[string](across)); err != nil || out != "" {
+			name := fmt.Sprintf("%dx%d", size[0], size[1])
+			screenshot(t, ctx, "sideways-"+name+".png", false)
+			t.Errorf("at %s %s (%v)", name, out, err)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
 		t.Fatal(err)
 	}
 }
