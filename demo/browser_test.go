@@ -825,7 +825,8 @@ func checkShortWindow(t *testing.T, ctx context.Context) {
 // TestBrowserTimeAxisOfOnePoint feeds the dashboard a frame with a single
 // point, as the first frame of a warm-up can be: the time charts span the
 // minute before it. uPlot widens a single point's range to 1,000 days,
-// whose ticks at midnight read 00:00:00 on every label.
+// whose ticks at midnight read 00:00:00 on every label. Then ten minutes
+// of points on a laptop's window (checkTenMinutesOnALaptop).
 func TestBrowserTimeAxisOfOnePoint(t *testing.T) {
 	t.Parallel() // see TestBrowserReconnects
 	d := startDemo(t, func(cfg *Config) { cfg.AB, cfg.NoStart = nil, true })
@@ -855,6 +856,73 @@ func TestBrowserTimeAxisOfOnePoint(t *testing.T) {
 	}
 	if want := "ttft-chart 1 fed 60, tpot-chart 1 fed 60, tops-chart 1 fed 60, errors-chart 1 fed 60"; got != want {
 		t.Fatalf("charts after one point (id, points, whether the fed point is the last, seconds spanned): %s; want %s", got, want)
+	}
+	checkTenMinutesOnALaptop(t, ctx)
+}
+
+// checkTenMinutesOnALaptop feeds the charts ten minutes of points and three
+// marks in a 1280x720 window, where each time chart's plot is about 290 px
+// wide and 110 high, with the top lines in the label rows: no data line,
+// SLO line or other mark's line runs through a mark's label (at 1280 px
+// "→ 120" was cut by both lanes' p95).
+func checkTenMinutesOnALaptop(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 720)); err != nil {
+		t.Fatal(err)
+	}
+	defer chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080))
+	time.Sleep(500 * time.Millisecond) // the charts fit the new width
+	// The lines' colours (charts.js): p50, p95, the SLO, throughput, errors
+	// and shed. The marks' labels are grey or pink, the warm-up's shading
+	// and the plate dark.
+	const feed = `(async () => {
+		const t0 = Math.floor(Date.now() / 1000) + 7200, points = [];
+		for (let i = 0; i < 600; i++) points.push({ t: t0 + i, ttft_p50: 640, ttft_p95: 600, tpot_p50: 64, tpot_p95: 60, tops: 2000, error_pct: 4, shed_per_sec: 3.6 });
+		const marks = [{ t: t0 + 200, kind: "concurrency", label: "→ 120" }, { t: t0 + 215, kind: "fault", label: "fault: 10% HTTP 503" }, { t: t0 + 420, kind: "reset", label: "reset" }];
+		const frame = { type: "history", mode: "kv", mode_text: "KV-aware", marks, points };
+		document.body.dispatchEvent(new CustomEvent("htmx:wsBeforeMessage", { detail: { message: JSON.stringify(frame) }, cancelable: true }));
+		for (let i = 0; i < 5; i++) await null;
+		const lines = [[0x4f, 0xc3, 0xf7], [0xff, 0xb7, 0x4d], [0xef, 0x53, 0x50], [0x81, 0xc7, 0x84], [0xce, 0x93, 0xd8]];
+		return JSON.stringify(["ttft-chart", "tpot-chart", "tops-chart", "errors-chart"].map((id) => {
+			const root = document.querySelector('#' + id + ' .uplot'), canvas = root.querySelector('canvas');
+			const g = canvas.getContext('2d'), k = canvas.width / canvas.getBoundingClientRect().width;
+			const labels = JSON.parse(root.dataset.labels || '[]').map(([row, l, r, top, bottom]) => {
+				const img = g.getImageData(Math.round(l * k), Math.round(top * k), Math.max(1, Math.round((r - l) * k)), Math.max(1, Math.round((bottom - top) * k))).data;
+				let crossed = 0;
+				for (let i = 0; i < img.length; i += 4) {
+					if (lines.some(([R, G, B]) => Math.abs(img[i] - R) + Math.abs(img[i + 1] - G) + Math.abs(img[i + 2] - B) < 60)) crossed++;
+				}
+				return { row, crossed };
+			});
+			return { id, labels };
+		}));
+	})()`
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](feed, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charts []struct {
+		ID     string
+		Labels []struct{ Row, Crossed int }
+	}
+	if err := json.Unmarshal([]byte(raw), &charts); err != nil {
+		t.Fatalf("%v in %s", err, raw)
+	}
+	bad := false
+	for _, c := range charts {
+		if len(c.Labels) < 3 {
+			t.Errorf("at 1280x720 the %s drew %d of its 3 marks' labels", c.ID, len(c.Labels))
+			bad = true
+		}
+		for _, l := range c.Labels {
+			if l.Crossed > 0 {
+				t.Errorf("at 1280x720 a line runs through a mark's label on the %s (row %d, %d pixels of a line's colour)", c.ID, l.Row, l.Crossed)
+				bad = true
+			}
+		}
+	}
+	if bad {
+		screenshot(t, ctx, "ten-minutes-1280x720.png", false)
 	}
 }
 

@@ -104,12 +104,13 @@
           // Labels are placed newest first, each on the highest of four
           // rows where it overlaps no label already placed; one that finds
           // no room is left out (its line stays), never drawn over another.
-          const rows = [[], [], [], []], gap = 4 * devicePixelRatio, drawn = [];
+          const r = devicePixelRatio;
+          const rows = [[], [], [], []], gap = 4 * r, drawn = [], labels = [];
           for (const m of [...marks].reverse()) {
             if (m.t < x0 || m.t > x1) continue;
             const x = Math.round(u.valToPos(m.t, "x", true));
             ctx.strokeStyle = markColour(m);
-            ctx.setLineDash([4 * devicePixelRatio, 4 * devicePixelRatio]);
+            ctx.setLineDash([4 * r, 4 * r]);
             ctx.beginPath();
             ctx.moveTo(x, u.bbox.top);
             ctx.lineTo(x, u.bbox.top + u.bbox.height);
@@ -121,12 +122,23 @@
             const row = rows.findIndex((spans) => spans.every(([a, b]) => lx + w + gap <= a || lx >= b + gap));
             if (row < 0) continue;
             rows[row].push([lx, lx + w]);
-            drawn.push([row, Math.round(lx / devicePixelRatio), Math.round((lx + w) / devicePixelRatio)]);
-            ctx.fillStyle = ctx.strokeStyle;
-            ctx.fillText(m.label, lx, u.bbox.top + (14 + 14 * row) * devicePixelRatio);
+            const y = u.bbox.top + (14 + 14 * row) * r;
+            drawn.push([row, Math.round(lx / r), Math.round((lx + w) / r), Math.round(y / r) - 11, Math.round(y / r) + 3]);
+            labels.push({ text: m.label, colour: ctx.strokeStyle, lx, w, y });
           }
-          // For the browser tests: each label's row and span, in CSS px,
-          // and the seconds the time axis spans.
+          // The labels go after every line, each on a plate of the panel's
+          // colour: drawn straight on the plot, the data's lines, the SLO
+          // and the other marks' lines ran through their letters, and at
+          // 1280 px "→ 120" was cut by both lanes' p95. The plate lets the
+          // lines under it show, dimmed.
+          for (const l of labels) {
+            ctx.fillStyle = "rgba(27, 33, 40, 0.8)";
+            ctx.fillRect(l.lx - 2 * r, l.y - 11 * r, l.w + 4 * r, 14 * r);
+            ctx.fillStyle = l.colour;
+            ctx.fillText(l.text, l.lx, l.y);
+          }
+          // For the browser tests: each label's row, span and plate's top
+          // and bottom, in CSS px, and the seconds the time axis spans.
           u.root.dataset.labels = JSON.stringify(drawn);
           u.root.dataset.xSpan = String(Math.round(x1 - x0));
           ctx.restore();
