@@ -862,9 +862,11 @@ func TestBrowserTimeAxisOfOnePoint(t *testing.T) {
 
 // checkTenMinutesOnALaptop feeds the charts ten minutes of points and three
 // marks in a 1280x720 window, where each time chart's plot is about 290 px
-// wide and 110 high, with the top lines in the label rows: no data line,
-// SLO line or other mark's line runs through a mark's label (at 1280 px
-// "→ 120" was cut by both lanes' p95).
+// wide and 110 high, with the top lines in the label rows: every chart's
+// time axis shows at least four times (it showed two, 5 min apart, or one
+// label for a recording's five minutes at 1366), and no data line, SLO
+// line or other mark's line runs through a mark's label (at 1280 px "→
+// 120" was cut by both lanes' p95).
 func checkTenMinutesOnALaptop(t *testing.T, ctx context.Context) {
 	t.Helper()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 720)); err != nil {
@@ -894,7 +896,7 @@ func checkTenMinutesOnALaptop(t *testing.T, ctx context.Context) {
 				}
 				return { row, crossed };
 			});
-			return { id, labels };
+			return { id, ticks: root.dataset.xTicks || '', labels };
 		}));
 	})()`
 	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](feed, chromedp.EvalAwaitPromise))
@@ -903,6 +905,7 @@ func checkTenMinutesOnALaptop(t *testing.T, ctx context.Context) {
 	}
 	var charts []struct {
 		ID     string
+		Ticks  string
 		Labels []struct{ Row, Crossed int }
 	}
 	if err := json.Unmarshal([]byte(raw), &charts); err != nil {
@@ -910,6 +913,10 @@ func checkTenMinutesOnALaptop(t *testing.T, ctx context.Context) {
 	}
 	bad := false
 	for _, c := range charts {
+		if n := len(strings.Fields(c.Ticks)); n < 4 {
+			t.Errorf("at 1280x720 the %s's time axis over ten minutes reads %q: %d times, want at least 4", c.ID, c.Ticks, n)
+			bad = true
+		}
 		if len(c.Labels) < 3 {
 			t.Errorf("at 1280x720 the %s drew %d of its 3 marks' labels", c.ID, len(c.Labels))
 			bad = true
