@@ -516,12 +516,22 @@ func (s *Server) workers(snaps []loadgen.Snapshot) components.WorkersData {
 	if s.opts.GaugeSource == "" {
 		d.Source = "in flight: router · queued, KV cache: not reported by these workers · hit rate, share: load generator, last 60 s"
 	}
+	warming := s.warming()
 	for i, l := range s.lanes {
 		wl := components.WorkerLane{ID: laneID(i)}
 		if len(s.lanes) > 1 {
 			wl.Name = upper(laneID(i)) + " · " + s.laneName(l.Router.PolicyName())
 		}
-		wl.Rows = workerRows(l, snaps[i])
+		snap := snaps[i]
+		if warming {
+			// The warm-up's window holds the cold start the tiles hide
+			// until it ends; the workers' hit rates and shares are read
+			// from it, and showed it (71-75% against 90% a few seconds in)
+			// beside tiles of dashes. In flight, queued and the KV cache
+			// are the fleet as it is, and stay.
+			snap.Workers = nil
+		}
+		wl.Rows = workerRows(l, snap)
 		d.Lanes = append(d.Lanes, wl)
 	}
 	if s.opts.Frontend != nil {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/kvlens/kvlens/internal/clocktest"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/components"
 	"github.com/kvlens/kvlens/loadgen"
+	"github.com/kvlens/kvlens/router"
 )
 
 // warmServer is the A/B dashboard over two fake lanes whose windows hold a
@@ -96,6 +99,39 @@ func TestWhileWarmingThePageShowsNoFigures(t *testing.T) {
 	for _, l := range st.Lanes {
 		if l.Window != nil || l.Settling != "warm-up: 18 s left" {
 			t.Errorf("/api/state lane %s: settling %q, window %v; want no window while warming", l.Lane, l.Settling, l.Window)
+		}
+	}
+}
+
+// TestWhileWarmingTheWorkersShowNoHitRate: the workers panel shows each
+// worker's load while the fleets warm up, but its hit rate and share only
+// once the warm-up ends, as the tiles do: they are read from the window
+// that holds the cold start.
+func TestWhileWarmingTheWorkersShowNoHitRate(t *testing.T) {
+	s, base, la, lb := warmServer(t, "", "")
+	for i, l := range []*fakeLoad{la, lb} {
+		name := fmt.Sprintf("sim-%d", i)
+		l.mu.Lock()
+		l.snap.Workers = map[string]loadgen.Stats{name: {KVHitRate: 0.72, KVHitRequests: 40, Answers: 40}}
+		l.mu.Unlock()
+		s.lanes[i].Router.(*fakeRouter).workers = []router.WorkerState{{Name: name, Healthy: true, InFlight: 20, Capacity: 64}}
+	}
+	rows := func() []components.WorkerRow {
+		var out []components.WorkerRow
+		for _, l := range s.workers(s.snapshots()).Lanes {
+			out = append(out, l.Rows...)
+		}
+		return out
+	}
+	for _, r := range rows() {
+		if r.HitRate != -1 || r.Share != -1 || r.InFlight != 20 {
+			t.Errorf("while warming, worker %s: hit rate %v, share %v, in flight %d; want no hit rate or share (-1), and its 20 in flight", r.Name, r.HitRate, r.Share, r.InFlight)
+		}
+	}
+	endWarmUp(t, s, base)
+	for _, r := range rows() {
+		if r.HitRate != 0.72 || r.Share != 1 {
+			t.Errorf("after the warm-up, worker %s: hit rate %v, share %v; want 0.72 and 1", r.Name, r.HitRate, r.Share)
 		}
 	}
 }
