@@ -114,6 +114,7 @@ func TestComponents(t *testing.T) {
 		{"mode buttons are disabled for a viewer", ModeSwitch(modes), `[data-testid=mode-kv][disabled]`, "kvlens kv"},
 		{"the live count is an out-of-band swap", LiveCount([]int{42}), `#live-count[hx-swap-oob=true]`, "42"},
 		{"the live count names each lane's", LiveCount([]int{60, 59}), `#live-count`, "60 · 59"},
+		{"each lane's live count is in its lane's colour", LiveCount([]int{60, 59}), `#live-count .lane-b`, "59"},
 		{"a worker's queue and bars render", Workers(workers), `[data-testid=worker-row]:first-child [data-testid=worker-queued]`, "3"},
 		{"a worker without figures shows dashes", Workers(workers), `tr.down [data-testid=worker-queued]`, "—"},
 		{"a turn names its worker", Conversation(conv), `[data-testid=turn] .turn-meta strong`, "sim-2"},

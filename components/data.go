@@ -4,7 +4,9 @@ package components
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -409,6 +411,30 @@ func laneLetter(id string) string { return strings.ToUpper(id) }
 // to 180 · 180 the pair's selects moved 31 px, and back 58 px at a Stop.
 func countsStyle(d PageData) templ.SafeCSS {
 	return templ.SafeCSS(fmt.Sprintf("--digits: %d; --lanes: %d;", len(strconv.Itoa(max(d.SliderMax, 0))), max(len(d.Live), 1)))
+}
+
+// laneCounts is each lane's count, as "60 · 60", each in its lane's
+// colour when there are several. It is written here rather than in the
+// template, whose line breaks would put spaces in the figures' text
+// (" 60 ·  60"), which the page and its tests read.
+func laneCounts(ns []int) templ.Component {
+	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
+		if len(ns) < 2 {
+			_, err := io.WriteString(w, counts(ns))
+			return err
+		}
+		for i, n := range ns {
+			if i > 0 {
+				if _, err := io.WriteString(w, " · "); err != nil {
+					return err
+				}
+			}
+			if _, err := fmt.Fprintf(w, `<span class="lane-%s">%d</span>`, laneID(i), n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // counts joins each lane's count, as "60 · 60".
