@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -24,33 +21,13 @@ func TestBenchKeepsItsRunsThroughCtrlCAndResumes(t *testing.T) {
 		t.Fatalf("the whole grid: %v\n%s", err, out)
 	}
 
-	cmd := kvlens(append(grid, "--out", filepath.Join(dir, "cut"))...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		log.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "[1/6]") {
-			cmd.Process.Signal(syscall.SIGINT)
-			break
-		}
-	}
-	for sc.Scan() {
-		log.WriteString(sc.Text() + "\n")
-	}
-	var exit *exec.ExitError
-	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("exit %v after Ctrl-C, want status 1:\n%s", err, log.String())
+	_, log, code := interrupt(t, "[1/6]", append(grid, "--out", filepath.Join(dir, "cut"))...)
+	if code != 1 {
+		t.Fatalf("exit %d after Ctrl-C, want status 1:\n%s", code, log)
 	}
 	partial := filepath.Join(dir, "cut.partial.json")
-	if !strings.Contains(log.String(), "interrupted after ") || !strings.Contains(log.String(), "--resume "+partial) {
-		t.Fatalf("Ctrl-C does not say where the runs are kept:\n%s", log.String())
+	if !strings.Contains(log, "interrupted after ") || !strings.Contains(log, "--resume "+partial) {
+		t.Fatalf("Ctrl-C does not say where the runs are kept:\n%s", log)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cut.md")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("an interrupted grid wrote its report: %v", err)
