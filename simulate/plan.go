@@ -27,6 +27,16 @@ const (
 	MinPlanSeeds    = 3
 )
 
+// DefaultSeeds are the seeds a plan probes every level with when it is
+// given none: seed and the MinPlanSeeds-1 after it.
+func DefaultSeeds(seed uint64) []uint64 {
+	seeds := make([]uint64, MinPlanSeeds)
+	for i := range seeds {
+		seeds[i] = seed + uint64(i)
+	}
+	return seeds
+}
+
 // PlanConfig asks the capacity planner a question.
 type PlanConfig struct {
 	// Base is the deployment and workload; its Workers and Policy are set
@@ -284,7 +294,7 @@ func Plan(ctx context.Context, pc PlanConfig) (PlanResult, error) {
 		return PlanResult{}, fmt.Errorf("simulate: plan: a grid step of %d conversations; want 1 to %d", pc.Step, DefaultPlanStep)
 	}
 	if len(pc.Seeds) == 0 {
-		pc.Seeds = []uint64{pc.Base.Seed, pc.Base.Seed + 1, pc.Base.Seed + 2}
+		pc.Seeds = DefaultSeeds(pc.Base.Seed)
 	}
 	if len(pc.Seeds) < MinPlanSeeds {
 		return PlanResult{}, fmt.Errorf("simulate: plan: %d seeds; an envelope needs at least %d", len(pc.Seeds), MinPlanSeeds)

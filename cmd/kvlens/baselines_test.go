@@ -397,3 +397,18 @@ func TestFreeNamesNeverTakeAnother(t *testing.T) {
 		t.Fatalf("a free base became %q", got)
 	}
 }
+
+// TestPlanNamesItsDefaultSeeds runs a small plan without --seeds: its
+// report names the three seeds the planner probed (from --seed), where it
+// used to print "the seeds []".
+func TestPlanNamesItsDefaultSeeds(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "plan.png")
+	out, code := exitCode(t, kvlens("plan", "--modes", "rr", "--workers", "1", "--per-worker", "5",
+		"--warmup", "10s", "--measure", "30s", "--seed", "7", "--out", chart))
+	if code != 0 {
+		t.Fatalf("exit %d; output:\n%s", code, out)
+	}
+	if want := "hold under each of the seeds 7, 8, 9\n"; !strings.Contains(out, want) {
+		t.Fatalf("report lacks %q:\n%s", want, out)
+	}
+}

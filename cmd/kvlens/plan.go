@@ -146,6 +146,11 @@ Flags:
 		return usage(fmt.Errorf("--seeds %s: an envelope needs at least %d seeds", seeds, simulate.MinPlanSeeds))
 	}
 	pc.Base = simulate.Config{Profile: prof, Load: load, Seed: load.Seed, Router: router.Config{Admission: admission}}
+	if pc.Seeds == nil {
+		// Resolved here rather than left to the planner, so that the
+		// report names the seeds it was probed with.
+		pc.Seeds = simulate.DefaultSeeds(load.Seed)
+	}
 	if given["study"] {
 		return studyCmd(pc, study, perWorkerLoad)
 	}
@@ -209,8 +214,8 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 		prof.Name, prof.MaxBatchSize, prof.KVBlocks, admission)
 	fmt.Fprintf(w, "SLO: TTFT p95 ≤ %v, TPOT p95 ≤ %v, no failed or shed request; each probe %v warmup + %v measure\n",
 		pc.SLO.TTFT, pc.SLO.TPOT, pc.Warmup, pc.Measure)
-	fmt.Fprintf(w, "Envelope: the highest level on a grid of %d conversations such that it and every level below it hold under each of the seeds %v\n",
-		pc.Step, pc.Seeds)
+	fmt.Fprintf(w, "Envelope: the highest level on a grid of %d conversations such that it and every level below it hold under each of the seeds %s\n",
+		pc.Step, seedList(pc.Seeds))
 	fmt.Fprintf(w, "At the envelope, TTFT and TPOT p95 are the highest of the seeds', the KV hit rate the lowest\n\n")
 	if len(res.Capacities) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -255,6 +260,15 @@ func writePlan(w io.Writer, pc simulate.PlanConfig, prof sim.Profile, admission 
 			}
 		}
 	}
+}
+
+// seedList names seeds as "1, 2, 3".
+func seedList(seeds []uint64) string {
+	each := make([]string, len(seeds))
+	for i, s := range seeds {
+		each[i] = strconv.FormatUint(s, 10)
+	}
+	return strings.Join(each, ", ")
 }
 
 // studyCmd runs `kvlens plan --study`.
