@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/internal/clocktest"
 )
 
 func TestParse(t *testing.T) {
@@ -162,73 +162,12 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// fakeClock is a clock whose time moves only when the test says.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// advance moves time on by d, running each timer that falls due, earliest
-// first, in the caller's goroutine.
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	for {
-		var due *fakeTimer
-		for _, t := range c.timers {
-			if !t.stopped && !t.at.After(end) && (due == nil || t.at.Before(due.at)) {
-				due = t
-			}
-		}
-		if due == nil {
-			break
-		}
-		due.stopped = true
-		c.now = due.at
-		c.mu.Unlock()
-		due.f()
-		c.mu.Lock()
-	}
-	c.now = end
-	c.mu.Unlock()
-}
-
 func TestPlayerPlaysStepsInOrderLoopsAndPausesOnAnOperatorAction(t *testing.T) {
 	s, err := Parse("t", strings.NewReader("10s concurrency 60 \"one\"\n20s reset \"two\"\n30s fault 503:10 \"three\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &fakeClock{now: time.Unix(1000, 0)}
+	clk := clocktest.NewInline(time.Unix(1000, 0))
 	var mu sync.Mutex
 	var done []string
 	do := func(st Step) error {
@@ -260,25 +199,25 @@ func TestPlayerPlaysStepsInOrderLoopsAndPausesOnAnOperatorAction(t *testing.T) {
 		}
 	}
 	check("at the start", Status{Step: 1, Steps: 3, Caption: "one", Left: 5 * time.Second, Length: 5 * time.Second}, "one")
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	check("2 s in", Status{Step: 1, Steps: 3, Caption: "one", Left: 3 * time.Second, Length: 5 * time.Second}, "one")
-	clk.advance(3 * time.Second)
+	clk.Advance(3 * time.Second)
 	// A step whose change failed says why, and the tour goes on.
 	check("step 2", Status{Step: 2, Steps: 3, Caption: "two", Left: 10 * time.Second, Length: 10 * time.Second, Err: "worker sim-1 did not answer"}, "one,two")
-	clk.advance(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	check("step 3", Status{Step: 3, Steps: 3, Caption: "three", Left: 15 * time.Second, Length: 15 * time.Second}, "one,two,three")
-	clk.advance(15 * time.Second)
+	clk.Advance(15 * time.Second)
 	check("the second loop", Status{Step: 1, Steps: 3, Caption: "one", Left: 5 * time.Second, Length: 5 * time.Second, Loop: 1}, "one,two,three,one")
 
 	// The operator takes over: nothing more plays, however long it waits.
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if !p.Pause() {
 		t.Fatal("Pause says the tour was not playing")
 	}
 	if p.Pause() {
 		t.Error("a second Pause says the tour was playing")
 	}
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	check("paused", Status{Step: 1, Steps: 3, Caption: "one", Length: 5 * time.Second, Paused: true, Loop: 1}, "one,two,three,one")
 
 	// Resume plays the next step, with its full length.
@@ -289,7 +228,7 @@ func TestPlayerPlaysStepsInOrderLoopsAndPausesOnAnOperatorAction(t *testing.T) {
 		t.Error("a second Resume says the tour was paused")
 	}
 	check("resumed", Status{Step: 2, Steps: 3, Caption: "two", Left: 10 * time.Second, Length: 10 * time.Second, Loop: 1, Err: "worker sim-1 did not answer"}, "one,two,three,one,two")
-	clk.advance(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	check("after resuming", Status{Step: 3, Steps: 3, Caption: "three", Left: 15 * time.Second, Length: 15 * time.Second, Loop: 1}, "one,two,three,one,two,three")
 
 	// Paused in the last step, Resume goes on to the first.
@@ -300,7 +239,7 @@ func TestPlayerPlaysStepsInOrderLoopsAndPausesOnAnOperatorAction(t *testing.T) {
 
 func TestPlayerIgnoresPauseAndResumeBeforeItStarts(t *testing.T) {
 	s, _ := Parse("t", strings.NewReader("10s watch \"one\"\n"))
-	p := NewPlayer(s, &fakeClock{}, 1, func(Step) error { return nil })
+	p := NewPlayer(s, clocktest.NewInline(time.Time{}), 1, func(Step) error { return nil })
 	if p.Pause() || p.Resume() {
 		t.Fatal("a player that has not started paused or resumed")
 	}

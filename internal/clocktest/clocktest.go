@@ -12,11 +12,13 @@ import (
 
 // Manual is a clock that stands still until Advance moves it. Its timers
 // fire as time.AfterFunc's do, each in its own goroutine, in the order of
-// their times. It is safe for concurrent use.
+// their times; or, made by NewInline, one after the other in Advance's
+// caller. It is safe for concurrent use.
 type Manual struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*timer
+	inline bool // fire timers in Advance's goroutine
 }
 
 type timer struct {
@@ -29,6 +31,12 @@ type timer struct {
 
 // New returns a Manual clock reading now.
 func New(now time.Time) *Manual { return &Manual{now: now} }
+
+// NewInline returns a Manual clock reading now whose timers fire in the
+// goroutine that calls Advance, each returning before the next starts, so
+// that what they did is done when Advance returns. A timer's function must
+// not call Advance.
+func NewInline(now time.Time) *Manual { return &Manual{now: now, inline: true} }
 
 // Now implements clock.Clock.
 func (c *Manual) Now() time.Time {
@@ -74,7 +82,11 @@ func (c *Manual) Advance(d time.Duration) {
 		next.dead = true
 		c.now = next.at
 		c.mu.Unlock()
-		go next.f()
+		if c.inline {
+			next.f()
+		} else {
+			go next.f()
+		}
 		c.mu.Lock()
 	}
 	c.now = end

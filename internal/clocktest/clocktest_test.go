@@ -47,3 +47,34 @@ func TestAdvanceFiresTheTimersDueAndNoOthers(t *testing.T) {
 		t.Fatalf("pending after 5 s: %v, want the 10 s timer", got)
 	}
 }
+
+// TestInlineTimersFireInOrderBeforeAdvanceReturns: an inline clock's
+// timers have run, earliest first and each reading its own time, when
+// Advance returns; one a timer sets within the advance fires in it too.
+func TestInlineTimersFireInOrderBeforeAdvanceReturns(t *testing.T) {
+	t0 := time.Unix(1_000, 0)
+	c := NewInline(t0)
+	var fired []time.Duration // no lock: an inline clock fires in this goroutine
+	at := func(d time.Duration) func() {
+		return func() {
+			if now := c.Now(); !now.Equal(t0.Add(d)) {
+				t.Errorf("the %v timer read %v", d, now.Sub(t0))
+			}
+			fired = append(fired, d)
+		}
+	}
+	c.AfterFunc(3*time.Second, at(3*time.Second))
+	c.AfterFunc(time.Second, func() {
+		at(time.Second)()
+		c.AfterFunc(time.Second, at(2*time.Second)) // due within the same advance
+	})
+	c.AfterFunc(10*time.Second, at(10*time.Second))
+	c.Advance(5 * time.Second)
+	if want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}; !slices.Equal(fired, want) {
+		t.Fatalf("fired %v when Advance returned, want %v", fired, want)
+	}
+	c.Advance(5 * time.Second)
+	if len(fired) != 4 || fired[3] != 10*time.Second {
+		t.Fatalf("fired %v, want the 10 s timer last", fired)
+	}
+}
