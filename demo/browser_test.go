@@ -294,6 +294,12 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// 3. The tiles update from the websocket.
 	waitJS(t, ctx, `document.querySelector('[data-testid=ttft-p50]').textContent.endsWith(' ms') && document.querySelector('[data-testid=tops]').textContent !== '—'`, 20*time.Second, "the TTFT and throughput tiles never filled in")
+	// Those tiles may be the ones the page got on connecting, after the
+	// token's reload, which are computed then and not recorded; the replay
+	// below needs a recorded second before the slider moves with figures
+	// in it. Wait for the next tick's point, whose window holds at least
+	// what those tiles showed.
+	framesFlow(t, ctx, 10*time.Second, "no tick came after the tiles filled in")
 
 	// 4. Moving the slider changes the load generator's target.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
