@@ -659,8 +659,10 @@ func (d *Demo) Report(ctx context.Context, w io.Writer, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			warming := d.Web.Warming()
 			for _, l := range d.lanes {
-				line := StatusLine(l.proxy.PolicyName(), l.gen.Snapshot())
+				snap := l.gen.Snapshot()
+				line := StatusLine(l.proxy.PolicyName(), snap, statusNote(warming, snap.Window))
 				if len(d.lanes) > 1 {
 					line = strings.Replace(line, "kvlens: ", "kvlens: "+strings.ToUpper(l.id)+" ", 1)
 				}
@@ -754,9 +756,20 @@ func (d *Demo) FlushRecording(ctx context.Context) error {
 	return d.rec.Flush(ctx)
 }
 
+// statusNote says what a status line's figures are when they are not a
+// settled window's: the page shows no figure while the fleets warm up, and
+// no difference while a window settles, and the terminal says so too.
+func statusNote(warming bool, w loadgen.Stats) string {
+	if warming {
+		return "warming up"
+	}
+	return web.Settling(w)
+}
+
 // StatusLine is the one-line summary the terminal shows every few seconds.
-// A figure with no data yet is a dash, never a zero.
-func StatusLine(policy string, s loadgen.Snapshot) string {
+// A figure with no data yet is a dash, never a zero; note, when not empty,
+// ends the line, such as "warming up" or "settling (12 s of 30)".
+func StatusLine(policy string, s loadgen.Snapshot, note string) string {
 	q := s.Window
 	msOr := func(v float64, n int, format string) string {
 		if n == 0 {
@@ -764,10 +777,14 @@ func StatusLine(policy string, s loadgen.Snapshot) string {
 		}
 		return fmt.Sprintf(format, v)
 	}
-	return fmt.Sprintf("kvlens: %s, %d/%d conversations, TTFT p50 %s p95 %s (%d), TPOT p50 %s, %.0f tok/s, %d errors (%.1f%%)",
+	line := fmt.Sprintf("kvlens: %s, %d/%d conversations, TTFT p50 %s p95 %s (%d), TPOT p50 %s, %.0f tok/s, %d errors (%.1f%%)",
 		policy, s.Live, s.Target,
 		msOr(q.TTFT.P50, q.TTFT.Count, "%.0f ms"), msOr(q.TTFT.P95, q.TTFT.Count, "%.0f ms"), q.TTFT.Count,
 		msOr(q.TPOT.P50, q.TPOT.Count, "%.1f ms"), q.OutputTokensPerSec, q.Errors, 100*q.ErrorRate)
+	if note != "" {
+		line += "; " + note
+	}
+	return line
 }
 
 // lanURL guesses the address other machines on the network reach this

@@ -43,6 +43,10 @@ func settling(w loadgen.Stats) string {
 	return fmt.Sprintf("settling (%d of %d requests)", heard, SettleRequests)
 }
 
+// Settling is settling for a status line outside the page: why the
+// window's TTFT is not yet comparable, or "" once it is.
+func Settling(w loadgen.Stats) string { return settling(w) }
+
 // answering is settling for the figures read at an answer's end (TPOT,
 // E2E, chunk gaps, the hit rate, the error rate): they wait for
 // SettleRequests answers from the span of the window whose every request

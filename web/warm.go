@@ -45,6 +45,10 @@ func (s *Server) warming() bool {
 	}
 }
 
+// Warming says whether the warm-up is still under way, so that a status
+// line elsewhere can say its figures are the warm-up's.
+func (s *Server) Warming() bool { return s.warming() }
+
 // warmLeft is the warm-up's time left in whole seconds, rounded up and at
 // least 1 while it is under way: "0 s left" would read as stuck.
 func (s *Server) warmLeft() int {
