@@ -120,6 +120,35 @@ func change(t *testing.T, ctx context.Context, what, js string, done func() bool
 	return at
 }
 
+// checkRatesSettling checks the throughput chart some seconds after a
+// change, before its rates can settle (web.SettleTime): the tile shows the
+// window's figure, labelled as settling, and the chart draws no lane's rate
+// for the last second but shades it as settling. Before, the chart drew
+// the young window's rate as if settled: lane B's 2,830 tok/s 12 s after a
+// fault, beside a steady 2,300.
+func checkRatesSettling(t *testing.T, ctx context.Context, what string, age time.Duration) {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const c = document.getElementById('tops-chart'), tile = document.querySelector('[data-tile=tops]');
+		return JSON.stringify({ last: c.dataset.last, bands: c.querySelector('.uplot').dataset.settlingBands || '',
+			tile: tile.dataset.settling, value: document.querySelector('[data-testid=tops]').textContent.trim() }); })()`))
+	var got struct{ Last, Bands, Tile, Value string }
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &got)
+	}
+	if err != nil {
+		t.Fatalf("read the throughput chart: %v", err)
+	}
+	t.Logf("%s, %s later: throughput tile %q (settling %s), chart's last second %q, settling bands %q", what, age.Round(time.Second), got.Value, got.Tile, got.Last, got.Bands)
+	if got.Tile != "true" || got.Value == "—" {
+		t.Errorf("%s, %s later: the throughput tile shows %q, settling %s; want the window's figure, settling", what, age.Round(time.Second), got.Value, got.Tile)
+	}
+	if strings.Trim(got.Last, ",") != "" || got.Bands == "" {
+		screenshot(t, ctx, "rates-drawn-while-settling.png", false)
+		t.Errorf("%s, %s later: the throughput chart draws %q for the last second, settling bands %q; want no lane's rate drawn, the band shaded", what, age.Round(time.Second), got.Last, got.Bands)
+	}
+	screenshot(t, ctx, "ab-rates-settling-1920x1080.png", false)
+}
+
 // choose sets a select's value and tells htmx, as a person choosing does:
 // with the select focused, so that a frame arriving meanwhile does not set
 // it back to the server's value (app.js syncPair leaves a focused one be).
@@ -222,8 +251,14 @@ func TestBrowserAB(t *testing.T) {
 	screenshot(t, ctx, "ab-after-changes-1920x1080.png", false)
 	// The last change is read on until its window settles: TTFT first, at
 	// 30 s, while the figures read at an answer's end still wait for their
-	// answers (web.answering), then those.
+	// answers (web.answering), then those. On the way, well before its
+	// rates can settle, the throughput chart draws none.
+	ratesChecked := false
 	for mixed := false; !mixed; time.Sleep(time.Second) {
+		if age := time.Since(last); !ratesChecked && age > 8*time.Second && age < 25*time.Second {
+			checkRatesSettling(t, ctx, "the last change", age)
+			ratesChecked = true
+		}
 		st := readState(t, ctx)
 		ttft, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-tile=ttft-p95]').dataset.settling`))
 		switch age := time.Since(last); {
@@ -240,6 +275,9 @@ func TestBrowserAB(t *testing.T) {
 		case age > time.Minute:
 			t.Fatalf("the last change: TTFT still settling after a minute (%+v)", st)
 		}
+	}
+	if !ratesChecked {
+		t.Fatalf("the last change's throughput chart was never read while its rates settled, 8-25 s after it")
 	}
 	watchSettling(t, ctx, "the last change", last, 100*time.Second)
 

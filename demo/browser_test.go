@@ -294,11 +294,13 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// 3. The tiles update from the websocket.
 	waitJS(t, ctx, `document.querySelector('[data-testid=ttft-p50]').textContent.endsWith(' ms') && document.querySelector('[data-testid=tops]').textContent !== '—'`, 20*time.Second, "the TTFT and throughput tiles never filled in")
-	// Those tiles may be the ones the page got on connecting, after the
-	// token's reload, which are computed then and not recorded; the replay
-	// below needs a recorded second before the slider moves with figures
-	// in it. Wait for the next tick's point, whose window holds at least
-	// what those tiles showed.
+	// The replay at the end shows a second at 60 conversations with every
+	// figure drawn: the charts draw a window's rates only once they settle
+	// (web.Point), some 30 s after start.
+	waitJS(t, ctx, `document.querySelector('[data-tile=tops]').dataset.settling === 'false'`, 90*time.Second, "the throughput tile never settled at 60 conversations")
+	// That tile may be the one the page got on connecting, computed then
+	// and not recorded: wait for the next tick's point too, whose window
+	// holds at least what the tiles showed.
 	framesFlow(t, ctx, 10*time.Second, "no tick came after the tiles filled in")
 
 	// 4. Moving the slider changes the load generator's target.
@@ -412,6 +414,11 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Fatalf("after 10 s the conversation shows no turn with its worker and TTFT; it shows %q", shown)
 		}
 	}
+
+	// The replay shows a second at 120 conversations with every figure
+	// drawn, as at 60: the window the fault begins must not be the first
+	// to settle since the last mode switch.
+	waitJS(t, ctx, `document.querySelector('[data-tile=tops]').dataset.settling === 'false'`, 90*time.Second, "the throughput tile never settled at 120 conversations")
 
 	// A fault set from the page survives a reload: the selector shows it
 	// and the workers panel names it. (After the conversation, which a

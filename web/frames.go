@@ -31,12 +31,16 @@ type Point struct {
 	// TPOTp50 and TPOTp95 are in ms; null when the window had no data.
 	TPOTp50 *float64 `json:"tpot_p50"`
 	TPOTp95 *float64 `json:"tpot_p95"`
-	// OutputTokensPerSec is the window's output throughput; null until the
-	// window has covered rateSpan.
+	// OutputTokensPerSec is the window's output throughput; null while its
+	// rates settle (RatesSettling).
 	OutputTokensPerSec *float64 `json:"tops"`
 	// RequestsPerSec is the window's completed requests per second; null
-	// until the window has covered rateSpan.
+	// while its rates settle.
 	RequestsPerSec *float64 `json:"rps"`
+	// RatesSettling says the window's rates are not yet comparable
+	// (flowing), so the point has none and the throughput chart shades
+	// the gap and says "settling".
+	RatesSettling bool `json:"rates_settling,omitempty"`
 	// ErrorPct is the window's error rate, in percent; null until a
 	// request has answered since the last change, where 0 would read as
 	// "no failures" while requests fail.
@@ -225,9 +229,24 @@ func point(snap loadgen.Snapshot) Point {
 		e := 100 * w.ErrorRate
 		p.ErrorPct = &e
 	}
-	if w.Covered >= rateSpan {
+	// A rate is charted only once the tiles would compare it (flowing).
+	// Before, for about a request's length after a change, it counts
+	// answers to requests sent before the change over a span of a few
+	// seconds, and a chart drew it as if settled: 2,830 tok/s for lane B
+	// 12 s after a fault, against a steady 2,300 either side; 1,281 in the
+	// single view 6 s after a cache reset, against 2,050. Drawn dimmed it
+	// would still set the y axis and be read against the settled line
+	// beside it; left out, the line breaks at the change's mark and
+	// resumes once the figure means what the rest of the line means, the
+	// chart shading the gap and saying "settling", while the tile shows
+	// the settling figure, labelled so.
+	// A stopped lane's rates are drawn as before: they fall, which is what
+	// stopping does, and no tile compares them either way.
+	if w.Covered >= rateSpan && (!snap.Running || flowing(w) == "") {
 		tops, rps := w.OutputTokensPerSec, w.RequestsPerSec
 		p.OutputTokensPerSec, p.RequestsPerSec = &tops, &rps
+	} else if snap.Running {
+		p.RatesSettling = true
 	}
 	p.TTFTp50, p.TTFTp95 = pair(w.TTFT)
 	p.TPOTp50, p.TPOTp95 = pair(w.TPOT)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +243,62 @@ func TestNoLivePointWithoutConversations(t *testing.T) {
 	snap.Live = 60
 	if lp := livePoint(snap, "kv"); lp.Values["ttft_p95_ms"] != 561 || lp.Conversations != 60 {
 		t.Errorf("with 60 running, the live point is %+v; want TTFT p95 561 at 60", lp)
+	}
+}
+
+// TestTheThroughputChartDrawsOnlySettledRates: the chart points pushed to
+// the page carry a lane's rates only once its tile would compare them
+// (flowing); until then they carry none and say the rates are settling,
+// which the chart shades. Before, a window 12 s after a fault drew lane
+// B's 2,830 tok/s, counted over answers sent before the fault, beside a
+// steady 2,300. A stopped lane's falling rates are drawn.
+func TestTheThroughputChartDrawsOnlySettledRates(t *testing.T) {
+	// frame is the chart frame of one tick: each lane's point.
+	frame := func(s *Server) []Point {
+		var f Frame
+		if err := json.Unmarshal(s.frames()[0], &f); err != nil {
+			t.Fatal(err)
+		}
+		out := f.Points
+		for _, l := range f.Lanes {
+			out = append(out, l.Points...)
+		}
+		return out
+	}
+	after := func(age time.Duration, answered time.Duration) loadgen.Stats {
+		w := settled(window(400, 0.9))
+		w.Covered, w.Answered = age, answered
+		w.OutputTokensPerSec, w.RequestsPerSec = 2830, 2.9
+		return w
+	}
+	tests := []struct {
+		name     string
+		w        loadgen.Stats
+		stop     bool
+		want     bool // rates in the point
+		settling bool
+	}{
+		{"12 s after a change", after(12*time.Second, 3*time.Second), false, false, true},
+		{"40 s after, the answers settled but not the rates", after(40*time.Second, 20*time.Second), false, false, true},
+		{"settled", after(time.Minute, time.Minute), false, true, false},
+		{"stopped, 12 s after a change", after(12*time.Second, 12*time.Second), true, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, la, lb, _, _ := abServer(t, tt.w, tt.w)
+			if tt.stop {
+				la.Stop()
+				lb.Stop()
+			}
+			for i, p := range frame(s) {
+				if got := p.OutputTokensPerSec != nil && p.RequestsPerSec != nil; got != tt.want || p.RatesSettling != tt.settling {
+					t.Errorf("lane %d's point: rates %v, rates_settling %v; want %v, %v", i, got, p.RatesSettling, tt.want, tt.settling)
+				}
+			}
+			// The tile shows the figure either way, labelled when settling.
+			if x := tile(tilesNow(s), "tops"); x.Value != "2830" {
+				t.Errorf("the throughput tile shows %q, want the window's 2830", x.Value)
+			}
+		})
 	}
 }

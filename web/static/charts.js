@@ -161,6 +161,53 @@
       },
     };
 
+    // settlingPlugin shades the seconds in which a lane's rate was not yet
+    // comparable (web.Point's rates_settling: the server sends no rate
+    // then) and writes "settling" in the band, as the tile does: the line's
+    // break after a change's mark then reads as a window settling, not as
+    // a fleet that stopped or a feed that dropped. u.settling holds one
+    // flag per row drawn.
+    const settlingPlugin = {
+      hooks: {
+        draw: (u) => {
+          const flags = u.settling || [], ts = u.data[0] || [];
+          const ctx = u.ctx, r = devicePixelRatio;
+          const left = u.bbox.left, right = u.bbox.left + u.bbox.width;
+          ctx.save();
+          ctx.font = `italic ${12 * r}px system-ui, sans-serif`;
+          ctx.textAlign = "left"; // uPlot leaves the y axis's alignment set
+          ctx.textBaseline = "alphabetic";
+          const bands = [];
+          for (let i = 0; i < flags.length; i++) {
+            if (!flags[i]) continue;
+            let j = i;
+            while (j + 1 < flags.length && flags[j + 1]) j++;
+            // From the last second drawn before it, where the line breaks.
+            const x0 = Math.max(left, Math.round(u.valToPos(ts[Math.max(i - 1, 0)], "x", true)));
+            const x1 = Math.min(right, Math.round(u.valToPos(ts[j], "x", true)));
+            if (x1 > x0) {
+              ctx.fillStyle = "rgba(255, 255, 255, 0.05)";
+              ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
+              // The word goes in the band; in the newest band, still too
+              // narrow for it in the first seconds after a change, it ends
+              // at the plot's right edge instead, over the line before.
+              const w = ctx.measureText("settling").width;
+              const fits = x1 - x0 >= w + 8 * r;
+              if (fits || j === flags.length - 1) {
+                ctx.fillStyle = "#a9b4bf";
+                ctx.fillText("settling", fits ? x0 + 4 * r : right - w - 4 * r, u.bbox.top + u.bbox.height - 6 * r);
+              }
+              bands.push(Math.round(x0 / r) + ".." + Math.round(x1 / r));
+            }
+            i = j;
+          }
+          // For the browser tests: each band's left..right, in CSS px.
+          u.root.dataset.settlingBands = bands.join(" ");
+          ctx.restore();
+        },
+      },
+    };
+
     // The errors chart draws two figures on one axis, each in its own unit:
     // the axis names both (it had no unit, and 0.4 read as nothing).
     const errorsAxis = "error % · shed /s";
@@ -175,7 +222,7 @@
         return [
           { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: [["p50", colours.p50, "ttft_p50"], ["p95", colours.p95, "ttft_p95"]] },
           { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: [["p50", colours.p50, "tpot_p50"], ["p95", colours.p95, "tpot_p95"]] },
-          { id: "tops-chart", unit: "tok/s", series: [["output tok/s", colours.tops, "tops"]] },
+          { id: "tops-chart", unit: "tok/s", settling: "rates_settling", series: [["output tok/s", colours.tops, "tops"]] },
           { id: "errors-chart", unit: "", axis: errorsAxis, series: [["error %", colours.err, "error_pct"], ["shed /s", colours.rps, "shed_per_sec"]] },
         ];
       }
@@ -190,7 +237,7 @@
       return [
         { id: "ttft-chart", unit: "ms", slo: slo.ttft, series: per([["p95", "ttft_p95"], ["p50", "ttft_p50", [6, 4]]]) },
         { id: "tpot-chart", unit: "ms", slo: slo.tpot, series: per([["p95", "tpot_p95"], ["p50", "tpot_p50", [6, 4]]]) },
-        { id: "tops-chart", unit: "tok/s", series: per([["output tok/s", "tops"]]) },
+        { id: "tops-chart", unit: "tok/s", settling: "rates_settling", series: per([["output tok/s", "tops"]]) },
         { id: "errors-chart", unit: "", axis: errorsAxis, series: per([["error %", "error_pct"], ["shed /s", "shed_per_sec", [2, 4]]]) },
       ];
     }
@@ -227,7 +274,7 @@
           const last = xs[xs.length - 1];
           return [Math.min(xs[0], last - 60), last];
         };
-        const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.axis || sp.unit), series }, series.map(() => []), el);
+        const plot = new uPlot({ ...size(), legend: n > 1 ? { show: false } : legend, plugins: sp.settling ? [marksPlugin, settlingPlugin] : [marksPlugin], scales: { x: { time: true, range: xRange }, y: { range: yRange } }, axes: axis(sp.axis || sp.unit), series }, series.map(() => []), el);
         lastMinute(plot);
         el.dataset.lanes = String(n);
         return { sp, el, plot, size };
@@ -248,12 +295,16 @@
         const data = [shown.map((r) => r.t)];
         for (const [, , field, , lane] of sp.series) data.push(shown.map((r) => { const p = lanesOf(r)[lane || 0]; return p ? p[field] : null; }));
         if (sp.slo) data.push(shown.map(() => sp.slo));
+        // A second is settling when any lane's figure was (settlingPlugin).
+        if (sp.settling) plot.settling = shown.map((r) => lanesOf(r).some((p) => p && p[sp.settling]));
         plot.setData(data);
         if (!shown.length) lastMinute(plot);
         el.classList.toggle("held", held);
         // Tests and people read what is drawn: the points and the last time.
         el.dataset.points = String(shown.length);
         el.dataset.lastT = shown.length ? String(shown[shown.length - 1].t) : "";
+        // The last second's figure of each series, "" where none is drawn.
+        el.dataset.last = data.slice(1, 1 + sp.series.length).map((ys) => (ys.length && ys[ys.length - 1] != null ? String(Math.round(ys[ys.length - 1])) : "")).join(",");
         el.dataset.yTop = String(Math.round(plot.scales.y.max || 0));
         el.dataset.peak = String(Math.round(Math.max(0, ...data.slice(1, 1 + sp.series.length).flat().filter((v) => v != null))));
       }
