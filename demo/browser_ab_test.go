@@ -149,6 +149,35 @@ func checkRatesSettling(t *testing.T, ctx context.Context, what string, age time
 	screenshot(t, ctx, "ab-rates-settling-1920x1080.png", false)
 }
 
+// checkLivePointSettling checks the baseline chart while the TTFT p95 tile
+// settles, read no later than 25 s after a change (web.SettleTime is 30):
+// it places no live point for TTFT p95 (its figure by default), and its
+// legend says each of the lanes is settling, as the tiles do. Before, it
+// placed each lane's point at the young window's figure: 1,181 ms 14 s
+// after a cache reset, far above every curve.
+func checkLivePointSettling(t *testing.T, ctx context.Context, what string, lanes int) {
+	t.Helper()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const b = document.getElementById('baseline-chart');
+		return JSON.stringify({ field: document.getElementById('baseline-field').value, points: b.dataset.livePoints, settling: b.dataset.liveSettling || '',
+			legend: [...b.querySelectorAll('.u-legend .u-label')].map((l) => l.textContent).join(' | '),
+			tile: document.querySelector('[data-testid=ttft-p95-status]').textContent.trim() }); })()`))
+	var got struct{ Field, Points, Settling, Legend, Tile string }
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &got)
+	}
+	if err != nil {
+		t.Fatalf("read the baseline chart: %v", err)
+	}
+	t.Logf("%s: TTFT p95 tile %q; baseline chart of %s: %s live points, %s settling, legend %q", what, got.Tile, got.Field, got.Points, got.Settling, got.Legend)
+	if got.Field != "ttft_p95_ms" || !strings.HasPrefix(got.Tile, "settling (") {
+		t.Fatalf("%s: the baseline chart shows %s and the TTFT p95 tile %q; want TTFT p95, settling", what, got.Field, got.Tile)
+	}
+	if got.Points != "0" || got.Settling != strconv.Itoa(lanes) || strings.Count(got.Legend, "live") != lanes || strings.Count(got.Legend, "· settling") != lanes {
+		screenshot(t, ctx, "live-point-while-settling.png", false)
+		t.Errorf("%s: the baseline chart places %s live points, %s lanes settling, legend %q; want no point and each of %d lanes named settling", what, got.Points, got.Settling, got.Legend, lanes)
+	}
+}
+
 // choose sets a select's value and tells htmx, as a person choosing does:
 // with the select focused, so that a frame arriving meanwhile does not set
 // it back to the server's value (app.js syncPair leaves a focused one be).
@@ -257,6 +286,7 @@ func TestBrowserAB(t *testing.T) {
 	for mixed := false; !mixed; time.Sleep(time.Second) {
 		if age := time.Since(last); !ratesChecked && age > 8*time.Second && age < 25*time.Second {
 			checkRatesSettling(t, ctx, "the last change", age)
+			checkLivePointSettling(t, ctx, "the last change", 2)
 			ratesChecked = true
 		}
 		st := readState(t, ctx)

@@ -344,10 +344,16 @@ func TestBrowserDashboard(t *testing.T) {
 	pressMode(t, ctx, "#mode-switch[data-active=least_loaded]", "mode-kv", "kv", d.Proxy.PolicyName)
 	waitJS(t, ctx, `document.getElementById('mode-name').textContent === 'KV-aware'`, 5*time.Second, "the header does not say KV-aware again")
 
-	// 6. The baseline chart has both stored curves and the live point.
+	// 6. The baseline chart has both stored curves and, once the switch's
+	// window has settled, the live point: until then it places none, and
+	// says so, as the tiles do.
 	waitJS(t, ctx, `(() => { const e = document.getElementById('baseline-chart');
-		return e.dataset.curves === 'round_robin,kv' && e.dataset.liveX !== '' && Number(e.dataset.liveY) > 0 && !!e.querySelector('canvas'); })()`,
-		10*time.Second, "the baseline chart lacks its curves or the live point")
+		return e.dataset.curves === 'round_robin,kv' && !!e.querySelector('canvas') && e.dataset.liveSettling === '1'; })()`,
+		10*time.Second, "the baseline chart lacks its curves, or does not say the live point is settling")
+	checkLivePointSettling(t, ctx, "the switch to KV-aware", 1)
+	waitJS(t, ctx, `(() => { const e = document.getElementById('baseline-chart');
+		return e.dataset.liveX !== '' && Number(e.dataset.liveY) > 0 && e.dataset.liveSettling === '0'; })()`,
+		60*time.Second, "the baseline chart never placed the live point")
 	if env := text(t, ctx, `[data-testid=envelope]`); !strings.Contains(env, "Dynamo 0.9 KV router") || !strings.Contains(env, "round-robin") || !strings.Contains(env, "3×H200 · measured") {
 		t.Fatalf("envelope sentence = %q, want it to name the routers and the hardware the curves were measured on", env)
 	}

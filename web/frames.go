@@ -116,13 +116,18 @@ type LaneFrame struct {
 
 // LivePoint is where the live system sits on the baseline chart: the
 // conversations running and the window's figures under the stored curves'
-// keys (ms, tokens/s); a figure without data is absent.
+// keys (ms, tokens/s); a figure without data, or not yet settled, is absent.
 type LivePoint struct {
 	// Conversations is the x coordinate: conversations running.
 	Conversations int `json:"c"`
 	// Compare is the stored curve the live policy is compared with.
 	Compare string             `json:"compare"`
 	Values  map[string]float64 `json:"values"`
+	// Settling holds, under the same keys, the figures the window has but
+	// cannot compare yet, each with why, as its tile says it ("settling
+	// (12 s of 30)"): the chart places no point for them and says in its
+	// legend that the lane is settling.
+	Settling map[string]string `json:"settling,omitempty"`
 }
 
 func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
@@ -133,14 +138,31 @@ func livePoint(snap loadgen.Snapshot, policy string) *LivePoint {
 		// that runs on with nothing sent is no point at 0 on any curve.
 		return lp
 	}
+	// A point is placed only once its figure's tile would compare it, with
+	// the same wait (settling, answering, flowing): where it sits against
+	// the curves is a comparison. Before, it sat at 1,181 ms 14 s after a
+	// cache reset, far above every curve, while each tile said "settling
+	// (14 s of 30)".
+	put := func(key string, v float64, wait string) {
+		if wait == "" {
+			lp.Values[key] = v
+			return
+		}
+		if lp.Settling == nil {
+			lp.Settling = map[string]string{}
+		}
+		lp.Settling[key] = wait
+	}
 	if w.TTFT.Count > 0 {
-		lp.Values["ttft_p50_ms"], lp.Values["ttft_p95_ms"] = w.TTFT.P50, w.TTFT.P95
+		put("ttft_p50_ms", w.TTFT.P50, settling(w))
+		put("ttft_p95_ms", w.TTFT.P95, settling(w))
 	}
 	if w.TPOT.Count > 0 {
-		lp.Values["tpot_p50_ms"], lp.Values["tpot_p95_ms"] = w.TPOT.P50, w.TPOT.P95
+		put("tpot_p50_ms", w.TPOT.P50, answering(w))
+		put("tpot_p95_ms", w.TPOT.P95, answering(w))
 	}
 	if w.Covered >= rateSpan && w.OutputTokensPerSec > 0 {
-		lp.Values["tops"] = w.OutputTokensPerSec
+		put("tops", w.OutputTokensPerSec, flowing(w))
 	}
 	return lp
 }
@@ -284,7 +306,7 @@ func (s *Server) frame(typ string, snaps []loadgen.Snapshot, points func(i int) 
 			// A warm-up's figures are the cold start: the baseline chart
 			// places no live point until it ends, but draws each lane's
 			// stored simulated curve from the first frame.
-			lf.Live.Values = map[string]float64{}
+			lf.Live.Values, lf.Live.Settling = map[string]float64{}, nil
 		}
 		if i == 0 {
 			f.Mode, f.ModeText, f.Name, f.Points, f.Live = lf.Mode, lf.ModeText, lf.Name, lf.Points, lf.Live

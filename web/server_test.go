@@ -299,6 +299,8 @@ func TestWebsocketPushesHistoryThenTicks(t *testing.T) {
 	load, s, ts := newTestServer(t)
 	load.mu.Lock()
 	load.snap.Live = 60
+	// A settled window: the live point has only settled figures.
+	load.snap.Window = settled(load.snap.Window)
 	load.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,6 +299,50 @@ func TestTheThroughputChartDrawsOnlySettledRates(t *testing.T) {
 			// The tile shows the figure either way, labelled when settling.
 			if x := tile(tilesNow(s), "tops"); x.Value != "2830" {
 				t.Errorf("the throughput tile shows %q, want the window's 2830", x.Value)
+			}
+		})
+	}
+}
+
+// TestTheLivePointWaitsForItsFigureToSettle: the baseline chart's point
+// for a figure comes with its tile's comparison, and until then the frame
+// says the figure is settling, as the tile does. Before, the point sat at
+// the young window's TTFT p95 (1,181 ms 14 s after a cache reset) while
+// every tile said "settling (14 s of 30)".
+func TestTheLivePointWaitsForItsFigureToSettle(t *testing.T) {
+	base := window(1181, 0.9)
+	base.TPOT = loadgen.Quantiles{Count: 100, P50: 28, P95: 30}
+	base.OutputTokensPerSec = 1600
+	young := base
+	young.Covered, young.Answered, young.Answers = 14*time.Second, 2*time.Second, 3
+	answersWait := base
+	answersWait.Covered, answersWait.Answered, answersWait.Answers = 40*time.Second, 10*time.Second, 3
+	tests := []struct {
+		name     string
+		w        loadgen.Stats
+		placed   []string
+		settling map[string]string
+	}{
+		{"14 s after a change", young, nil, map[string]string{
+			"ttft_p50_ms": "settling (14 s of 30)", "ttft_p95_ms": "settling (14 s of 30)",
+			"tpot_p50_ms": "settling (14 s of 30)", "tpot_p95_ms": "settling (14 s of 30)", "tops": "settling (14 s of 30)"}},
+		{"40 s after, TTFT settled but not the answers", answersWait, []string{"ttft_p50_ms", "ttft_p95_ms"}, map[string]string{
+			"tpot_p50_ms": "answers (3 of 20)", "tpot_p95_ms": "answers (3 of 20)", "tops": "answers (3 of 20)"}},
+		{"settled", settled(base), []string{"ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "tops"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lp := livePoint(loadgen.Snapshot{Live: 60, Window: tt.w}, "kv")
+			if len(lp.Values) != len(tt.placed) {
+				t.Errorf("the point has %v; want only %v", lp.Values, tt.placed)
+			}
+			for _, k := range tt.placed {
+				if _, ok := lp.Values[k]; !ok {
+					t.Errorf("the point has no %s: %v", k, lp.Values)
+				}
+			}
+			if fmt.Sprint(lp.Settling) != fmt.Sprint(tt.settling) {
+				t.Errorf("settling %v, want %v", lp.Settling, tt.settling)
 			}
 		})
 	}

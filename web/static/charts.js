@@ -452,8 +452,13 @@
         const colour = many ? laneColours[i % laneColours.length] : "#ffffff";
         data.push(x.map((c) => (l && c === l.c ? clip(l.values[field], c, colour) : null)));
         const name = live[i] && live[i].name ? live[i].name : "";
-        // Lanes are named, in their colours, above the tiles.
-        const label = many ? `${String.fromCharCode(65 + i)} live` : name ? `live: ${name}` : "live";
+        // Lanes are named, in their colours, above the tiles. A lane whose
+        // figure is not yet settled has no point (web.LivePoint): its
+        // legend says so, as the tiles do, so that the missing point reads
+        // as a window settling. Without the count ("12 s of 30"), which
+        // would rebuild the chart every second.
+        const waiting = !l && live[i] && live[i].settling && live[i].settling[field] ? " · settling" : "";
+        const label = (many ? `${String.fromCharCode(65 + i)} live` : name ? `live: ${name}` : "live") + waiting;
         series.push({ label, stroke: colour, fill: colour, width: 0, paths: () => null,
           points: { show: true, size: 16, fill: colour, stroke: "#000" }, value: fmt(" " + unit, 0) });
       });
@@ -468,6 +473,7 @@
       baseEl.dataset.liveX = first ? String(first.c) : "";
       baseEl.dataset.liveY = first ? String(first.values[field]) : "";
       baseEl.dataset.livePoints = String(lv.filter((l) => l).length);
+      baseEl.dataset.liveSettling = String(live.filter((l, i) => !lv[i] && l && l.settling && l.settling[field]).length);
       baseEl.dataset.clipped = clipped.map((c) => `${c.x}:${Math.round(c.y)}`).join(",");
       const top = (u, min, max) => [0, Math.max(Math.min(max || 0, cap), slo || 0, 1) * 1.15];
       const opts = {
