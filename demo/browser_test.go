@@ -477,6 +477,11 @@ func TestBrowserDashboard(t *testing.T) {
 	if wide {
 		t.Errorf("the page is wider than a 390 px phone")
 	}
+	// The controls take no more rows than they did before the row was
+	// made to fit 1920 px: four.
+	if rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](controlsRows)); err != nil || rows > 4 {
+		t.Errorf("on a 390 px phone the controls take %d rows (%v); want at most 4", rows, err)
+	}
 	screenshot(t, ctx, "single-390x844.png", true)
 
 	// Reset caches reaches every simulated worker and says so.
@@ -740,13 +745,41 @@ func checkBoardFits(t *testing.T, ctx context.Context) {
 	}
 }
 
+// controlsRows is the number of rows the controls take: Start/Stop, the
+// slider, the policies, Reset caches and the fault select, leaving out the
+// notice and a viewer's token form, which have rows of their own.
+const controlsRows = `(() => { const rows = [];
+	for (const e of document.querySelectorAll('.controls > *')) {
+		if (e.id === 'notice' || e.classList.contains('viewer')) continue;
+		const r = e.getBoundingClientRect();
+		if (!r.width) continue;
+		const row = rows.find((x) => r.top < x.bottom && r.bottom > x.top);
+		if (row) { row.top = Math.min(row.top, r.top); row.bottom = Math.max(row.bottom, r.bottom); } else rows.push({ top: r.top, bottom: r.bottom });
+	}
+	return rows.length; })()`
+
+// widestRows is controlsRows with the select sel names showing each of its
+// options in turn, as wide as the policy or fault it shows: the most rows
+// any of them takes. The value is set and put back within one evaluation,
+// with no event, so the demo does not change.
+func widestRows(sel string) string {
+	return `(() => { const s = document.querySelector('` + sel + `'); if (!s) return 0;
+		const was = s.value; let most = 0;
+		for (const o of s.options) { s.value = o.value; most = Math.max(most, ` + controlsRows + `); }
+		s.value = was; return most; })()`
+}
+
 // checkLaptopWidths checks that the page never scrolls sideways and the
 // workers table, its figures filled in, stays within its panel: in a
-// 1280x720 window, the same less a classic scrollbar (1265 px), 1366x768
-// and 1920x1080. Before, the single view's table, which adds each worker's
-// KV event stream, was 622 px wide in a panel of 392 px at 1280 (the page
-// 1,482 px wide), 421 at 1366 and 605 at 1920; the A/B view's 505 px in
-// 474 at 1280, the page 3 px too wide. It leaves the window at 1920x1080.
+// 1280x720 window, the same less a classic scrollbar (1265 px), 1366x768,
+// 1440x900 and 1920x1080. Before, the single view's table, which adds each
+// worker's KV event stream, was 622 px wide in a panel of 392 px at 1280
+// (the page 1,482 px wide), 421 at 1366 and 605 at 1920; the A/B view's
+// 505 px in 474 at 1280, the page 3 px too wide. The controls take one row
+// at 1920, whichever policy or fault is chosen, and two on a laptop: in the
+// single view at 1920 the fault select went alone to a second row, which
+// pushed everything under it down a row's height. It leaves the window at
+// 1920x1080.
 func checkLaptopWidths(t *testing.T, ctx context.Context) {
 	t.Helper()
 	waitJS(t, ctx, `[...document.querySelectorAll('[data-testid=worker-row]')].every((r) => (r.textContent.match(/%/g) || []).length >= 3)`,
@@ -759,15 +792,26 @@ func checkLaptopWidths(t *testing.T, ctx context.Context) {
 		const right = p.querySelector('table').getBoundingClientRect().right;
 		if (right > inner + 0.5) out.push('the workers table ends at ' + Math.round(right) + ' px, its panel at ' + Math.round(inner));
 		return out.join(', '); })()`
-	for _, size := range [][2]int64{{1280, 720}, {1265, 720}, {1366, 768}, {1920, 1080}} {
+	for _, size := range [][2]int64{{1280, 720}, {1265, 720}, {1366, 768}, {1440, 900}, {1920, 1080}} {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(size[0], size[1])); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(1200 * time.Millisecond) // a frame redraws the panel
+		name := fmt.Sprintf("%dx%d", size[0], size[1])
 		if out, err := chromedp.Run(ctx, chromedp.Evaluate[string](across)); err != nil || out != "" {
-			name := fmt.Sprintf("%dx%d", size[0], size[1])
 			screenshot(t, ctx, "sideways-"+name+".png", false)
 			t.Errorf("at %s %s (%v)", name, out, err)
+		}
+		want := 2
+		if size[0] == 1920 {
+			want = 1
+		}
+		rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](controlsRows))
+		policies, _ := chromedp.Run(ctx, chromedp.Evaluate[int](widestRows(`[data-testid=mode-more]`)))
+		faults, _ := chromedp.Run(ctx, chromedp.Evaluate[int](widestRows(`[data-testid=fault]`)))
+		if err != nil || rows > want || policies > want || faults > want {
+			screenshot(t, ctx, "controls-rows-"+name+".png", false)
+			t.Errorf("at %s the controls take %d rows, %d with the widest policy in the menu, %d with the widest fault (%v); want at most %d", name, rows, policies, faults, err, want)
 		}
 	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080)); err != nil {
