@@ -238,17 +238,7 @@ func TestBrowserAB(t *testing.T) {
 
 	// The operator unlocks the controls and changes the pair, the
 	// concurrency and lane A's mode; each begins a new window.
-	if err := chromedp.Do(ctx,
-		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
-		chromedp.Click(`.login button`),
-	); err != nil {
-		t.Fatal(err)
-	}
-	// The token's answer reloads the page (HX-Refresh). Its selects are in
-	// the DOM, enabled, before htmx has bound them, and a change made then
-	// goes nowhere: wait for the reloaded page to finish loading, as a
-	// person's first choice would.
-	waitJS(t, ctx, `document.readyState === 'complete' && !!document.querySelector('[data-testid=pair-a]') && !document.querySelector('[data-testid=pair-a]').disabled`, 10*time.Second, "the pair stayed disabled after entering the token")
+	enterToken(t, ctx)
 	steps := []struct {
 		what, js string
 		done     func() bool

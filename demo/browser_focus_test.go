@@ -51,18 +51,7 @@ func TestBrowserKeyboardFocus(t *testing.T) {
 		cfg.Dashboard.Tour = tour.Builtin()
 	})
 	ctx := newBrowser(t, 1920, 1080)
-	if err := chromedp.Do(ctx,
-		chromedp.EmulateViewport(1920, 1080),
-		chromedp.Navigate(d.URL),
-		chromedp.WaitVisible(`.login input[name=token]`),
-		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
-		chromedp.Click(`.login button`),
-	); err != nil {
-		t.Fatal(err)
-	}
-	// The token's answer reloads the page: wait for htmx to bind it.
-	waitJS(t, ctx, `document.readyState === 'complete' && !!document.querySelector('[data-testid=tour-pause]') && !document.querySelector('[data-testid=tour-pause]').disabled && !document.querySelector('[data-testid=pair-a]').disabled`,
-		10*time.Second, "the operator's controls stayed disabled")
+	loginAsOperator(t, ctx, d)
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](countFrames)); err != nil {
 		t.Fatal(err)
 	}
@@ -153,17 +142,7 @@ func TestBrowserControlsStayPut(t *testing.T) {
 	t.Parallel() // see TestBrowserReconnects
 	d := startDemo(t)
 	ctx := newBrowser(t, 1920, 1080)
-	if err := chromedp.Do(ctx,
-		chromedp.EmulateViewport(1920, 1080),
-		chromedp.Navigate(d.URL),
-		chromedp.WaitVisible(`.login input[name=token]`),
-		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
-		chromedp.Click(`.login button`),
-	); err != nil {
-		t.Fatal(err)
-	}
-	waitJS(t, ctx, `document.readyState === 'complete' && !!document.querySelector('[data-testid=stop]') && !document.querySelector('[data-testid=stop]').disabled`,
-		10*time.Second, "the operator's controls stayed disabled")
+	loginAsOperator(t, ctx, d)
 	waitJS(t, ctx, `document.getElementById('live-count').textContent === '60 · 60'`, 20*time.Second, "the load never reached 60 · 60")
 	// The page samples every control's box each 100 ms, and the counts
 	// shown, until told to stop.

@@ -76,6 +76,40 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 // remote visitor until it enters the token.
 const operatorToken = "booth-token"
 
+// operatorReady holds once the page the operator's token reloads (its
+// answer is HX-Refresh) has finished loading and every control, the tour's
+// Pause included, is enabled. The controls are in the DOM, enabled, before
+// htmx has bound them, and a change made then goes nowhere; the buttons in
+// the fragments pushed every second (Stop, Pause) are enabled again by the
+// page at each frame.
+const operatorReady = `document.readyState === 'complete' && document.body.dataset.operator === 'true' &&
+	[...document.querySelectorAll('.controls input, .controls select, .controls button, #tour .tour-action button')].every((e) => !e.disabled)`
+
+// enterToken enters the operator token on the page the browser shows, as
+// the booth's operator does, and waits for the page it reloads to be ready
+// for them (operatorReady).
+func enterToken(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(`.login input[name=token]`),
+		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
+		chromedp.Click(`.login button`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, operatorReady, 10*time.Second, "the operator's controls stayed disabled after entering the token")
+}
+
+// loginAsOperator opens the demo's page at 1920x1080 and enters the
+// operator token.
+func loginAsOperator(t *testing.T, ctx context.Context, d *Demo) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1920, 1080), chromedp.Navigate(d.URL)); err != nil {
+		t.Fatal(err)
+	}
+	enterToken(t, ctx)
+}
+
 // startDemo starts the demo as the browser tests use it: on a free port,
 // with an operator token, changed by each of edits.
 func startDemo(t *testing.T, edits ...func(*Config)) *Demo {
@@ -284,13 +318,7 @@ func TestBrowserDashboard(t *testing.T) {
 	checkBoardFits(t, ctx)
 
 	// The operator enters the token once; the page reloads with controls on.
-	if err := chromedp.Do(ctx,
-		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
-		chromedp.Click(`.login button`),
-	); err != nil {
-		t.Fatal(err)
-	}
-	waitJS(t, ctx, `!!document.querySelector('[data-testid=mode-kv]') && !document.querySelector('[data-testid=mode-kv]').disabled`, 10*time.Second, "the controls stayed disabled after entering the token")
+	enterToken(t, ctx)
 
 	// 3. The tiles update from the websocket.
 	waitJS(t, ctx, `document.querySelector('[data-testid=ttft-p50]').textContent.endsWith(' ms') && document.querySelector('[data-testid=tops]').textContent !== '—'`, 20*time.Second, "the TTFT and throughput tiles never filled in")

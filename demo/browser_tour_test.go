@@ -180,16 +180,8 @@ func TestBrowserTour(t *testing.T) {
 	checkMarkLabels(t, ctx)
 
 	// The operator takes over: moving the slider pauses the tour.
-	if err := chromedp.Do(ctx,
-		chromedp.SendKeys(`.login input[name=token]`, operatorToken),
-		chromedp.Click(`.login button`),
-	); err != nil {
-		t.Fatal(err)
-	}
+	enterToken(t, ctx)
 	waitJS(t, ctx, `(() => { const b = document.querySelector('[data-testid=tour-pause]'); return !!b && !b.disabled && b.offsetParent !== null; })()`, 10*time.Second, "the operator's page shows no Pause")
-	// The token's answer reloads the page: wait for it to finish loading,
-	// so that htmx has bound the slider before it moves (TestBrowserAB).
-	waitJS(t, ctx, `document.readyState === 'complete' && !document.querySelector('[data-testid=concurrency-slider]').disabled`, 5*time.Second, "the slider stayed disabled for the operator")
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.querySelector('[data-testid=concurrency-slider]'); s.value = "100"; s.dispatchEvent(new Event('input', { bubbles: true })); return true; })()`)); err != nil {
 		t.Fatal(err)
 	}
