@@ -122,6 +122,9 @@ type Config struct {
 	// without load (NoStart) there is nothing to play.
 	Warm      time.Duration
 	WarmSpeed float64
+	// Stdout takes the lines that say which tokenizer the router uses, at
+	// start and when auto switches; nil means os.Stdout.
+	Stdout io.Writer
 }
 
 // DefaultWarm and DefaultWarmSpeed are serve's --warm and --warm-speed.

@@ -116,7 +116,7 @@ func storeCmd(name, usage string, subs map[string]storeSub, args []string) int {
 		}
 	}
 	db := dbFlag(fs)
-	return reportExit(name+" "+sub, fs, run(context.Background(), fs, db, rest, os.Stdout))
+	return reportExit(name+" "+sub, fs, run(context.Background(), fs, db, rest, stdout))
 }
 
 // usageLine finds sub's line in a command's usage, such as "show NAME
@@ -150,6 +150,8 @@ func reportExit(cmd string, fs *flag.FlagSet, err error) int {
 		return 2
 	case errors.As(err, &fe):
 		return 2 // parseFlagSet has printed it
+	case isStdoutError(err):
+		return 1 // main reports it, as for every command
 	}
 	fmt.Fprintf(os.Stderr, "kvlens %s: %v\n", cmd, err)
 	return 1

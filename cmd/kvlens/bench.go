@@ -230,7 +230,7 @@ func runBench(g bench.Grid, out string) int {
 	fmt.Fprintf(os.Stderr, "kvlens bench routing: %d runs in %s of wall time\n", todo, time.Since(start).Round(time.Second))
 	files, err := writeBench(out, &res)
 	for _, f := range files {
-		fmt.Printf("kvlens bench routing: wrote %s\n", f)
+		fmt.Fprintf(stdout, "kvlens bench routing: wrote %s\n", f)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)
@@ -309,7 +309,7 @@ func benchFrom(fs *flag.FlagSet, from, out string) int {
 	}
 	files, err := writeBench(out, res, ".md", ".png")
 	for _, f := range files {
-		fmt.Printf("kvlens bench routing: wrote %s\n", f)
+		fmt.Fprintf(stdout, "kvlens bench routing: wrote %s\n", f)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens bench routing: %v\n", err)

@@ -113,20 +113,19 @@ func simCalibrate(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "kvlens sim calibrate: done in %s of wall time\n", time.Since(start).Round(time.Second))
 	rep.Command = strings.TrimSpace("kvlens sim calibrate " + shellWords(args))
-	w := os.Stdout
-	if out != "" {
-		if w, err = os.Create(out); err != nil {
+	if out == "" {
+		if err := rep.WriteMarkdown(stdout); err != nil && !isStdoutError(err) {
 			fmt.Fprintf(os.Stderr, "kvlens sim calibrate: %v\n", err)
 			return 1
 		}
+		return 0 // main reports a failed write to standard output
 	}
-	err = rep.WriteMarkdown(w)
-	if out != "" {
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-	}
+	f, err := os.Create(out)
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim calibrate: %v\n", err)
+		return 1
+	}
+	if err := errors.Join(rep.WriteMarkdown(f), f.Close()); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim calibrate: %v\n", err)
 		return 1
 	}

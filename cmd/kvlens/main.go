@@ -13,7 +13,7 @@ import (
 func main() {
 	// kvlens measures latencies to the millisecond; see loadgen.TuneGC.
 	loadgen.TuneGC()
-	os.Exit(run(os.Args[1:]))
+	os.Exit(finish(run(os.Args[1:]), stdout, os.Stderr))
 }
 
 // run dispatches a subcommand and returns the exit status: 0 on success, 1 on
@@ -25,10 +25,10 @@ func run(args []string) int {
 	}
 	switch cmd {
 	case "-h", "-help", "--help":
-		fmt.Fprint(os.Stdout, usage)
+		fmt.Fprint(stdout, usage)
 		return 0
 	case "-version", "--version", "version":
-		fmt.Println("kvlens " + version())
+		fmt.Fprintln(stdout, "kvlens "+version())
 		return 0
 	case "serve":
 		return serve(rest)
@@ -57,7 +57,7 @@ func run(args []string) int {
 		// help and version are listed among the commands too, and have no
 		// flags of their own.
 		if len(rest) > 0 && rest[0] == "version" {
-			fmt.Print("Usage: kvlens version (or --version)\n\nPrints the build: the module version, the commit it was built from, and the Go toolchain.\n")
+			fmt.Fprint(stdout, "Usage: kvlens version (or --version)\n\nPrints the build: the module version, the commit it was built from, and the Go toolchain.\n")
 			return 0
 		}
 		if len(rest) > 0 && rest[0] == "help" {
@@ -67,7 +67,7 @@ func run(args []string) int {
 			fmt.Fprintf(os.Stderr, "kvlens help: unknown command %q\n%s", rest[0], usage)
 			return 2
 		}
-		fmt.Fprint(os.Stdout, usage)
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "kvlens: unknown command %q\n%s", cmd, usage)

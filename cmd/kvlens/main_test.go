@@ -12,7 +12,7 @@ import (
 // KVLENS_RUN_MAIN is set, this test binary is kvlens.
 func TestMain(m *testing.M) {
 	if os.Getenv("KVLENS_RUN_MAIN") == "1" {
-		os.Exit(run(os.Args[1:]))
+		os.Exit(finish(run(os.Args[1:]), stdout, os.Stderr))
 	}
 	// serve records sessions in the user's data directory by default: keep
 	// the tests' kvlens processes out of the real one.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // writable checks, before a long run, that each path can be written, so
@@ -116,4 +117,79 @@ func writeInPlace(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// stdout is standard output for every command. It remembers the first
+// write that failed, a full disk or a closed descriptor, and main reports
+// it: a table or report that did not reach its file must not end in exit
+// status 0 as if it had.
+var stdout = &stdoutWriter{w: os.Stdout}
+
+// stdoutWriter is w that keeps its first write error and fails every write
+// after it with the same error, so that a report is never half written
+// with its middle missing. It is safe for concurrent use: serve's status
+// lines are written from a goroutine of their own.
+type stdoutWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+func (s *stdoutWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		// The file's error says "write /dev/stdout: …", or names the
+		// file standard output was redirected to; the operator wrote
+		// neither.
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err
+		}
+		s.err = &stdoutError{err}
+		return n, s.err
+	}
+	return n, nil
+}
+
+// Err is the first write that failed, or nil.
+func (s *stdoutWriter) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// stdoutError is a write to standard output that failed.
+type stdoutError struct{ err error }
+
+func (e *stdoutError) Error() string { return "write standard output: " + e.err.Error() }
+func (e *stdoutError) Unwrap() error { return e.err }
+
+// isStdoutError says that err is, or wraps, a failed write to standard
+// output: a command leaves it to main, which reports it once for every
+// command.
+func isStdoutError(err error) bool {
+	_, ok := errors.AsType[*stdoutError](err)
+	return ok
+}
+
+// finish is the exit status of a command that returned status, having
+// written to out: a failed write to out is said in one line on stderr and
+// turns success into status 1.
+func finish(status int, out *stdoutWriter, stderr io.Writer) int {
+	err := out.Err()
+	if err == nil {
+		return status
+	}
+	fmt.Fprintf(stderr, "kvlens: %v\n", err)
+	if status == 0 {
+		status = 1
+	}
+	return status
 }

@@ -182,8 +182,8 @@ Flags:
 			len(res.Capacities), len(pc.Policies)*len(pc.Workers))
 		status, interrupted = 1, true
 	}
-	writePlan(os.Stdout, pc, prof, admission, res, interrupted)
-	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
+	writePlan(stdout, pc, prof, admission, res, interrupted)
+	fmt.Fprintf(stdout, "\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
 	if len(res.Capacities) > 0 {
 		f, err := os.Create(out)
 		if err == nil {
@@ -194,7 +194,7 @@ Flags:
 			fmt.Fprintf(os.Stderr, "kvlens plan: %v\n", err)
 			return 1
 		}
-		fmt.Printf("wrote %s\n", out)
+		fmt.Fprintf(stdout, "wrote %s\n", out)
 	}
 	return status
 }
@@ -302,13 +302,13 @@ func studyCmd(pc simulate.PlanConfig, list string, perWorker int) int {
 			}
 			stop()
 			fmt.Fprintf(os.Stderr, "kvlens plan: interrupted after %d of %d rows: these are the ones finished\n", len(rows), len(workers)*len(arms))
-			writeStudy(os.Stdout, rows)
+			writeStudy(stdout, rows)
 			return 1
 		}
 		fmt.Fprintf(os.Stderr, "kvlens plan: --study: %d workers done (%d of %d worker counts)\n", n, i+1, len(workers))
 	}
-	writeStudy(os.Stdout, rows)
-	fmt.Printf("\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
+	writeStudy(stdout, rows)
+	fmt.Fprintf(stdout, "\nsimulated in %s of wall time\n", time.Since(start).Round(100*time.Millisecond))
 	return 0
 }
 

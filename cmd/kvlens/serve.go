@@ -271,7 +271,7 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 }
 
 func serve(args []string) int {
-	cfg, acc, err := serveConfig(args, os.Stdout, os.Stderr)
+	cfg, acc, err := serveConfig(args, stdout, os.Stderr)
 	if status, ok := errors.AsType[exitStatus](err); ok {
 		return int(status)
 	}
@@ -286,6 +286,7 @@ func serve(args []string) int {
 	}
 	cfg.Dashboard.Access = rule
 	cfg.AllowHosts = acc.allowHosts
+	cfg.Stdout = stdout
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -294,26 +295,26 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens: %v\n", err)
 		return 1
 	}
-	fmt.Printf("kvlens: dashboard on %s\n", d.URL)
+	fmt.Fprintf(stdout, "kvlens: dashboard on %s\n", d.URL)
 	if d.PublicURL != "" {
-		fmt.Printf("kvlens: phones open %s (the QR code in the header)\n", d.PublicURL)
+		fmt.Fprintf(stdout, "kvlens: phones open %s (the QR code in the header)\n", d.PublicURL)
 	}
-	fmt.Println("kvlens: " + d.Store)
+	fmt.Fprintln(stdout, "kvlens: "+d.Store)
 	for _, l := range d.Lines() {
-		fmt.Println("kvlens: " + l)
+		fmt.Fprintln(stdout, "kvlens: "+l)
 	}
 	for _, l := range serveAccessLines(d.Web.Rule(), source) {
-		fmt.Println("kvlens: " + l)
+		fmt.Fprintln(stdout, "kvlens: "+l)
 	}
 	if cfg.NoStart {
-		fmt.Printf("kvlens: waiting for Start on the dashboard (%d conversations then), press Ctrl-C to stop\n", cfg.Load.Concurrency)
+		fmt.Fprintf(stdout, "kvlens: waiting for Start on the dashboard (%d conversations then), press Ctrl-C to stop\n", cfg.Load.Concurrency)
 	} else {
-		fmt.Printf("kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
+		fmt.Fprintf(stdout, "kvlens: %d conversations, press Ctrl-C to stop\n", cfg.Load.Concurrency)
 	}
-	go d.Report(ctx, os.Stdout, 5*time.Second)
+	go d.Report(ctx, stdout, 5*time.Second)
 
 	<-ctx.Done()
-	fmt.Println("kvlens: shutting down")
+	fmt.Fprintln(stdout, "kvlens: shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	closed := make(chan error, 1)

@@ -169,7 +169,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 // command line goes through here too, so a resumed sweep runs the same
 // workload.
 func withWorkload(o sweepOptions, fs *flag.FlagSet, args []string, out io.Writer) (sweepOptions, *flag.FlagSet, error) {
-	wl, chosen, err := chosenWorkload(fs, os.Stdout)
+	wl, chosen, err := chosenWorkload(fs, stdout)
 	if err != nil || !chosen {
 		return o, fs, err
 	}
@@ -244,12 +244,12 @@ func sweepCmd(args []string) int {
 	var run store.Run
 	if o.resume {
 		var took string
-		run, o, took, err = pickRun(ctx, db, o, given, os.Stdout)
+		run, o, took, err = pickRun(ctx, db, o, given, stdout)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "kvlens sweep: --resume: %v\n", err)
 			return 1
 		}
-		fmt.Printf("kvlens sweep: resuming run %d, %d of %d levels done, with its stored settings (%s)\n", run.ID, run.Done, run.Total, took)
+		fmt.Fprintf(stdout, "kvlens sweep: resuming run %d, %d of %d levels done, with its stored settings (%s)\n", run.ID, run.Done, run.Total, took)
 	} else if _, err := db.Set(ctx, o.sweep.Name); err == nil {
 		if given["name"] {
 			return usage(fmt.Errorf("a baseline set called %q is already stored: choose another --name", o.sweep.Name))
@@ -280,7 +280,7 @@ func sweepCmd(args []string) int {
 		}
 		run = store.Run{ID: id, Total: len(o.sweep.Plan())}
 	}
-	fmt.Printf("kvlens sweep: run %d, %s\n", run.ID, about)
+	fmt.Fprintf(stdout, "kvlens sweep: run %d, %s\n", run.ID, about)
 	if err := o.execute(ctx, db, run, target, clk); err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sweep: %v\n", err)
 		return 1
@@ -628,10 +628,10 @@ func (o *sweepOptions) execute(ctx context.Context, db *store.DB, run store.Run,
 	if err := db.FinishRun(ctx, run.ID, store.RunDone, "", setID); err != nil {
 		return err
 	}
-	fmt.Printf("kvlens sweep: stored baseline set %q in %s\n", set.Name, o.db)
+	fmt.Fprintf(stdout, "kvlens sweep: stored baseline set %q in %s\n", set.Name, o.db)
 	files, err := writeOutputs(o.out, freeBase(o.out, fmt.Sprintf("kvlens-sweep-%d", run.ID), ".json", ".md", ".png"), &set, *c)
 	for _, f := range files {
-		fmt.Printf("kvlens sweep: wrote %s\n", f)
+		fmt.Fprintf(stdout, "kvlens sweep: wrote %s\n", f)
 	}
 	return err
 }
@@ -642,6 +642,7 @@ func (o *sweepOptions) startDemo() (baselines.Target, clock.Clock, string, func(
 	c := &o.sweep
 	serve := o.serve
 	serve.NoStart = true
+	serve.Stdout = stdout
 	serve.AB = nil // a sweep drives one fleet through its modes
 	serve.Load.Concurrency = c.Levels[0]
 	serve.Dashboard.SliderMin, serve.Dashboard.SliderMax, serve.Dashboard.SliderStep = slices.Min(c.Levels), slices.Max(c.Levels), 1

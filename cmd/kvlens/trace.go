@@ -82,13 +82,16 @@ func traceCmd(args []string) int {
 	}
 	write := func(w io.Writer) error { return loadgen.WriteTrace(ctxWriter{ctx, w}, recs) }
 	if out == "-" {
-		err = write(os.Stdout)
+		err = write(stdout)
 	} else {
 		// Through a file beside it, renamed into place: Ctrl-C in the
 		// middle of a million sessions left a truncated trace where the
 		// old one was, and a trace cut at a line's end replays as a
 		// shorter one without a word.
 		err = writeAtomic(out, write)
+	}
+	if isStdoutError(err) {
+		return 1 // main reports it, as for every command
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -21,7 +21,7 @@ func workloadsCmd(args []string) int {
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
-	printWorkloads(os.Stdout)
+	printWorkloads(stdout)
 	return 0
 }
 
