@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kvlens/kvlens/baselines"
 	"github.com/kvlens/kvlens/loadgen"
@@ -161,6 +162,18 @@ func checkLine(flag, s string) error {
 		}
 	}
 	return checkText(flag, s)
+}
+
+// checkModel refuses a model name that is not one line of text. The name
+// goes into every request's JSON body, the logs, the dashboard's text and
+// the reports: a line break split a log line, an escape sequence drove the
+// operator's terminal, and invalid UTF-8 went out as U+FFFD, a name no
+// worker serves.
+func checkModel(flag, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s %q is not valid UTF-8", flag, s)
+	}
+	return checkLine(flag, s)
 }
 
 // checkMeasure refuses a measurement under a second, the load generator's

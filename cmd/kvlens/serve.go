@@ -490,6 +490,12 @@ func checkServe(cfg demo.Config) error {
 	if err := checkLoad(cfg.Load); err != nil {
 		return err
 	}
+	if err := checkModel("--model", cfg.Model); err != nil {
+		return err
+	}
+	if err := checkModel("--user-model", cfg.Load.UserModel.Model); err != nil {
+		return err
+	}
 	if len(cfg.Workers) == 0 && cfg.Target == "" {
 		if err := checkSimTokens(cfg.Load.MaxTokens, cfg.SimProfile); err != nil {
 			return err

@@ -62,6 +62,10 @@ func simCmd(args []string) int {
 		return 2
 	}
 	cfg.Access = rule
+	if err := checkModel("--model", cfg.Model); err != nil {
+		refuse(fs, err)
+		return 2
+	}
 	if cfg.EventsBind != "" && cfg.EventsConnect != "" {
 		fmt.Fprintln(os.Stderr, "kvlens sim: give --events-bind or --events-connect, not both")
 		return 2

@@ -450,6 +450,9 @@ func (o *sweepOptions) configure() error {
 	if err := checkLoad(o.serve.Load); err != nil {
 		return err
 	}
+	if err := checkModel("--model", o.serve.Model); err != nil {
+		return err
+	}
 	if !external && len(o.serve.Workers) == 0 {
 		if err := checkSimTokens(o.serve.Load.MaxTokens, o.serve.SimProfile); err != nil {
 			return err
