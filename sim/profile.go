@@ -452,7 +452,7 @@ func (p Profile) Validate() error {
 		{"max_batch_size", p.MaxBatchSize, 1 << 16},
 		{"max_num_tokens", p.MaxNumTokens, 1 << 24},
 		{"max_model_len", p.MaxModelLen, 1 << 24},
-		{"block_size", p.BlockSize, 1 << 12},
+		{"block_size", p.BlockSize, MaxBlockSize},
 		{"kv_blocks", p.KVBlocks, maxKVBlocks},
 		{"output_max", p.OutputMax, 1 << 24}, // max_tokens caps an answer; this keeps the draw in range
 		{"path_stage_shape", p.PathStageShape, maxPathStageShape},
@@ -487,6 +487,13 @@ func (p Profile) fullBatch() Batch {
 		Chunks:  []Chunk{{Prefix: p.MaxModelLen, New: p.MaxNumTokens}},
 	}
 }
+
+// MaxBlockSize bounds a KV block, in tokens. vLLM's blocks are 16 tokens
+// by default, TensorRT-LLM's 32 or 64, SGLang's pages 1 to 64; none comes
+// near 4096. A block is hashed and indexed only once it is full, so a
+// block longer than the prompts (the simulated profiles hold 16,384
+// tokens) is never indexed and prefix-aware routing sees nothing.
+const MaxBlockSize = 1 << 12
 
 // maxKVBlocks bounds KVBlocks: the simulator allocates every block at
 // start, about 50 bytes each, and the H200 profile's cache is 12,300

@@ -452,8 +452,11 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or more, got %d", cfg.MaxBatchSize)
 	case cfg.Router.MaxModelLen < 0:
 		return fmt.Errorf("--max-model-len must be 0 (what the workers report) or more, got %d", cfg.Router.MaxModelLen)
-	case cfg.Router.BlockSize < 1:
-		return fmt.Errorf("--block-size must be at least 1, got %d", cfg.Router.BlockSize)
+	case cfg.Router.BlockSize < 1 || cfg.Router.BlockSize > sim.MaxBlockSize:
+		// A block of more tokens than any prompt is never full, so the
+		// router's index never matched one: kv routed as round-robin, with
+		// nothing said.
+		return fmt.Errorf("--block-size must be from 1 to %d tokens, as the workers' KV blocks are, got %d", sim.MaxBlockSize, cfg.Router.BlockSize)
 	case (cfg.SimWorkers < 1 || cfg.SimWorkers > sim.MaxWorkers) && len(cfg.Workers) == 0 && cfg.Target == "":
 		return fmt.Errorf("--sim-workers must be from 1 to %d, got %d", sim.MaxWorkers, cfg.SimWorkers)
 	case cfg.SimPorts.HTTP > 0 && len(cfg.Workers) > 0:
