@@ -282,16 +282,18 @@ func benchOffline(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --concurrency %d: want 0 (sized to the KV cache) to %d\n", *conc, maxOfflineConcurrency)
 		return 2
 	}
+	// Every case is checked before the first runs: a bad one after it
+	// was found once the cases before it had run, and their rows were
+	// thrown away.
+	pairs, err := offlineCases(*cases, p)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --cases: %v\n", err)
+		return 2
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "ISL/OSL\tconcurrency\trequests\tvirtual time\toutput tok/s\tNVIDIA (H200)\t\n")
-	for _, c := range strings.Split(*cases, ",") {
-		isl, osl, ok := strings.Cut(strings.TrimSpace(c), "/")
-		in, err1 := strconv.Atoi(isl)
-		out, err2 := strconv.Atoi(osl)
-		if !ok || err1 != nil || err2 != nil || in < 1 || out < 1 {
-			fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --cases: %q is not ISL/OSL, such as 1000/1000\n", c)
-			return 2
-		}
+	for _, c := range pairs {
+		in, out := c[0], c[1]
 		r, err := sim.Offline(sim.OfflineConfig{Profile: p, ISL: in, OSL: out, Requests: *requests, Concurrency: *conc})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "kvlens sim bench offline: %v\n", err)
@@ -305,6 +307,26 @@ func benchOffline(args []string) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// offlineCases reads --cases: ISL/OSL pairs, each a request the profile's
+// KV cache holds whole. A longer one failed with status 1, in the words of
+// the profile's check ("cannot hold one max_model_len sequence").
+func offlineCases(s string, p sim.Profile) ([][2]int, error) {
+	var pairs [][2]int
+	for _, c := range strings.Split(s, ",") {
+		isl, osl, ok := strings.Cut(strings.TrimSpace(c), "/")
+		in, err1 := strconv.Atoi(isl)
+		out, err2 := strconv.Atoi(osl)
+		if !ok || err1 != nil || err2 != nil || in < 1 || out < 1 {
+			return nil, fmt.Errorf("%q is not ISL/OSL, such as 1000/1000", c)
+		}
+		if kv := p.KVBlocks * p.BlockSize; in > kv || out > kv-in {
+			return nil, fmt.Errorf("%d/%d: prompt and answer together must fit the KV cache of profile %s, %d tokens", in, out, p.Name, kv)
+		}
+		pairs = append(pairs, [2]int{in, out})
+	}
+	return pairs, nil
 }
 
 // maxOfflineRequests and maxOfflineConcurrency bound sim bench offline: a

@@ -27,6 +27,12 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a stray argument", []string{"sim", "extra"}, `unexpected argument "extra"`},
 		{"an unknown benchmark", []string{"sim", "bench", "speed"}, `unknown benchmark "speed"`},
 		{"a malformed ISL/OSL case", []string{"sim", "bench", "offline", "--cases", "1000x1000"}, "is not ISL/OSL"},
+		// Each was found after the cases before it had run, their rows
+		// thrown away; the second with status 1, in the profile's words.
+		{"a malformed case after a good one", []string{"sim", "bench", "offline", "--cases", "1000/1000,10x"}, `kvlens sim bench offline: --cases: "10x" is not ISL/OSL`},
+		{"a case longer than the KV cache holds", []string{"sim", "bench", "offline", "--cases", "1000/1000,1000000/1"}, "--cases: 1000000/1: prompt and answer together must fit the KV cache of profile h200-llama3.1-70b-fp8-tp1, 393600 tokens"},
+		{"a case whose sum overflows", []string{"sim", "bench", "offline", "--cases", "9223372036854775807/9223372036854775807"}, "--cases: 9223372036854775807/9223372036854775807: prompt and answer together must fit"},
+		{"an empty case list", []string{"sim", "bench", "offline", "--cases", ""}, `--cases: "" is not ISL/OSL`},
 		{"a concurrency that is not a number", []string{"sim", "bench", "multiturn", "--concurrency", "forty"}, `--concurrency: "forty" is not a number`},
 		// Each ran: 3000 requests, a KV-sized batch, or for hours.
 		{"offline requests of none", []string{"sim", "bench", "offline", "--requests", "0"}, "--requests 0: want 1 to 1000000"},
