@@ -25,6 +25,10 @@ type OfflineConfig struct {
 	Requests    int // 0 means 3,000
 	Concurrency int // 0 means as many as the KV cache holds at full length
 	Seed        uint64
+	// OnFinish, if set, is called after each step that finishes requests,
+	// with how many have finished so far, so that a caller can show
+	// progress: a million requests take minutes.
+	OnFinish func(finished int)
 }
 
 // OfflineResult is what an offline run measured.
@@ -96,6 +100,9 @@ func Offline(cfg OfflineConfig) (OfflineResult, error) {
 		elapsed += res.Duration
 		out += len(res.Tokens)
 		inFlight -= len(res.Finished)
+		if len(res.Finished) > 0 && cfg.OnFinish != nil {
+			cfg.OnFinish(submitted - inFlight)
+		}
 	}
 	st := eng.Stats()
 	return OfflineResult{

@@ -152,3 +152,30 @@ func TestMultiTurnRefusesWhatItCannotMeasure(t *testing.T) {
 		})
 	}
 }
+
+// TestOfflineReportsItsProgress: OnFinish sees the count of finished
+// requests rise to every one of them, and watching changes nothing.
+func TestOfflineReportsItsProgress(t *testing.T) {
+	cfg := sim.OfflineConfig{Profile: sim.MustProfile(sim.DefaultProfile), ISL: 200, OSL: 20, Requests: 50, Concurrency: 8}
+	want, err := sim.Offline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	cfg.OnFinish = func(n int) { seen = append(seen, n) }
+	got, err := sim.Offline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("watched, the run measured %+v; unwatched, %+v", got, want)
+	}
+	if len(seen) < 2 || seen[len(seen)-1] != cfg.Requests {
+		t.Fatalf("OnFinish saw %v: want a rising count ending at %d", seen, cfg.Requests)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("OnFinish saw %v: %d after %d", seen, seen[i], seen[i-1])
+		}
+	}
+}

@@ -25,6 +25,8 @@ import (
 	"github.com/kvlens/kvlens/loadgen"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tokenizer"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 const simUsage = `Usage:
@@ -290,23 +292,82 @@ func benchOffline(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench offline: --cases: %v\n", err)
 		return 2
 	}
+	progress := newOfflineProgress(os.Stderr, term.IsTerminal(int(os.Stderr.Fd())), len(pairs), *requests)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "ISL/OSL\tconcurrency\trequests\tvirtual time\toutput tok/s\tNVIDIA (H200)\t\n")
-	for _, c := range pairs {
+	for i, c := range pairs {
 		in, out := c[0], c[1]
-		r, err := sim.Offline(sim.OfflineConfig{Profile: p, ISL: in, OSL: out, Requests: *requests, Concurrency: *conc})
+		progress.start(i, in, out)
+		r, err := sim.Offline(sim.OfflineConfig{Profile: p, ISL: in, OSL: out, Requests: *requests, Concurrency: *conc, OnFinish: progress.finished})
 		if err != nil {
+			progress.finish()
 			fmt.Fprintf(os.Stderr, "kvlens sim bench offline: %v\n", err)
 			return 1
 		}
+		progress.done()
 		ref := nvidiaH200[fmt.Sprintf("%d/%d", in, out)]
 		if ref == "" || p.Name != sim.DefaultProfile {
 			ref = "-"
 		}
 		fmt.Fprintf(tw, "%d/%d\t%d\t%d\t%v\t%.0f\t%s\t\n", in, out, r.Concurrency, r.Requests, r.Elapsed.Round(time.Second), r.OutputTokensPerSec, ref)
 	}
+	progress.finish()
 	tw.Flush()
 	return 0
+}
+
+// offlineProgress shows sim bench offline's progress on w, standard error,
+// so that standard output holds the table alone. On a terminal it is a
+// bar over every case's requests; in a log, where a bar's carriage
+// returns pile up, a line a case, as bench routing gives a line a run.
+type offlineProgress struct {
+	w               io.Writer
+	bar             *progressbar.ProgressBar // nil in a log
+	cases, requests int
+	i, in, out      int // the case running: its index, ISL and OSL
+	began           time.Time
+}
+
+func newOfflineProgress(w io.Writer, terminal bool, cases, requests int) *offlineProgress {
+	p := &offlineProgress{w: w, cases: cases, requests: requests}
+	if terminal {
+		p.bar = progressbar.NewOptions(cases*requests, progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(30),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionShowCount(), progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetItsString("requests"))
+	}
+	return p
+}
+
+// start begins case i, of in/out tokens.
+func (p *offlineProgress) start(i, in, out int) {
+	p.i, p.in, p.out, p.began = i, in, out, time.Now()
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("[%d/%d] %d/%d", i+1, p.cases, in, out))
+		p.bar.Set(i * p.requests)
+	}
+}
+
+// finished is sim.OfflineConfig's OnFinish: n of the case's requests are done.
+func (p *offlineProgress) finished(n int) {
+	if p.bar != nil {
+		p.bar.Set(p.i*p.requests + n)
+	}
+}
+
+// done ends the case that runs.
+func (p *offlineProgress) done() {
+	if p.bar == nil {
+		fmt.Fprintf(p.w, "kvlens sim bench offline: [%d/%d] %d/%d: %d requests in %s of wall time\n",
+			p.i+1, p.cases, p.in, p.out, p.requests, time.Since(p.began).Round(100*time.Millisecond))
+	}
+}
+
+// finish ends the display.
+func (p *offlineProgress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		fmt.Fprintln(p.w)
+	}
 }
 
 // offlineCases reads --cases: ISL/OSL pairs, each a request the profile's
