@@ -90,6 +90,7 @@ type Config struct {
 	// means web.DefaultTurn.
 	ABTurn time.Duration
 	// Router configures the router: block size, admission, busy threshold.
+	// Over the simulated fleet the block size is SimProfile's.
 	Router router.Config
 	// MaxBatchSize is each worker's batch capacity unless its spec sets one;
 	// 0 means what each worker reports, else router.DefaultCapacity.

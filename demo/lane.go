@@ -99,6 +99,11 @@ func (l *lane) startRouter(cfg Config, policy router.Policy, reg prometheus.Regi
 	}
 	rcfg := cfg.Router
 	rcfg.Registerer = reg
+	if l.fleet != nil {
+		// The simulated workers' blocks are their profile's: an index of
+		// another size drops every one as invalid, and kv routes blind.
+		rcfg.BlockSize = cfg.SimProfile.BlockSize
+	}
 	if l.clk != nil {
 		rcfg.Clock = l.clk // bookings and predictions age in the workers' time
 	}

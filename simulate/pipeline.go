@@ -50,7 +50,8 @@ type Config struct {
 	Workers int
 	// Policy is the router's first policy.
 	Policy string
-	// Router configures the router; its Clock and Registerer are ignored.
+	// Router configures the router; its Clock and Registerer are ignored,
+	// and its BlockSize is the profile's.
 	Router router.Config
 	// Load configures the load generator; its Clock and Seed are ignored.
 	Load loadgen.Config
@@ -120,6 +121,10 @@ func build(cfg Config, clk clock.Clock) (*Pipeline, error) {
 	}
 	rcfg := cfg.Router
 	rcfg.Clock, rcfg.Registerer = clk, nil
+	// Every worker here is simulated from the profile, so the profile's
+	// blocks are the ones the index must hold: of another size, the index
+	// drops every stored block as invalid and kv routes blind.
+	rcfg.BlockSize = cfg.Profile.BlockSize
 	p.Router = router.NewRouter(router.NewPool(workers), policy, rcfg)
 	// Each runner publishes its steps' KV events straight into the index,
 	// the path the ZMQ feed takes in real time.

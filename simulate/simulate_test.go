@@ -473,3 +473,42 @@ func TestPipelineTokenizesThroughItsOwnCache(t *testing.T) {
 		t.Error("the pipeline's own token cache is empty after a run")
 	}
 }
+
+// TestTheRouterIndexesTheProfilesBlocks: the simulated workers' blocks are
+// their profile's, and an index of another size drops every one of them
+// (a100-qwen3-8b's 64-token blocks under the router's default 32): kv
+// routed blind, and plan, bench routing and sim calibrate said nothing.
+func TestTheRouterIndexesTheProfilesBlocks(t *testing.T) {
+	tests := []struct {
+		name    string
+		profile string
+		router  int // the router configuration's block size
+	}{
+		{"64-token blocks, the router's left at its default", "a100-qwen3-8b", 0},
+		{"64-token blocks, the router's set to 32 as calibrate sets it", "a100-qwen3-8b", router.DefaultBlockSize},
+		{"32-token blocks, the default profile's", sim.DefaultProfile, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := smallConfig(5)
+			cfg.Profile = sim.MustProfile(tt.profile)
+			cfg.Router.BlockSize = tt.router
+			cfg.Policy = "kv"
+			cfg.Load.Concurrency = 6
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.Gen.Start()
+			p.Loop.Run(time.Minute)
+			p.Gen.Stop()
+			if got, want := p.Router.Index().BlockSize(), cfg.Profile.BlockSize; got != want {
+				t.Errorf("the index's blocks are %d tokens, the workers' %d", got, want)
+			}
+			if n := p.Router.Index().Blocks("sim-0") + p.Router.Index().Blocks("sim-1"); n == 0 {
+				t.Errorf("the index holds no block after a minute of load: %v", p.Router.Index().Stats())
+			}
+		})
+	}
+}

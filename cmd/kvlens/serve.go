@@ -109,7 +109,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 	fs.Float64Var(&cfg.Router.BusyThreshold, "busy-threshold", cfg.Router.BusyThreshold, "with --admission shed, a worker is busy at this fraction of its batch capacity")
 	fs.IntVar(&cfg.MaxBatchSize, "max-batch-size", cfg.MaxBatchSize, "each worker's batch capacity (max_batch_size) unless its --workers entry sets capacity=; 0 means what each worker reports, else 64")
 	fs.IntVar(&cfg.Router.MaxModelLen, "max-model-len", cfg.Router.MaxModelLen, "longest prompt plus output, in tokens, when no worker reports its max_model_len on GET /v1/models: longer prompts are refused with 400 and request bodies are capped from it (0: "+strconv.Itoa(router.DefaultMaxModelLen)+")")
-	fs.IntVar(&cfg.Router.BlockSize, "block-size", cfg.Router.BlockSize, "KV block size in tokens, as the workers use")
+	fs.IntVar(&cfg.Router.BlockSize, "block-size", cfg.Router.BlockSize, "KV block size in tokens of the real workers (--workers), 1 to 4096; the simulated fleet's is its profile's (32 for the default)")
 	fs.BoolVar(&cfg.NoStart, "no-start", cfg.NoStart, "wait for Start on the dashboard instead of starting the load at once")
 	fs.IntVar(&cfg.Load.Concurrency, "concurrency", cfg.Load.Concurrency, "initial number of simultaneous conversations (must be on the slider's scale)")
 	fs.IntVar(&cfg.Dashboard.SliderMin, "slider-min", cfg.Dashboard.SliderMin, "lowest concurrency on the slider")
@@ -252,6 +252,9 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 	if err == nil {
 		cfg.Load.MaxContext = traceLimit(cfg)
 		err = setTrace(wl, chosen, &cfg.Load, intFlag(fs, "trace-block-size"), cfg.Load.Concurrency, syntheticTraceLength)
+	}
+	if err == nil {
+		err = simBlockSize(&cfg, setFlags(fs)["block-size"])
 	}
 	if err == nil {
 		err = checkServe(cfg)
@@ -439,6 +442,22 @@ func onePolicy(s string) (string, error) {
 		return "", fmt.Errorf("--policy: want one policy, got %d (--ab compares two)", len(modes))
 	}
 	return modes[0], nil
+}
+
+// simBlockSize gives the router the simulated workers' block size, the
+// profile's, and refuses another given with --block-size: the index
+// dropped every block the workers stored as invalid, and kv routed blind
+// (--sim-profile a100-qwen3-8b, of 64-token blocks, did so under the
+// default 32). Real workers' blocks are --block-size's.
+func simBlockSize(cfg *demo.Config, given bool) error {
+	if len(cfg.Workers) > 0 || cfg.Target != "" {
+		return nil
+	}
+	if given && cfg.Router.BlockSize != cfg.SimProfile.BlockSize {
+		return fmt.Errorf("--block-size %d: the simulated workers (%s) store blocks of %d tokens, and the router must index the same: drop --block-size (it is for --workers)", cfg.Router.BlockSize, cfg.SimProfile.Name, cfg.SimProfile.BlockSize)
+	}
+	cfg.Router.BlockSize = cfg.SimProfile.BlockSize
+	return nil
 }
 
 // checkServe catches flag values that parse but make no sense.
