@@ -19,7 +19,7 @@ func TestModelNameIsOneLineOfText(t *testing.T) {
 		{"serve refuses DEL", []string{"serve", "--model", "llama\x7f"}, "kvlens serve: --model holds the control character U+007F"},
 		{"serve refuses a C1 control", []string{"serve", "--model", "llama\u0085"}, "kvlens serve: --model holds the control character U+0085"},
 		{"serve refuses invalid UTF-8, which JSON sent as U+FFFD", []string{"serve", "--model", "llama\xff"}, `kvlens serve: --model "llama\xff" is not valid UTF-8`},
-		{"serve refuses a follow-up model's name alike", []string{"serve", "--user-model", "q\r"}, "kvlens serve: --user-model holds the control character U+000D"},
+		{"serve refuses a follow-up model's name alike", []string{"serve", "--user-model-url", "http://127.0.0.1:1/v1", "--user-model", "q\r"}, "kvlens serve: --user-model holds the control character U+000D"},
 		{"sim refuses a line break in the model it serves", []string{"sim", "--model", "llama\n"}, "kvlens sim: --model holds the control character U+000A"},
 		{"sweep refuses a tab, which broke its report's table", []string{"sweep", "--model", "llama\tx"}, "kvlens sweep: --model holds the control character U+0009"},
 	}

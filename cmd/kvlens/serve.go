@@ -257,6 +257,9 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 		err = simBlockSize(&cfg, setFlags(fs)["block-size"])
 	}
 	if err == nil {
+		err = checkUserModel(cfg.Load.UserModel, setFlags(fs))
+	}
+	if err == nil {
 		err = checkServe(cfg)
 	}
 	if err != nil {
@@ -460,6 +463,31 @@ func simBlockSize(cfg *demo.Config, given bool) error {
 	return nil
 }
 
+// checkUserModel checks the model that writes follow-up questions: with a
+// --user-model-url that was not one, or without its model name or with a
+// timeout of no time, serve started and then stopped with status 1 ("user
+// model at … needs a model name and a positive timeout"); and its other
+// flags without the URL did nothing, silently.
+func checkUserModel(u loadgen.UserModelConfig, given map[string]bool) error {
+	if u.URL == "" {
+		for _, f := range []string{"user-model", "user-model-timeout"} {
+			if given[f] {
+				return fmt.Errorf("--%s goes with --user-model-url, the model that writes follow-up questions: give that too, or drop --%s", f, f)
+			}
+		}
+		return nil
+	}
+	switch {
+	case !httpURL(u.URL):
+		return fmt.Errorf("--user-model-url %q: want the OpenAI base URL of the model that writes follow-up questions, such as http://host:8000/v1", u.URL)
+	case u.Model == "":
+		return errors.New("--user-model-url needs --user-model, the model name to ask there")
+	case u.Timeout <= 0:
+		return fmt.Errorf("--user-model-timeout must be positive, got %s", u.Timeout)
+	}
+	return checkModel("--user-model", u.Model)
+}
+
 // checkServe catches flag values that parse but make no sense.
 func checkServe(cfg demo.Config) error {
 	switch {
@@ -513,9 +541,6 @@ func checkServe(cfg demo.Config) error {
 		return err
 	}
 	if err := checkModel("--model", cfg.Model); err != nil {
-		return err
-	}
-	if err := checkModel("--user-model", cfg.Load.UserModel.Model); err != nil {
 		return err
 	}
 	if len(cfg.Workers) == 0 && cfg.Target == "" {
