@@ -26,9 +26,11 @@ import (
 // one and no flag sets it, in tokens: Llama 3.1's, the seeds' model.
 const DefaultMaxModelLen = 131072
 
-// maxReportedModelLen bounds a believable report, in tokens: no served
-// model has a context of 16M tokens, so a larger number is garbage.
-const maxReportedModelLen = 1 << 24
+// MaxModelLenLimit bounds a believable context length, in tokens, a
+// worker's report or --max-model-len: no served model has a context of 16M
+// tokens, so a larger number is garbage, and request bodies are capped
+// from it.
+const MaxModelLenLimit = 1 << 24
 
 // Where the context length the router enforces came from, as MaxModelLen
 // says.
@@ -80,8 +82,8 @@ func ParseModelsReport(body []byte) (int, error) {
 			continue
 		}
 		v, err := strconv.ParseInt(string(m.MaxModelLen), 10, 64)
-		if err != nil || v < 1 || v > maxReportedModelLen {
-			return 0, fmt.Errorf("data[%d].max_model_len is %s, not a whole number from 1 to %d", i, snippet(m.MaxModelLen), maxReportedModelLen)
+		if err != nil || v < 1 || v > MaxModelLenLimit {
+			return 0, fmt.Errorf("data[%d].max_model_len is %s, not a whole number from 1 to %d", i, snippet(m.MaxModelLen), MaxModelLenLimit)
 		}
 		n = max(n, int(v))
 	}

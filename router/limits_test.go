@@ -262,8 +262,8 @@ func FuzzParseModelsReport(f *testing.F) {
 			}
 			return
 		}
-		if n < 1 || n > maxReportedModelLen {
-			t.Fatalf("accepted max_model_len %d, outside 1..%d", n, maxReportedModelLen)
+		if n < 1 || n > MaxModelLenLimit {
+			t.Fatalf("accepted max_model_len %d, outside 1..%d", n, MaxModelLenLimit)
 		}
 	})
 }

@@ -98,7 +98,9 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a model directory without tokenizer.json", []string{"--tokenizer-dir", "."}, `invalid value "." for flag -tokenizer-dir: tokenizer: tokenizer.json: no such file or directory`, ""},
 		{"a model directory that auto would not try", []string{"--tokenizer", "embedded", "--tokenizer-dir", "../../tokenizer/testdata/llama3"}, "--tokenizer-dir is tried by --tokenizer auto", ""},
 		{"a block of a hundred million tokens, which no prompt fills", []string{"--workers", "http://127.0.0.1:1", "--block-size", "100000000"}, "--block-size must be from 1 to 4096 tokens, as the workers' KV blocks are, got 100000000", ""},
-		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or more", ""},
+		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or up to 16777216 tokens, got -1", ""},
+		// Request bodies are capped from it: gigabytes each.
+		{"a context of two billion tokens, past any model's", []string{"--max-model-len", "2000000000"}, "--max-model-len must be 0 (what the workers report) or up to 16777216 tokens, got 2000000000", ""},
 		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0", ""},
 		{"a per-address viewer cap with room for nobody", []string{"--max-viewers-per-address", "0"}, "--max-viewers-per-address must be at least 1, got 0", ""},
 		{"a concurrency off the slider", []string{"--concurrency", "0"}, "--concurrency: concurrency 0 is outside 60..180", ""},

@@ -497,8 +497,10 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--busy-threshold must be a positive number, as the admin API's busy_threshold, got %g", cfg.Router.BusyThreshold)
 	case cfg.MaxBatchSize < 0:
 		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or more, got %d", cfg.MaxBatchSize)
-	case cfg.Router.MaxModelLen < 0:
-		return fmt.Errorf("--max-model-len must be 0 (what the workers report) or more, got %d", cfg.Router.MaxModelLen)
+	case cfg.Router.MaxModelLen < 0 || cfg.Router.MaxModelLen > router.MaxModelLenLimit:
+		// Request bodies are capped from it: two billion tokens took
+		// bodies of gigabytes.
+		return fmt.Errorf("--max-model-len must be 0 (what the workers report) or up to %d tokens, got %d", router.MaxModelLenLimit, cfg.Router.MaxModelLen)
 	case cfg.Router.BlockSize < 1 || cfg.Router.BlockSize > sim.MaxBlockSize:
 		// A block of more tokens than any prompt is never full, so the
 		// router's index never matched one: kv routed as round-robin, with
