@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -89,6 +90,22 @@ func simCmd(args []string) int {
 	if len(cfg.Ports) > 0 && len(cfg.Ports) != cfg.Count {
 		cfg.Count = len(cfg.Ports)
 	}
+	// Each was found as the workers started, with status 1, in words that
+	// named no flag ("sim: worker 0: events endpoint \"x\" is not
+	// tcp://host:port").
+	for _, e := range []struct {
+		flag, endpoint string
+		perWorker      bool // worker i takes the port plus i
+	}{
+		{"--events-bind", cfg.EventsBind, true},
+		{"--events-connect", cfg.EventsConnect, cfg.EventsConnectEach},
+		{"--events-replay", cfg.EventsReplay, true},
+	} {
+		if err := checkEventsEndpoint(e.flag, e.endpoint, e.perWorker, cfg.Count); err != nil {
+			refuse(fs, err)
+			return 2
+		}
+	}
 	p, err := loadProfile(profile)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kvlens sim: --profile: %v\n", err)
@@ -166,6 +183,37 @@ func simFlags(cfg *sim.FleetConfig, profile *string, acc *accessFlags) *flag.Fla
 	fs.StringVar(&cfg.EventsReplay, "events-replay", "", "also serve vLLM's replay socket (ROUTER) bound here, such as tcp://*:5600; worker i binds the port plus i")
 	acc.register(fs, "change faults (PUT /admin/faults) from another machine", "none: faults change from this machine only")
 	return fs
+}
+
+// checkEventsEndpoint checks a ZMQ endpoint of sim's flags: tcp://HOST:PORT,
+// where each of workers takes the port plus its index when perWorker. A
+// connect endpoint of another transport (ipc://) is the publisher's to
+// check.
+func checkEventsEndpoint(flag, endpoint string, perWorker bool, workers int) error {
+	rest, tcp := strings.CutPrefix(endpoint, "tcp://")
+	if endpoint == "" || (!tcp && flag == "--events-connect" && !perWorker && strings.Contains(endpoint, "://")) {
+		return nil
+	}
+	example := "tcp://*:5557"
+	if flag == "--events-connect" {
+		example = "tcp://router:5557"
+	}
+	want := fmt.Errorf("%s %q: want tcp://HOST:PORT, such as %s", flag, endpoint, example)
+	if !tcp {
+		return want
+	}
+	_, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return want
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case err != nil || n < 0 || n > 65535:
+		return want
+	case perWorker && n > 0 && n+workers-1 > 65535:
+		return fmt.Errorf("%s %q: worker i takes port %d plus i, and %d workers run past 65535", flag, endpoint, n, workers)
+	}
+	return nil
 }
 
 // parsePorts reads --ports: one port a worker, 0 for a free one, none

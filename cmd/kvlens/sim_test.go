@@ -24,6 +24,13 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"an unknown profile", []string{"sim", "--profile", "h300"}, "neither a built-in"},
 		{"a port that is not a number", []string{"sim", "--ports", "80,eighty"}, `"eighty" is not a port`},
 		{"a port given twice", []string{"sim", "--ports", "9001,9001"}, "port 9001 is given twice"},
+		// Each was found as the workers started, with status 1 and no
+		// flag named.
+		{"an events endpoint without its transport", []string{"sim", "--events-bind", ":5557"}, `kvlens sim: --events-bind ":5557": want tcp://HOST:PORT, such as tcp://*:5557`},
+		{"an events port past 65535", []string{"sim", "--events-bind", "tcp://*:99999"}, `--events-bind "tcp://*:99999": want tcp://HOST:PORT`},
+		{"events ports that run past 65535, one a worker", []string{"sim", "--events-bind", "tcp://*:65534"}, `--events-bind "tcp://*:65534": worker i takes port 65534 plus i, and 3 workers run past 65535`},
+		{"a router to dial that is no endpoint", []string{"sim", "--events-connect", "router"}, `kvlens sim: --events-connect "router": want tcp://HOST:PORT, such as tcp://router:5557`},
+		{"a replay port alone", []string{"sim", "--events-bind", "tcp://*:5557", "--events-replay", "5600"}, `kvlens sim: --events-replay "5600": want tcp://HOST:PORT`},
 		{"a stray argument", []string{"sim", "extra"}, `unexpected argument "extra"`},
 		{"an unknown benchmark", []string{"sim", "bench", "speed"}, `unknown benchmark "speed"`},
 		{"a malformed ISL/OSL case", []string{"sim", "bench", "offline", "--cases", "1000x1000"}, "is not ISL/OSL"},
@@ -191,6 +198,27 @@ func TestSimRefusesAnUnknownTokenizer(t *testing.T) {
 			}
 			if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
 				t.Fatalf("output %q: want one line saying %s", out, tt.want)
+			}
+		})
+	}
+}
+
+func TestEventsEndpointsThatPass(t *testing.T) {
+	tests := []struct {
+		name, flag, endpoint string
+		perWorker            bool
+	}{
+		{"none", "--events-bind", "", true},
+		{"vLLM's bind, every interface", "--events-bind", "tcp://*:5557", true},
+		{"a port of 0, any free one", "--events-replay", "tcp://127.0.0.1:0", true},
+		{"the last ports, one a worker", "--events-bind", "tcp://*:65533", true},
+		{"one router port for every worker", "--events-connect", "tcp://router:65535", false},
+		{"another transport, the publisher's to check", "--events-connect", "ipc:///tmp/kv.sock", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := checkEventsEndpoint(tt.flag, tt.endpoint, tt.perWorker, 3); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
