@@ -70,6 +70,9 @@ func (c Config) Check() error {
 	switch {
 	case c.Workers < 1:
 		return fmt.Errorf("calibrate: %d workers: need at least 1", c.Workers)
+	case c.Workers > sim.MaxWorkers:
+		// Found by the first seed's sweep otherwise, as a failure.
+		return fmt.Errorf("calibrate: %d workers: at most %d", c.Workers, sim.MaxWorkers)
 	case len(c.Levels) == 0:
 		return errors.New("calibrate: no level given")
 	case len(c.Modes) == 0:

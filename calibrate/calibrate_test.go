@@ -183,6 +183,7 @@ func TestCheckRefusesWhatCannotBeCompared(t *testing.T) {
 		{"a level the reference lacks", func(c *Config) { c.Levels = []int{60, 90} }, "no round_robin level at 90"},
 		{"no seed", func(c *Config) { c.Seeds = nil }, "no seed"},
 		{"no worker", func(c *Config) { c.Workers = 0 }, "need at least 1"},
+		{"more workers than a fleet may have", func(c *Config) { c.Workers = 1025 }, "1025 workers: at most 1024"},
 		{"nothing run at once", func(c *Config) { c.Parallel = 0 }, "parallel 0"},
 	}
 	for _, tt := range tests {

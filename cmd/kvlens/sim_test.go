@@ -56,6 +56,8 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a hundred million CPU benchmark streams", []string{"sim", "bench", "cpu", "--streams", "100000000"}, "--streams 100000000: want 1 to 10000 streams a worker"},
 		{"a calibration level the seeds never measured", []string{"sim", "calibrate", "--levels", "50"}, "has no round_robin level at 50"},
 		{"a calibration policy with no measured counterpart", []string{"sim", "calibrate", "--modes", "random"}, "no measured counterpart"},
+		// Found by the first seed's sweep, with status 1.
+		{"a calibration of a hundred thousand workers", []string{"sim", "calibrate", "--workers", "100000"}, "kvlens sim calibrate: 100000 workers: at most 1024"},
 		{"a calibration running nothing at once", []string{"sim", "calibrate", "--parallel", "0"}, "parallel 0"},
 		{"a calibration with no turns", []string{"sim", "calibrate", "--turns", "0"}, `turns "0"`},
 	}
