@@ -507,6 +507,10 @@ func benchMultiTurn(args []string) int {
 	if err := checkMeasure(cfg.Measure); err != nil {
 		return usage("%v", err)
 	}
+	// The first request failed with status 1, in the workers' words.
+	if err := checkSimTokens(cfg.MaxTokens, p); err != nil {
+		return usage("%v", err)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "concurrency\tTTFT p50 ms\tseed RR\tTPOT p50 ms\tseed RR\toutput tok/s\tseed RR\thit rate\tseed RR\tTTFT p95 ms\tnew tokens/req\tevicted blocks\trequests\t\n")
 	for _, c := range conc {

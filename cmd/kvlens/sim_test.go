@@ -51,6 +51,7 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"turns from 5 to 3", []string{"sim", "bench", "multiturn", "--min-turns", "5", "--max-turns", "3"}, "--min-turns 5 and --max-turns 3: want 1 <= min <= max <= 100"},
 		{"a level given twice", []string{"sim", "bench", "multiturn", "--concurrency", "40,40"}, "--concurrency: 40 is given twice"},
 		{"a bad level after a good one", []string{"sim", "bench", "multiturn", "--concurrency", "40,x"}, `--concurrency: "x" is not a number`},
+		{"multi-turn answers longer than the context, which failed at the first request with status 1", []string{"sim", "bench", "multiturn", "--max-tokens", "100000000"}, "kvlens sim bench multiturn: --max-tokens 100000000: the simulated workers (h200-llama3.1-70b-fp8-tp1) hold 16384 tokens"},
 		{"a multi-turn measurement of nothing", []string{"sim", "bench", "multiturn", "--measure", "0s"}, "--measure 0s: want at least 1s"},
 		// A goroutine and a connection each ran the process out of memory.
 		{"a hundred million CPU benchmark streams", []string{"sim", "bench", "cpu", "--streams", "100000000"}, "--streams 100000000: want 1 to 10000 streams a worker"},
