@@ -632,6 +632,20 @@ func benchCPULoad(args []string) int {
 	if code, ok := parseBench(fs, args); !ok {
 		return code
 	}
+	// sim bench cpu starts it with checked values; by hand, a hundred
+	// million streams, a goroutine each, ran the process out of memory,
+	// and no URL counted every request as failed.
+	switch {
+	case strings.TrimSpace(*urls) == "":
+		fmt.Fprintln(os.Stderr, "kvlens sim bench cpu-load: --urls: no worker URL given")
+		return 2
+	case *streams < 1 || *streams > maxCPUStreams:
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu-load: --streams %d: want 1 to %d streams a worker\n", *streams, maxCPUStreams)
+		return 2
+	case *dur <= 0:
+		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu-load: --duration %v: want a positive time\n", *dur)
+		return 2
+	}
 	starters := loadgen.BuiltinStarters()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur)
 	defer cancel()

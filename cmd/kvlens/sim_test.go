@@ -54,6 +54,10 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"multi-turn answers longer than the context, which failed at the first request with status 1", []string{"sim", "bench", "multiturn", "--max-tokens", "100000000"}, "kvlens sim bench multiturn: --max-tokens 100000000: the simulated workers (h200-llama3.1-70b-fp8-tp1) hold 16384 tokens"},
 		{"a multi-turn measurement of nothing", []string{"sim", "bench", "multiturn", "--measure", "0s"}, "--measure 0s: want at least 1s"},
 		// A goroutine and a connection each ran the process out of memory.
+		// The clients' side, which sim bench cpu starts itself.
+		{"a hundred million client streams, which ran out of memory", []string{"sim", "bench", "cpu-load", "--urls", "http://127.0.0.1:1", "--streams", "100000000"}, "kvlens sim bench cpu-load: --streams 100000000: want 1 to 10000 streams a worker"},
+		{"clients of no worker", []string{"sim", "bench", "cpu-load", "--urls", ""}, "kvlens sim bench cpu-load: --urls: no worker URL given"},
+		{"clients for no time", []string{"sim", "bench", "cpu-load", "--urls", "http://127.0.0.1:1", "--duration", "0s"}, "--duration 0s: want a positive time"},
 		{"a hundred million CPU benchmark streams", []string{"sim", "bench", "cpu", "--streams", "100000000"}, "--streams 100000000: want 1 to 10000 streams a worker"},
 		{"a calibration level the seeds never measured", []string{"sim", "calibrate", "--levels", "50"}, "has no round_robin level at 50"},
 		{"a calibration policy with no measured counterpart", []string{"sim", "calibrate", "--modes", "random"}, "no measured counterpart"},
