@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Profile describes one simulated deployment: the engine's limits, its KV
@@ -408,6 +410,14 @@ func ParseProfile(raw []byte) (Profile, error) {
 
 // Validate reports the first setting that cannot run.
 func (p Profile) Validate() error {
+	// First, since every other error names the profile. The name and the
+	// description stand in reports' tables and the page's header, and the
+	// model is served and sent in every answer.
+	for _, f := range []struct{ name, v string }{{"name", p.Name}, {"description", p.Description}, {"model", p.Model}} {
+		if err := checkOneLine(f.v); err != nil {
+			return fmt.Errorf("sim: profile %q: %s %w", p.Name, f.name, err)
+		}
+	}
 	pos := []struct {
 		name string
 		v    float64
@@ -487,6 +497,28 @@ func (p Profile) fullBatch() Batch {
 		Chunks:  []Chunk{{Prefix: p.MaxModelLen, New: p.MaxNumTokens}},
 	}
 }
+
+// checkOneLine refuses text that does not stand on one line: a control
+// character, invalid UTF-8 (JSON writes it as U+FFFD), or more than
+// maxProfileText bytes.
+func checkOneLine(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("holds the control character %U: give one line of text", r)
+		}
+	}
+	if len(s) > maxProfileText {
+		return fmt.Errorf("is %d bytes long: at most %d", len(s), maxProfileText)
+	}
+	return nil
+}
+
+// maxProfileText bounds a profile's name, description and model, in bytes,
+// as a stored baseline set bounds its text.
+const maxProfileText = 4096
 
 // MaxBlockSize bounds a KV block, in tokens. vLLM's blocks are 16 tokens
 // by default, TensorRT-LLM's 32 or 64, SGLang's pages 1 to 64; none comes

@@ -70,6 +70,11 @@ func TestLoadProfileFromAFile(t *testing.T) {
 		{"an answer draw that would overflow is refused", write("huge-answer.json", `{"output_min":0,"output_max":9223372036854775807}`), "output_max must be at most"},
 		{"a step-time constant whose steps would overflow a duration is refused", write("huge-step.json", `{"per_token_ms":1e300}`), "more than an hour"},
 		{"an eager floor of a day is refused", write("day-floor.json", `{"eager_step_ms":86400000}`), "more than an hour"},
+		// Each stands in reports, on the page, or in every answer.
+		{"a name of two lines, which broke a report's table", write("name.json", `{"name":"h200\n| fake | row |"}`), `sim: profile "h200\n| fake | row |": name holds the control character U+000A`},
+		{"a description with an escape sequence", write("desc.json", `{"description":"\u001b[2J one H200"}`), "description holds the control character U+001B"},
+		{"a served model name with a NUL", write("model.json", `{"model":"llama\u0000"}`), "model holds the control character U+0000"},
+		{"a description longer than a stored set's text", write("long.json", `{"description":"`+strings.Repeat("x", 4097)+`"}`), "description is 4097 bytes long: at most 4096"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
