@@ -146,9 +146,8 @@ func (s *stdoutWriter) Write(p []byte) (int, error) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		// The file's error says "write /dev/stdout: …", or names the
-		// file standard output was redirected to; the operator wrote
-		// neither.
+		// os.Stdout's error says "write /dev/stdout: …", a name the
+		// operator never typed: the cause alone is said.
 		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			err = pe.Err
 		}
