@@ -356,3 +356,45 @@ func TestAnAnswerThatCachedLessDropsTheInferredBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestBlindCauseNamesABlockSizeMismatch: a worker whose stores carry
+// blocks of another size than the router's (vLLM's default of 16 tokens
+// under the router's 32) has every store dropped, and the verdict names
+// both sizes and the flag that mends it rather than blaming the tokens.
+func TestBlindCauseNamesABlockSizeMismatch(t *testing.T) {
+	tests := []struct {
+		name      string
+		blockSize int // of the worker's stores; the router's is testB
+		want      string
+	}{
+		{"blocks of 16 tokens under an index of 4", 16, CauseBlockSize},
+		{"blocks of the index's size are not blamed", testB, CauseTokenizer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, f, es, ws := joined(true)
+			for i := range 3 {
+				ev := stored(0, ids(900+10*i, 2), toks(50+100*i, 2*tt.blockSize/testB))
+				ev.BlockSize = tt.blockSize
+				f.apply(es, kvevents.Update{Worker: "a", Message: kvevents.Message{Seq: uint64(1 + i), Batch: kvevents.Batch{Events: []kvevents.Event{ev}}}})
+			}
+			b := rt.blindCause(ws[0])
+			if b.Cause != tt.want {
+				t.Fatalf("cause %s (%q), want %s", b.Cause, b.Reason, tt.want)
+			}
+			if tt.want != CauseBlockSize {
+				return
+			}
+			if st := ws[0].EventStream(); st.ForeignBlockSize != 16 || st.DroppedBlocks[OutcomeInvalid] != 6 {
+				t.Errorf("stream state says blocks of %d, %d dropped invalid; want 16 and 6", st.ForeignBlockSize, st.DroppedBlocks[OutcomeInvalid])
+			}
+			if !strings.Contains(b.Reason, "blocks of 16 tokens and the router indexes blocks of 4") || !strings.Contains(b.Reason, "--block-size 16") {
+				t.Errorf("reason %q does not name both sizes and the flag", b.Reason)
+			}
+			want := "KV events from a carry blocks of 16 tokens and the router indexes blocks of 4, so none applies (run kvlens with --block-size 16)"
+			if got := BlindSummary([]Blindness{b}); got != want {
+				t.Errorf("summary %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,10 @@ const (
 	// CauseWrongSocket is an events endpoint that answered as a socket of
 	// another type than a publisher, such as the worker's replay ROUTER.
 	CauseWrongSocket = "events_not_a_publisher"
+	// CauseBlockSize is a worker whose stores carry blocks of another size
+	// than the router's --block-size: vLLM's default is 16 tokens, the
+	// router's 32 (the seeds' TensorRT-LLM), and the index drops each one.
+	CauseBlockSize = "block_size_mismatch"
 )
 
 // Blindness is one worker whose cache the router cannot see.
@@ -63,10 +68,15 @@ type Blindness struct {
 	// Worker is the worker's name.
 	Worker string `json:"worker"`
 	// Cause is tokenizer_mismatch, no_events, unknown_parent,
-	// warm_before_join, index_refilling or events_not_a_publisher.
+	// warm_before_join, index_refilling, events_not_a_publisher or
+	// block_size_mismatch.
 	Cause string `json:"cause"`
 	// Reason is a sentence naming the cause, for people.
 	Reason string `json:"reason"`
+	// EventBlockSize and IndexBlockSize are, for block_size_mismatch, the
+	// worker's blocks and the router's, in tokens.
+	EventBlockSize int `json:"event_block_size,omitempty"`
+	IndexBlockSize int `json:"index_block_size,omitempty"`
 	// Requests is how many answers the window holds.
 	Requests int `json:"requests"`
 	// Predicted and Reported are the window's cached tokens as the index
@@ -280,6 +290,11 @@ func (r *Router) blindCause(wk *Worker) Blindness {
 		}
 		b.Cause = CauseNoEvents
 		b.Reason = fmt.Sprintf("no KV events from %s (%s %s)", wk.Name, state, wk.Events)
+	case st != nil && st.ForeignBlockSize > 0 && st.DroppedBlocks[OutcomeInvalid] > st.AppliedBlocks:
+		// Before the refill: blocks of another size never apply, however
+		// long the index refills.
+		b.Cause, b.EventBlockSize, b.IndexBlockSize = CauseBlockSize, st.ForeignBlockSize, r.blockSize
+		b.Reason = fmt.Sprintf("%s's KV events carry blocks of %d tokens and the router indexes blocks of %d, so every store is dropped (%d dropped, %d applied blocks); run kvlens with --block-size %d", wk.Name, st.ForeignBlockSize, r.blockSize, st.DroppedBlocks[OutcomeInvalid], st.AppliedBlocks, st.ForeignBlockSize)
 	case st != nil && st.RefillCause != "" && st.RefillAgeSeconds < refillGrace.Seconds():
 		// Before the tokens and the parents: a break empties the index of
 		// what the worker holds, which also drops stores for their parent.
@@ -323,9 +338,32 @@ func BlindSummary(bs []Blindness) string {
 			out = append(out, on+" cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)")
 		case CauseWrongSocket:
 			out = append(out, "the events= endpoint of "+on+" is no KV-event publisher (is it the replay port? give that as replay=)")
+		case CauseBlockSize:
+			out = append(out, blockSizeSummary(bs, on))
 		case CauseRefilling:
 			out = append(out, "the index of "+on+" is refilling after its KV events broke off (a reconnect, a restart, lost events or failed health checks)")
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// blockSizeSummary says which block sizes the workers on (named for the
+// summary) publish against the router's, and the flag that mends it.
+func blockSizeSummary(bs []Blindness, on string) string {
+	var sizes []string
+	index := 0
+	for _, b := range bs {
+		if b.Cause != CauseBlockSize {
+			continue
+		}
+		index = b.IndexBlockSize
+		if n := strconv.Itoa(b.EventBlockSize); !slices.Contains(sizes, n) {
+			sizes = append(sizes, n)
+		}
+	}
+	fix := "run kvlens with --block-size " + sizes[0]
+	if len(sizes) > 1 {
+		fix = "the workers disagree: give them one block size"
+	}
+	return fmt.Sprintf("KV events from %s carry blocks of %s tokens and the router indexes blocks of %d, so none applies (%s)", on, strings.Join(sizes, " and "), index, fix)
 }

@@ -248,6 +248,8 @@ func TestBlindSummary(t *testing.T) {
 		{"a warm cache says what to do", []Blindness{{Worker: "a", Cause: CauseWarm}}, "a cached blocks before kvlens joined that the index never saw (give replay=, or press Reset caches)"},
 		{"a refilling index names the break, not the tokens", []Blindness{{Worker: "a", Cause: CauseRefilling}}, "the index of a is refilling after its KV events broke off"},
 		{"an events port that is no publisher says which port to give", []Blindness{{Worker: "a", Cause: CauseWrongSocket}}, "the events= endpoint of a is no KV-event publisher (is it the replay port? give that as replay=)"},
+		{"workers of two block sizes are told to agree", []Blindness{{Worker: "a", Cause: CauseBlockSize, EventBlockSize: 16, IndexBlockSize: 32}, {Worker: "b", Cause: CauseBlockSize, EventBlockSize: 64, IndexBlockSize: 32}},
+			"KV events from a, b carry blocks of 16 and 64 tokens and the router indexes blocks of 32, so none applies (the workers disagree: give them one block size)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

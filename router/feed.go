@@ -177,6 +177,12 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 		// that does not apply (an unknown parent, say) is counted, not fatal.
 		a, _ := idx.ApplyFrom(u.Worker, ev, parent0)
 		es.count(a)
+		if st, ok := ev.(*kvevents.BlockStored); ok && a.Reason == OutcomeInvalid && st.BlockSize != idx.BlockSize() {
+			es.foreignSize = st.BlockSize
+			if f.quiet.Allow("foreign block size", u.Worker) {
+				f.logf("KV events of %s: blocks of %d tokens, the router indexes blocks of %d; every store is dropped until kvlens runs with --block-size %d", u.Worker, st.BlockSize, idx.BlockSize(), st.BlockSize)
+			}
+		}
 	}
 	if es.warming && es.settled(idx.Blocks(u.Worker)) {
 		es.warming = false
@@ -312,6 +318,9 @@ type eventStream struct {
 	applied  uint64
 	dropped  map[string]uint64
 	clears   uint64
+	// foreignSize is the block size, in tokens, of the last store dropped
+	// because it differs from the index's; 0 when none was.
+	foreignSize int
 	// peerType is the socket type of the last peer on the events endpoint
 	// that was no publisher, and peerSeen when it answered.
 	peerType string
@@ -474,6 +483,10 @@ type StreamState struct {
 	// flight on the worker: blocks it held before kvlens joined, or that
 	// were lost in a gap, which its new stores extend.
 	AdoptedParents uint64 `json:"adopted_parents"`
+	// ForeignBlockSize is the block size, in tokens, of the worker's last
+	// store dropped because the router indexes blocks of another size
+	// (--block-size); 0 when there was none.
+	ForeignBlockSize int `json:"foreign_block_size,omitempty"`
 }
 
 // state returns a snapshot of the stream.
@@ -484,6 +497,7 @@ func (es *eventStream) state() *StreamState {
 		Endpoint: es.spec.events, Socket: "connect", State: "connecting", Replay: es.spec.replay,
 		Parent0: es.spec.parent0, Warming: es.warming, LastEventAgeSeconds: -1, RefillAgeSeconds: -1, RefillCause: es.refillWhy,
 		AppliedBlocks: es.applied, DroppedBlocks: maps.Clone(es.dropped), Clears: es.clears, AdoptedParents: es.adopted,
+		ForeignBlockSize: es.foreignSize,
 	}
 	if st.Parent0 == "" {
 		st.Parent0 = Parent0Auto
