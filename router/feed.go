@@ -178,10 +178,12 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 		a, _ := idx.ApplyFrom(u.Worker, ev, parent0)
 		es.count(a)
 		if st, ok := ev.(*kvevents.BlockStored); ok && a.Reason == OutcomeInvalid && st.BlockSize != idx.BlockSize() {
-			es.foreignSize = st.BlockSize
-			if f.quiet.Allow("foreign block size", u.Worker) {
+			if es.foreignSize != st.BlockSize {
+				// Once a worker and size: each of its stores is dropped
+				// alike, and the blind banner goes on saying so.
 				f.logf("KV events of %s: blocks of %d tokens, the router indexes blocks of %d; every store is dropped until kvlens runs with --block-size %d", u.Worker, st.BlockSize, idx.BlockSize(), st.BlockSize)
 			}
+			es.foreignSize = st.BlockSize
 		}
 	}
 	if es.warming && es.settled(idx.Blocks(u.Worker)) {
