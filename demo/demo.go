@@ -75,8 +75,11 @@ type Config struct {
 	// FrontendMetrics is a Dynamo frontend's /metrics URL to read its KV hit
 	// rate and queueing from, when Dynamo routes; empty reads none.
 	FrontendMetrics string
-	// Model is the model name requests ask for.
-	Model string
+	// Model is the model name requests ask for. Against real workers or
+	// --target, Start checks it against what they serve (ChooseModel) and,
+	// unless ModelGiven, takes the model they serve.
+	Model      string
+	ModelGiven bool
 	// Policy is the single view's initial routing policy.
 	Policy string
 	// AB is the A/B pair, lane A's policy then lane B's. With the simulated
@@ -179,6 +182,8 @@ type Demo struct {
 	// Target is where the load goes: the --target base URL, or empty for
 	// this process's own router.
 	Target string
+	// Model is the model the load asks for, as ChooseModel settled it.
+	Model string
 	// Web is the dashboard.
 	Web *web.Server
 	// Metrics is the registry /metrics serves.
@@ -306,6 +311,19 @@ func Start(cfg Config) (*Demo, error) {
 	first := d.lanes[0]
 	d.Proxy, d.WorkerURLs, d.fleet = first.proxy, first.workerURLs, first.fleet
 	pool := first.pool
+	if !simulated {
+		// Before the tokenizer's probe and the load, which name the model.
+		out := cfg.Stdout
+		if out == nil {
+			out = os.Stdout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), modelAskTimeout)
+		for _, line := range ChooseModel(ctx, &cfg, cfg.ModelGiven) {
+			fmt.Fprintln(out, "kvlens: "+line)
+		}
+		cancel()
+	}
+	d.Model = cfg.Model
 	if err := d.setTokenizer(cfg, pool); err != nil {
 		return fail(err)
 	}

@@ -67,7 +67,7 @@ func serveFlags(cfg *demo.Config, acc *accessFlags, out io.Writer) *flag.FlagSet
 		return err
 	})
 	fs.StringVar(&cfg.FrontendMetrics, "frontend-metrics", cfg.FrontendMetrics, "a Dynamo frontend's /metrics URL, such as http://frontend:8000/metrics, to show its KV hit rate and queueing when Dynamo routes")
-	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model name sent with every request; not given, real workers' or --target's own (GET /v1/models)")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "initial routing policy of the single view (--ab off; giving --policy alone turns A/B off): "+strings.Join(router.Policies, ", "))
 	fs.Func("ab", "A/B: lane A's policy and lane B's, such as rr,kv, or off. The simulated fleet runs twice, identically, one fleet per policy, side by side; real workers (--workers) take turns of --ab-turn (default: rr,kv for the simulated fleet, off for real workers and --target)", func(s string) error {
 		if strings.TrimSpace(s) == "off" {
@@ -258,6 +258,7 @@ func serveConfig(args []string, stdout, stderr io.Writer) (demo.Config, accessFl
 	}
 	if err == nil {
 		err = checkUserModel(cfg.Load.UserModel, setFlags(fs))
+		cfg.ModelGiven = setFlags(fs)["model"]
 	}
 	if err == nil {
 		err = checkServe(cfg)

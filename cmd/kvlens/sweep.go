@@ -133,7 +133,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 		return err
 	})
 	fs.StringVar(&o.serve.Target, "target", "", "OpenAI base URL to load, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
-	fs.StringVar(&o.serve.Model, "model", o.serve.Model, "model name sent with every request")
+	fs.StringVar(&o.serve.Model, "model", o.serve.Model, "model name sent with every request; not given, real workers' or --target's own (GET /v1/models)")
 	fs.IntVar(&o.serve.Load.MaxTokens, "max-tokens", o.serve.Load.MaxTokens, "max_tokens of every request")
 	fs.Float64Var(&o.serve.Load.StartRate, "target-rps", o.serve.Load.StartRate, "conversations started per second while ramping up")
 	fs.DurationVar(&o.serve.Load.Window, "window", o.serve.Load.Window, "length of the rolling metrics window")
@@ -223,6 +223,7 @@ func sweepCmd(args []string) int {
 		if given["run"] {
 			return usage(errors.New("--run goes with --resume"))
 		}
+		o.serve.ModelGiven = given["model"]
 		// Every check comes before the store is touched, so a sweep
 		// refused here leaves no run behind for --resume to pick.
 		if err := o.configure(); err != nil {
@@ -658,6 +659,14 @@ func (o *sweepOptions) startDemo() (baselines.Target, clock.Clock, string, func(
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
+	// Start takes the model real workers serve when --model is not given:
+	// the report names the one measured.
+	for i, p := range c.Deployment {
+		if p.Name == "Model" {
+			c.Deployment[i].Value = d.Model
+		}
+	}
+	o.serve.Model = d.Model
 	closeDemo := func() {
 		shutdown, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 		defer cancel()
