@@ -52,9 +52,22 @@
 //     otherwise the worker holds blocks published before the subscriber
 //     joined that it will never hear of.
 //   - A new connection on an endpoint that names its worker, after the
-//     first, means the publisher restarted or its network failed: the next
-//     message is First again (and Endpoint.OnConn hears of the connection
-//     at once, before any message). Stats().Reconnects counts them.
+//     first, means the publisher restarted or its network failed
+//     (Endpoint.OnConn hears of it at once). The Subscriber keeps the seq
+//     it expects across connections and tells which from what comes next:
+//     a seq that goes on (exactly, or with a gap for what the PUB socket
+//     dropped while no one was connected) is the same publisher, and the
+//     update is marked Reconnected, the index standing unless Missed says
+//     events were lost; a seq that goes back (to 0, as a restarted vLLM
+//     counts) is a restart, marked First and Reset. With a replay endpoint
+//     it asks at once, from the message last heard: the same message back
+//     means the same publisher, and what it published since is replayed;
+//     nothing, or another payload at that seq, means it restarted, and its
+//     new history is replayed from seq 0 (an Update marked Empty says so
+//     when it has none yet). Stats().Reconnects counts the publishers that
+//     went on, Stats().Resets those that restarted. Without replay, a
+//     restarted publisher first heard exactly at the seq expected next
+//     reads as one that went on, and one first heard past it as a gap.
 //   - A jump forward is a gap. With a replay endpoint the Subscriber first asks
 //     the publisher's ROUTER socket for the missing messages
 //     ([id, "", start_seq] answered by [seq, payload] pairs, then seq -1) and
@@ -64,8 +77,8 @@
 //   - A jump backward is a reset: the publisher restarted and counts from 0
 //     again. Update.Reset (with First) says to clear the worker before
 //     applying it. A restart the subscriber notices late, once the new count
-//     has passed the old one, shows as a gap instead, which also clears the
-//     worker.
+//     has passed the old one, shows as a gap instead (without replay), which
+//     also clears the worker.
 //   - A payload that does not decode is counted in Stats().DecodeErrors,
 //     logged on one line, and counted as missed by the next message.
 //

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,7 +255,9 @@ func compact(t *testing.T, s string) string {
 // follow OnConn. When the subscriber dialed, they said "connected" for as
 // long as the engine stayed away (go-zeromq redials before it closes the
 // dead connection), and the redial that met the dying engine's listener
-// counted as a reconnection.
+// counted as a reconnection. The restarted engine counts from seq 0 again,
+// which the subscriber tells from a network failure: a restart, not a
+// reconnection.
 func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -289,7 +292,12 @@ func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
 			expectLine(t, lines, "bound")
 			expect(true, "the engine connected")
 			io.WriteString(stdin, "go\n")
-			u.next(t)
+			// Three messages, so that the restarted engine's first heard
+			// is behind the seq expected next even if its seq 0 is lost
+			// while the subscription settles.
+			for range 3 {
+				u.next(t)
+			}
 			if err := peer.Kill(); err != nil {
 				t.Fatal(err)
 			}
@@ -307,11 +315,11 @@ func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
 			expectLine(t, lines, "bound")
 			expect(true, "the restarted engine connected")
 			io.WriteString(stdin, "go\n")
-			if up := u.next(t); !up.First {
-				t.Errorf("the restarted engine's first message (seq %d) is not First: its worker's index would not be cleared", up.Seq)
+			if up := u.next(t); !up.First || !up.Reset || up.Reconnected {
+				t.Errorf("the restarted engine's first message (seq %d) is First %v, Reset %v, Reconnected %v: want a restart, so that its worker's index is cleared", up.Seq, up.First, up.Reset, up.Reconnected)
 			}
-			if n := s.Stats().Reconnects; n != 1 {
-				t.Errorf("%d reconnections counted after one restart, want 1", n)
+			if st := s.Stats(); st.Resets != 1 || st.Reconnects != 0 {
+				t.Errorf("%d restarts and %d reconnections counted after one restart, want 1 and 0", st.Resets, st.Reconnects)
 			}
 		})
 	}
@@ -367,6 +375,112 @@ func TestAPortOfTheWrongKindIsNamed(t *testing.T) {
 				if tc.connectsOK {
 					t.Fatal("the publisher never connected")
 				}
+			}
+		})
+	}
+}
+
+// A libzmq publisher, as vLLM's, parted from the subscriber by a network
+// that fails (a proxy cut while the engine publishes on) or by a restart
+// (the engine killed and started again, counting from seq 0). The first
+// update after the new connection must say which: Reconnected, the lost
+// events replayed or counted as missed, or First and Reset.
+func TestALibzmqPublisherPartedIsToldFromARestarted(t *testing.T) {
+	const n = 100 // published one every 20 ms, 2 s in all
+	for _, tc := range []struct {
+		name            string
+		replay, restart bool
+	}{
+		{"a network failure, with replay: every seq arrives once, the lost ones replayed", true, false},
+		{"a network failure, without replay: every seq arrives or is counted missed", false, false},
+		{"a restart, with replay: told at once as a restart", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pubAddr, replayAddr := freeAddr(t), freeAddr(t)
+			args := []string{"pub", pubAddr, replayAddr, strconv.Itoa(n), "-1"}
+			peer, stdin, lines := libzmqProcess(t, args...)
+			expectLine(t, lines, "bound")
+			proxy := newCutProxy(t, strings.TrimPrefix(pubAddr, "tcp://"))
+			conns := make(chan bool, 16)
+			ep := Endpoint{Worker: "vllm-0", Addr: proxy.endpoint(), OnConn: func(open bool) { conns <- open }}
+			if tc.replay {
+				ep.Replay = replayAddr
+			}
+			s, u := newSub(t, ep)
+			expect := func(want bool) {
+				t.Helper()
+				select {
+				case open := <-conns:
+					if open != want {
+						t.Fatalf("OnConn(%v), want OnConn(%v)", open, want)
+					}
+				case <-time.After(wait):
+					t.Fatalf("no OnConn(%v) within %s", want, wait)
+				}
+			}
+			expect(true)
+			io.WriteString(stdin, "go\n")
+			var got []Update
+			for len(got) == 0 || got[len(got)-1].Seq < 5 {
+				got = append(got, u.next(t))
+			}
+			proxy.down()
+			expect(false)
+			if tc.restart {
+				if err := peer.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				_, stdin, lines = libzmqProcess(t, args...)
+				expectLine(t, lines, "bound")
+			} else {
+				time.Sleep(150 * time.Millisecond) // the engine publishes on, to nobody
+			}
+			proxy.up(t)
+			expect(true)
+			if tc.restart {
+				// The replay socket says at once that the engine restarted
+				// and has published nothing since.
+				if up := u.next(t); !up.Empty || !up.First || !up.Reset || !up.Whole {
+					t.Fatalf("the first update after the restart = %+v, want an Empty First, Reset and Whole", up)
+				}
+				io.WriteString(stdin, "go\n")
+				for seq := range uint64(n) {
+					if up := u.next(t); up.Seq != seq || up.First || up.Reset || up.Missed != 0 || up.Reconnected {
+						t.Fatalf("the restarted engine's update %d = %+v, want seq %d, unflagged", seq, up, seq)
+					}
+				}
+				if st := s.Stats(); st.Resets != 1 || st.Reconnects != 0 {
+					t.Errorf("%d restarts and %d reconnections counted, want 1 and 0", st.Resets, st.Reconnects)
+				}
+				return
+			}
+			for got[len(got)-1].Seq < n-1 {
+				got = append(got, u.next(t))
+			}
+			var reconnected int
+			// Seqs delivered or counted missed; without replay, those
+			// published before the subscription settled are unheard.
+			heard := got[0].Seq
+			for i, up := range got {
+				heard += 1 + up.Missed
+				switch {
+				case i == 0 && (!up.First || up.Whole != (up.Seq == 0) || (tc.replay && up.Seq != 0)):
+					t.Fatalf("the first update = %+v, want First, Whole if seq 0, and seq 0 with replay", up)
+				case i > 0 && (up.First || up.Reset || up.Seq != got[i-1].Seq+1+up.Missed):
+					t.Fatalf("update %+v after seq %d: want the next seq, or a gap counted in Missed, and no First or Reset", up, got[i-1].Seq)
+				case tc.replay && up.Missed != 0:
+					t.Fatalf("update %+v: with replay nothing is missed", up)
+				}
+				if up.Reconnected {
+					reconnected++
+				}
+			}
+			st := s.Stats()
+			if reconnected != 1 || st.Reconnects != 1 || st.Resets != 0 || heard != n {
+				t.Errorf("%d updates Reconnected, stats %+v, %d of %d seqs heard or missed; want 1 reconnection, no restart, all %d", reconnected, st, heard, n, n)
+			}
+			if tc.replay && st.Replayed == 0 {
+				t.Errorf("stats %+v: nothing replayed, so the test lost nothing while parted", st)
 			}
 		})
 	}

@@ -18,8 +18,11 @@ import (
 //   - an update that is not First continues its topic's last one: Missed is
 //     zero exactly when its seq follows the last handed over, and it never
 //     goes back;
-//   - Reset comes only with First, and after a reconnection, or a First that
-//     failed to decode, the topic's next update is First.
+//   - Reset comes only with First, and after a First that failed to decode
+//     the topic's next update is First;
+//   - the first update after a reconnection is First, or Reconnected,
+//     which continues its topic (so that the index stands), and Reconnected
+//     comes after a reconnection only, never with First.
 func FuzzReceive(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 0, 3, 0, 0, 4, 1, 1, 3, 0, 0, 2, 0})          // in order, a gap, a repeat
 	f.Add([]byte{0, 10, 0, 0, 0, 0, 3, 0, 3, 0, 0})                     // back in seq: a restart; a reconnection
@@ -40,6 +43,7 @@ func FuzzReceive(f *testing.F) {
 			lasts[tp] = &last{must: true}
 		}
 		var got []Update
+		reconnected := false // a reconnection no update has told of yet
 		s := &Subscriber{handle: func(u Update) { got = append(got, u) }, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		s.quiet = newQuiet(nil, s.log)
 		es := &endpointState{streams: map[string]*stream{}}
@@ -50,10 +54,8 @@ func FuzzReceive(f *testing.F) {
 			op, arg := ops[0]%4, ops[1]
 			ops = ops[2:]
 			if op == 3 { // the connection drops and comes back
-				es.fresh.Store(true)
-				for _, l := range lasts {
-					l.must = true
-				}
+				es.reconnected.Store(true)
+				reconnected = true
 				continue
 			}
 			tp := topics[op]
@@ -89,13 +91,18 @@ func FuzzReceive(f *testing.F) {
 			case u.Reset && !u.First:
 				t.Fatalf("seq %d: Reset without First", seq)
 			case l.must && !u.First:
-				t.Fatalf("seq %d on %q: not First after a reconnection or a stream begun anew", seq, tp)
+				t.Fatalf("seq %d on %q: not First on a stream begun anew", seq, tp)
+			case u.Reconnected && (!reconnected || u.First):
+				t.Fatalf("seq %d on %q: Reconnected (First %v) with no reconnection untold", seq, tp, u.First)
+			case reconnected && !u.First && !u.Reconnected:
+				t.Fatalf("seq %d on %q: the first update after a reconnection is neither First nor Reconnected", seq, tp)
 			case !u.First && u.Seq <= l.seq:
 				t.Fatalf("seq %d on %q handed over after %d without First", seq, tp, l.seq)
 			case !u.First && (u.Missed == 0) != (u.Seq == l.seq+1):
 				t.Fatalf("seq %d on %q after %d: Missed %d", seq, tp, l.seq, u.Missed)
 			}
 			*l = last{seq: u.Seq}
+			reconnected = false
 		}
 		if st := s.Stats(); st.Messages+st.DecodeErrors != uint64(sent) {
 			t.Fatalf("stats: %d messages + %d decode errors, %d sent", st.Messages, st.DecodeErrors, sent)

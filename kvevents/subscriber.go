@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -55,21 +56,34 @@ type Update struct {
 	// not be replayed. Non-zero means the worker's index is stale: clear it
 	// and rebuild from this message on.
 	Missed uint64
-	// Reset says the publisher restarted (its seq went backwards): clear the
-	// worker's index before applying this message.
+	// Reset says the publisher restarted (its seq went backwards, or its
+	// replay socket no longer holds the message last heard): clear the
+	// worker's index before applying this message. It comes with First.
 	Reset bool
 	// Replayed says the message came from the replay socket, filling a gap
 	// or catching up.
 	Replayed bool
 	// First marks the first message handed over from a publisher: the first
-	// ever, or the first after it restarted or reconnected. What the index
-	// holds for the worker from before is stale: clear it first.
+	// ever, or the first after it restarted. What the index holds for the
+	// worker from before is stale: clear it first.
 	First bool
 	// Whole, on a First message, says the messages that start here are the
 	// publisher's whole history (seq 0 on, live or replayed), so the index
 	// will hold all the worker holds. Without it, the worker holds blocks
 	// published before the subscriber joined, which the index never sees.
 	Whole bool
+	// Reconnected marks the first update after a new connection to a
+	// publisher already heard from whose seq went on from where it was: the
+	// same engine, back after its network failed, not a restart. What the
+	// index holds stands; Missed says whether events were lost meanwhile.
+	Reconnected bool
+	// Empty says the update carries no message, only what the publisher's
+	// replay socket said when a connection opened again: with Reset, that
+	// it restarted and has published nothing since; with Reconnected, that
+	// it went on and has published nothing new. Its Seq is the seq the
+	// publisher's next message should carry, and it counts in no message
+	// stat.
+	Empty bool
 }
 
 // SubscriberStats counts what a Subscriber has seen since it started.
@@ -93,7 +107,9 @@ type SubscriberStats struct {
 	Gaps uint64
 	// MissedMessages is the sum of those jumps, in messages.
 	MissedMessages uint64
-	// Resets is the number of publisher restarts seen (seq going backwards).
+	// Resets is the number of publisher restarts seen: seq going backwards,
+	// or, at a reconnection, a replay socket that no longer holds the
+	// message last heard.
 	Resets uint64
 	// Replayed is the number of messages recovered through replay.
 	Replayed uint64
@@ -104,8 +120,10 @@ type SubscriberStats struct {
 	// and to catch up.
 	ReplayRequests uint64
 	// Reconnects is the number of connections opened after the first on an
-	// endpoint that names its worker: a publisher that restarted or came
-	// back after a network failure.
+	// endpoint that names its worker after which the publisher's seq went
+	// on (a network failure, not a restart; a restart counts in Resets).
+	// Each is counted when the next message, or the replay socket, tells
+	// which it was. Those that lost events count in Gaps too.
 	Reconnects uint64
 }
 
@@ -213,31 +231,36 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 
 // endpointState is what the subscriber knows of one endpoint's publishers.
 // Its reader and its catch-up goroutine share it under mu, which also keeps
-// their deliveries in seq order.
+// their deliveries in seq order. What it knows of a publisher's seq
+// outlives the connection, so that the first message after a new one can
+// tell a publisher that went on from one that started again.
 type endpointState struct {
 	mu      sync.Mutex
 	streams map[string]*stream // by topic
-	// caught, after a catch-up at connect that handed messages over, is the
-	// seq the live stream should continue from.
-	caught *uint64
-	// fresh says a connection opened after the first: the next message
-	// starts the publisher's stream anew.
-	fresh atomic.Bool
+	// caught, after a catch-up that handed messages over, is where the
+	// replayed run left the publisher's stream, for the live topic not yet
+	// heard (a replay answer need not name its topic): the first live
+	// message of a topic not in streams takes it as its stream.
+	caught *stream
+	// reconnected says a connection opened after the first and what came
+	// of it is not yet known: the replay socket, asked at once (resume), or
+	// else the next message's seq (receive) tells whether the publisher
+	// went on (its network failed) or started again (it restarted). The
+	// transport sets it without mu; it is read and cleared under mu.
+	reconnected atomic.Bool
 	// kick wakes the catch-up goroutine when a connection opens.
 	kick chan struct{}
 }
 
 // connHook returns what the socket's transport calls as connections open
 // and close. A connection after the first, on an endpoint that names its
-// worker, means the publisher restarted or its network failed: events may
-// have been lost or its cache emptied, so fresh is set and the reader
-// treats the next message as a First.
+// worker, means the publisher restarted or its network failed; it sets
+// es.reconnected, and the publisher's seq then tells which.
 func (s *Subscriber) connHook(ep Endpoint, es *endpointState) func(bool) {
 	var opened atomic.Int64
 	return func(open bool) {
 		if open && opened.Add(1) > 1 && ep.Worker != "" {
-			s.reconnects.Add(1)
-			es.fresh.Store(true)
+			es.reconnected.Store(true)
 		}
 		if ep.OnConn != nil {
 			ep.OnConn(open)
@@ -251,12 +274,20 @@ func (s *Subscriber) connHook(ep Endpoint, es *endpointState) func(bool) {
 	}
 }
 
-// catchUpOnConnect asks the publisher's replay socket for all it buffers
-// each time a connection to the publisher opens, so a worker that was warm
-// before the subscriber joined (or came back) is caught up at once, not at
-// its next event. The first message handed over is marked First, and Whole
-// when it is seq 0; the live stream then continues from the last one, and
-// live copies of replayed messages are dropped.
+// catchUpOnConnect asks the publisher's replay socket what it buffers each
+// time a connection to the publisher opens, so that the index need not
+// wait for the publisher's next event (an idle engine publishes none):
+//
+//   - from a publisher never heard from, everything from seq 0, so that a
+//     worker warm before the subscriber joined is caught up at once; the
+//     first message handed over is marked First, and Whole when it is
+//     seq 0;
+//   - at a reconnection, from the last message heard on (see resume).
+//
+// The live stream then continues from the last message replayed, and live
+// copies of replayed messages are dropped. When the reader has handled the
+// new connection's first live message before, that message has told
+// already (see receive), and there is nothing to ask.
 func (s *Subscriber) catchUpOnConnect(ep Endpoint, es *endpointState) {
 	for {
 		select {
@@ -265,23 +296,127 @@ func (s *Subscriber) catchUpOnConnect(ep Endpoint, es *endpointState) {
 		case <-es.kick:
 		}
 		es.mu.Lock()
-		msgs := s.fetchReplay(ep, ep.Worker, "", 0, ^uint64(0))
-		if len(msgs) > 0 {
-			es.fresh.Store(false)
-			clear(es.streams)
-			for i, m := range msgs {
-				u := Update{Worker: ep.Worker, Message: m, Replayed: true}
-				if i == 0 {
-					u.First, u.Whole = true, m.Seq == 0
-				}
-				s.replayed.Add(1)
-				s.deliver(u)
+		switch {
+		case len(es.streams) == 0 && es.caught == nil:
+			es.reconnected.Store(false) // nothing heard before: nothing to tell apart
+			if run, _ := s.fetchReplay(ep, ep.Worker, "", 0, ^uint64(0)); len(run) > 0 {
+				s.handOver(es, ep.Worker, run, false)
 			}
-			next := msgs[len(msgs)-1].Seq + 1
-			es.caught = &next
+		case es.reconnected.Load():
+			s.resume(ep, es)
 		}
 		es.mu.Unlock()
 	}
+}
+
+// resume tells, at a reconnection, whether the publisher went on or
+// restarted, from its replay socket, before any live message: it asks for
+// everything from the last message heard (seq next-1) on. vLLM's publisher
+// (vllm/distributed/kv_events.py, ZmqEventPublisher) counts seq from 0 in
+// each process (itertools.count()), keeps the last buffer_steps batches
+// (10,000 by default) in memory, and answers a replay request with each
+// buffered (seq, payload) at or after start_seq, then seq -1; a restarted
+// one buffers only what it published since. So the answer says:
+//
+//   - the same message (same seq, same payload bytes) first: the same
+//     publisher, back after its network failed. What it published since is
+//     handed over, the first update marked Reconnected; when there is
+//     nothing, an Empty update says so.
+//   - nothing at all: the publisher's seq is now below next-1, so it
+//     restarted.
+//   - another payload at that seq: a restarted publisher that has already
+//     published as many. Payloads carry the engine's clock (vLLM's
+//     EventBatch.ts, time.time()), so two lives do not publish the same
+//     bytes at one seq.
+//   - later seqs only: the buffer has moved past next-1, so events were
+//     lost: a gap, handed over with Missed, the first update marked
+//     Reconnected. (A restarted publisher that has published more than its
+//     buffer holds lands here too; the index is cleared all the same.)
+//
+// A restart is handed over as at a first connection, from seq 0, the first
+// update marked First and Reset; when the publisher has published nothing
+// since, an Empty update says so, so that the worker's index is cleared
+// now, not at its next event. When the replay socket does not answer, or
+// the endpoint carries more than one topic, the next live message tells.
+// es.mu is held.
+func (s *Subscriber) resume(ep Endpoint, es *endpointState) {
+	var topic string
+	st := es.caught
+	if len(es.streams) > 0 {
+		if len(es.streams) > 1 {
+			return
+		}
+		for topic, st = range es.streams {
+		}
+	}
+	if st == nil || !st.seen || st.next == 0 {
+		return // nothing heard to compare with: the next message tells
+	}
+	last := st.next - 1
+	run, ok := s.fetchReplay(ep, ep.Worker, topic, last, ^uint64(0))
+	if !ok {
+		return
+	}
+	es.reconnected.Store(false)
+	worker := ep.Worker
+	if len(run) > 0 && (run[0].Seq > last || bytes.Equal(run[0].payload, st.last)) {
+		s.reconnects.Add(1)
+		if run[0].Seq == last {
+			run = run[1:]
+		}
+		if len(run) == 0 {
+			s.deliver(Update{Worker: worker, Message: Message{Topic: topic, Seq: st.next}, Reconnected: true, Empty: true})
+			return
+		}
+		missed := run[0].Seq - st.next
+		if missed > 0 {
+			s.gaps.Add(1)
+			s.missed.Add(missed)
+			s.warn(quietGap, ep.Addr, "kvevents: events lost", "worker", worker, "missed", missed, "seq", run[0].Seq)
+		}
+		for i, m := range run {
+			u := Update{Worker: worker, Message: m.Message, Replayed: true}
+			if i == 0 {
+				u.Reconnected, u.Missed = true, missed
+			}
+			s.replayed.Add(1)
+			s.deliver(u)
+		}
+		end := run[len(run)-1]
+		st.next, st.last, st.replayedTo = end.Seq+1, end.payload, end.Seq+1
+		return
+	}
+	run, ok = s.fetchReplay(ep, worker, topic, 0, ^uint64(0))
+	s.resets.Add(1)
+	s.warn(quietRestart, ep.Addr, "kvevents: publisher restarted", "worker", worker, "expected", st.next)
+	if len(run) > 0 {
+		s.handOver(es, worker, run, true)
+		return
+	}
+	clear(es.streams)
+	es.caught = nil
+	if ok {
+		es.caught = &stream{seen: true} // its first message will be seq 0
+	}
+	s.deliver(Update{Worker: worker, Message: Message{Topic: topic}, First: true, Reset: true, Whole: ok, Empty: true})
+}
+
+// handOver hands over a replayed run that starts the publisher's stream
+// anew, the first update marked First (Whole when it is seq 0, Reset when
+// the publisher restarted), and leaves the stream where the run ends for
+// the live topic not heard yet; es.mu is held.
+func (s *Subscriber) handOver(es *endpointState, worker string, run []replayedMsg, reset bool) {
+	clear(es.streams)
+	for i, m := range run {
+		u := Update{Worker: worker, Message: m.Message, Replayed: true}
+		if i == 0 {
+			u.First, u.Reset, u.Whole = true, reset, m.Seq == 0
+		}
+		s.replayed.Add(1)
+		s.deliver(u)
+	}
+	end := run[len(run)-1]
+	es.caught = &stream{seen: true, next: end.Seq + 1, last: end.payload, replayedTo: end.Seq + 1}
 }
 
 func (s *Subscriber) abort(socks []zmq4.Socket, sock zmq4.Socket) {
@@ -308,8 +443,13 @@ func (s *Subscriber) warn(what, from, msg string, args ...any) {
 type stream struct {
 	seen bool
 	next uint64 // the seq expected next
-	// replayedTo, right after a catch-up at connect, is the seq the
-	// catch-up reached: live messages before it were handed over already.
+	// last is the payload of seq next-1 as it came, which a replay socket
+	// asked at a reconnection must hand back unchanged if the publisher
+	// is the same (see resume). It is the frame go-zeromq read, kept
+	// rather than copied: go-zeromq allocates each frame anew.
+	last []byte
+	// replayedTo, right after a catch-up, is the seq the catch-up reached:
+	// live messages before it were handed over already.
 	replayedTo uint64
 }
 
@@ -339,13 +479,18 @@ func (s *Subscriber) read(ep Endpoint, sock zmq4.Socket, es *endpointState) {
 	}
 }
 
-// receive handles one live message; es.mu is held.
+// receive handles one live message; es.mu is held. The first message after
+// a reconnection that the replay socket has not told of (see resume)
+// continues the publisher's seq, or jumps forward, when the publisher went
+// on: the update is marked Reconnected (with Missed for a jump, replayed
+// when it can be) and the index stands. One that goes back is a restart:
+// First and Reset. vLLM binds its PUB socket as its engine starts, before
+// it serves a request, and the subscriber redials every 100 ms, so the
+// first message a restarted vLLM publishes, seq 0, is normally heard. A
+// restarted publisher whose first message heard is exactly the seq
+// expected next cannot be told from one that went on, without replay.
 func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 	streams := es.streams
-	if es.fresh.Swap(false) {
-		clear(streams)
-		es.caught = nil
-	}
 	topic := string(msg.Frames[0])
 	seq := binary.BigEndian.Uint64(msg.Frames[1])
 	worker := ep.Worker
@@ -355,20 +500,33 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 	if worker == "" {
 		worker = ep.Addr
 	}
+	reconnected := es.reconnected.Swap(false)
 	st := streams[topic]
 	if st == nil {
 		st = &stream{}
 		if es.caught != nil {
-			// A catch-up at connect handed over everything up to here.
-			st.seen, st.next, st.replayedTo = true, *es.caught, *es.caught
+			// A catch-up handed over everything up to here.
+			*st = *es.caught
 			es.caught = nil
 		}
 		streams[topic] = st
+	}
+	if reconnected {
+		// A message below what a catch-up reached is a restarted
+		// publisher's now (or, rarely, a copy still queued from the old
+		// connection, which then counts as a restart: the index is cleared
+		// and refilled, never kept stale).
+		st.replayedTo = 0
 	}
 	if seq < st.replayedTo {
 		return // the live copy of a message the catch-up handed over
 	}
 	st.replayedTo = 0
+	// A publisher heard before whose seq went on across a reconnection.
+	wentOn := reconnected && st.seen && seq >= st.next
+	if wentOn {
+		s.reconnects.Add(1)
+	}
 	u := Update{Worker: worker, Message: Message{Topic: topic, Seq: seq}}
 	var caught []Update
 	switch {
@@ -383,24 +541,24 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 		}
 		u.First, u.Whole = true, seq == 0
 		if seq > 0 && ep.Replay != "" {
-			msgs := s.fetchReplay(ep, worker, topic, 0, seq)
-			if len(msgs) > 0 {
-				for _, m := range msgs {
-					caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+			run, _ := s.fetchReplay(ep, worker, topic, 0, seq)
+			if len(run) > 0 {
+				for _, m := range run {
+					caught = append(caught, Update{Worker: worker, Message: m.Message, Replayed: true})
 				}
 				caught[0].First, caught[0].Reset = true, u.Reset
-				caught[0].Whole = msgs[0].Seq == 0 && msgs[len(msgs)-1].Seq+1 == seq
+				caught[0].Whole = run[0].Seq == 0 && run[len(run)-1].Seq+1 == seq
 				u.First, u.Reset, u.Whole = false, false, false
 			}
 		}
 	case seq > st.next:
 		if ep.Replay != "" {
-			msgs := s.fetchReplay(ep, worker, topic, st.next, seq)
-			if len(msgs) > 0 && msgs[0].Seq == st.next {
-				for _, m := range msgs {
-					caught = append(caught, Update{Worker: worker, Message: m, Replayed: true})
+			run, _ := s.fetchReplay(ep, worker, topic, st.next, seq)
+			if len(run) > 0 && run[0].Seq == st.next {
+				for _, m := range run {
+					caught = append(caught, Update{Worker: worker, Message: m.Message, Replayed: true})
 				}
-				st.next = msgs[len(msgs)-1].Seq + 1
+				st.next, st.last = run[len(run)-1].Seq+1, run[len(run)-1].payload
 			}
 		}
 		if seq > st.next {
@@ -409,6 +567,11 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 			s.missed.Add(u.Missed)
 			s.warn(quietGap, ep.Addr, "kvevents: events lost", "worker", worker, "missed", u.Missed, "seq", seq)
 		}
+	}
+	if wentOn && len(caught) > 0 {
+		caught[0].Reconnected = true
+	} else if wentOn {
+		u.Reconnected = true
 	}
 	for _, c := range caught {
 		s.replayed.Add(1)
@@ -420,13 +583,20 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 	if err != nil {
 		// The message is lost to the index, and so is any gap before it,
 		// which no update has told the index of: the next message must
-		// count both as missed, and counts the gap then, not twice. A
-		// First that failed to decode leaves the stream unseen, so the
-		// next message is First.
+		// count both as missed, and counts the gap then, not twice; and
+		// a reconnection no update has told of is the next message's to
+		// tell. A First that failed to decode leaves the stream unseen, so
+		// the next message is First.
 		st.next = next
 		if u.Missed > 0 {
 			s.gaps.Add(^uint64(0))
 			s.missed.Add(-u.Missed)
+		}
+		if u.Reconnected {
+			s.reconnects.Add(^uint64(0))
+		}
+		if reconnected && len(caught) == 0 {
+			es.reconnected.Store(true)
 		}
 		if u.First {
 			st.seen = false
@@ -435,16 +605,27 @@ func (s *Subscriber) receive(ep Endpoint, es *endpointState, msg zmq4.Msg) {
 		s.warn(quietMalformed, ep.Addr, "kvevents: malformed message", "worker", worker, "seq", seq, "err", err)
 		return
 	}
+	st.last = msg.Frames[2]
 	u.Batch = b
 	s.deliver(u)
+}
+
+// replayedMsg is a message from the replay socket, with its payload as it
+// came.
+type replayedMsg struct {
+	Message
+	payload []byte
 }
 
 // fetchReplay asks the publisher's replay socket for messages from..to-1
 // and returns the contiguous run it got, from the first seq at or after
 // from that it got, decoded. It sends vLLM's request, [id, "", start_seq]
 // as the ROUTER sees it, and reads (seq, payload) answers, with or without
-// a topic frame first, until seq -1 or one at or past to.
-func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uint64) []Message {
+// a topic frame first, until seq -1 or one at or past to. answered says
+// the socket answered to the end (or to a hole in what it holds): run is
+// then all it holds in from..to-1 from run's first seq on, and an empty
+// run says it holds nothing there.
+func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uint64) (run []replayedMsg, answered bool) {
 	s.replayRequests.Add(1)
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
 	defer cancel()
@@ -457,33 +638,32 @@ func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uin
 	defer sock.Close()
 	if err := sock.Dial(hooked(ep.Replay)); err != nil {
 		s.warn(quietReplay, ep.Replay, "kvevents: replay", "worker", worker, "err", err)
-		return nil
+		return nil, false
 	}
 	// The empty frame is the delimiter a REQ socket would add: vLLM's ROUTER
 	// wants exactly [id, "", start_seq].
 	if err := sock.SendMulti(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, from))); err != nil {
 		s.warn(quietReplay, ep.Replay, "kvevents: replay request", "worker", worker, "err", err)
-		return nil
+		return nil, false
 	}
-	var out []Message
 	for {
 		msg, err := sock.Recv()
 		if err != nil {
 			s.warn(quietReplay, ep.Replay, "kvevents: replay", "worker", worker, "err", err)
-			return out
+			return run, false
 		}
 		seq, payload, ok := replayFrames(msg.Frames)
 		if !ok {
 			s.decodeErrors.Add(1)
 			s.warn(quietReplayAnswer, ep.Replay, "kvevents: malformed replay answer", "worker", worker, "frames", len(msg.Frames))
-			return out
+			return run, false
 		}
 		if seq == ^uint64(0) || seq >= to {
-			return out // the end marker, or caught up with the live stream
+			return run, true // the end marker, or caught up with the live stream
 		}
-		if seq < from || (len(out) > 0 && seq != out[len(out)-1].Seq+1) {
-			if len(out) > 0 {
-				return out // a hole: what follows cannot be applied in order
+		if seq < from || (len(run) > 0 && seq != run[len(run)-1].Seq+1) {
+			if len(run) > 0 {
+				return run, true // a hole: what follows cannot be applied in order
 			}
 			continue
 		}
@@ -491,9 +671,9 @@ func (s *Subscriber) fetchReplay(ep Endpoint, worker, topic string, from, to uin
 		if err != nil {
 			s.decodeErrors.Add(1)
 			s.warn(quietReplayAnswer, ep.Replay, "kvevents: malformed replayed message", "worker", worker, "seq", seq, "err", err)
-			return out
+			return run, false
 		}
-		out = append(out, Message{Topic: topic, Seq: seq, Batch: b})
+		run = append(run, replayedMsg{Message{Topic: topic, Seq: seq, Batch: b}, payload})
 	}
 }
 
@@ -516,7 +696,9 @@ func replayFrames(fr [][]byte) (seq uint64, payload []byte, ok bool) {
 }
 
 func (s *Subscriber) deliver(u Update) {
-	s.messages.Add(1)
+	if !u.Empty {
+		s.messages.Add(1)
+	}
 	s.skipped.Add(uint64(u.Batch.Skipped))
 	for _, ev := range u.Batch.Events {
 		switch ev.(type) {

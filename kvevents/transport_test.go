@@ -210,8 +210,8 @@ func TestOnePublisherLeavingDoesNotStopTheOther(t *testing.T) {
 }
 
 // A publisher that restarts counts from 0 again; the subscriber redials it
-// and must flag the first message of the new run as a First (the new
-// connection says so before any seq does).
+// and must flag the first message of the new run as a First and Reset, a
+// restart, not a reconnection.
 func TestPublisherRestartIsReported(t *testing.T) {
 	addr := freeAddr(t)
 	s, u := newSub(t, Endpoint{Worker: "w0", Addr: addr})
@@ -240,11 +240,11 @@ func TestPublisherRestartIsReported(t *testing.T) {
 		}
 		select {
 		case up := <-u:
-			if !up.First || up.Seq >= old || up.Missed != 0 {
-				t.Fatalf("first message after the restart = seq %d first %v missed %d, want a first", up.Seq, up.First, up.Missed)
+			if !up.First || !up.Reset || up.Reconnected || up.Seq >= old || up.Missed != 0 {
+				t.Fatalf("first message after the restart = %+v, want First and Reset", up)
 			}
-			if got := s.Stats().Reconnects; got < 1 {
-				t.Errorf("Stats().Reconnects = %d, want at least 1", got)
+			if st := s.Stats(); st.Resets != 1 || st.Reconnects != 0 {
+				t.Errorf("stats %+v, want 1 restart and no reconnection", st)
 			}
 			if err := p2.Publish(stored(8, 8)); err != nil {
 				t.Fatal(err)

@@ -255,12 +255,12 @@ func FuzzAdoptKeepsTheIndexConsistent(f *testing.F) {
 }
 
 // TestBlindCauseNamesARefillAfterTheStreamBrokeOff: when a worker's index
-// is cleared because its stream broke off (the publisher reconnected or
-// restarted, events were lost, or the worker came back from failed health
-// checks), it is empty while the worker still holds what it cached, and a
-// blind verdict while it refills must name that break, not the tokenizer.
-// A minute on, or with no break since the stream began, the tokens are
-// blamed again.
+// is cleared because its stream broke off (the publisher restarted, events
+// were lost, or the worker came back from failed health checks), it is
+// empty while the worker still holds what it cached, and a blind verdict
+// while it refills must name that break, not the tokenizer. A minute on,
+// with no break since the stream began, or after a reconnection whose
+// sequence numbers went on (the index stands), the tokens are blamed.
 func TestBlindCauseNamesARefillAfterTheStreamBrokeOff(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -269,10 +269,11 @@ func TestBlindCauseNamesARefillAfterTheStreamBrokeOff(t *testing.T) {
 		want  string
 		says  string
 	}{
-		{"a publisher that reconnected 10 s ago", func(f *Feed, es *eventStream, w *Worker) {
+		{"a publisher that reconnected 10 s ago and went on, which kept the index", func(f *Feed, es *eventStream, w *Worker) {
 			f.connected("a", es, false)
 			f.connected("a", es, true)
-		}, 10 * time.Second, CauseRefilling, "its publisher reconnected"},
+			f.apply(es, kvevents.Update{Worker: "a", Reconnected: true, Message: kvevents.Message{Seq: 1}})
+		}, 10 * time.Second, CauseTokenizer, "tokenizer mismatch"},
 		{"a publisher that restarted (seq back to 0) 10 s ago", func(f *Feed, es *eventStream, w *Worker) {
 			f.apply(es, kvevents.Update{Worker: "a", First: true, Reset: true, Whole: true, Message: kvevents.Message{Seq: 0}})
 		}, 10 * time.Second, CauseRefilling, "its publisher restarted"},
@@ -283,9 +284,8 @@ func TestBlindCauseNamesARefillAfterTheStreamBrokeOff(t *testing.T) {
 			f.healthChanged(w, false)
 			f.healthChanged(w, true)
 		}, 10 * time.Second, CauseRefilling, "health check"},
-		{"a publisher that reconnected over a minute ago", func(f *Feed, es *eventStream, w *Worker) {
-			f.connected("a", es, false)
-			f.connected("a", es, true)
+		{"a publisher that restarted over a minute ago", func(f *Feed, es *eventStream, w *Worker) {
+			f.apply(es, kvevents.Update{Worker: "a", First: true, Reset: true, Whole: true, Message: kvevents.Message{Seq: 0}})
 		}, refillGrace + time.Second, CauseTokenizer, "tokenizer mismatch"},
 		{"a stream that never broke off", func(*Feed, *eventStream, *Worker) {}, 10 * time.Second, CauseTokenizer, "tokenizer mismatch"},
 	}

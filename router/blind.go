@@ -35,7 +35,7 @@ const (
 	// and learns it back one prompt at a time as the worker extends it, so
 	// the first answers after the break are misses whatever the tokens,
 	// and the verdict, over 64 answers, lags the refill (an audit saw it
-	// blind for some 40 s after a reconnect). A break that recurs within
+	// blind for some 40 s after a restart). A break that recurs within
 	// the grace hides a tokenizer mismatch for as long, but names a stream
 	// that needs fixing first.
 	refillGrace = time.Minute
@@ -51,8 +51,8 @@ const (
 	// has shown (see Feed.adoptParent).
 	CauseWarm = "warm_before_join"
 	// CauseRefilling is an index cleared less than refillGrace ago because
-	// the worker's stream broke off: its publisher reconnected or restarted,
-	// events were lost, or it came back from failed health checks.
+	// the worker's stream broke off: its publisher restarted, events were
+	// lost, or it came back from failed health checks.
 	CauseRefilling = "index_refilling"
 	// CauseWrongSocket is an events endpoint that answered as a socket of
 	// another type than a publisher, such as the worker's replay ROUTER.
@@ -259,10 +259,9 @@ func wrongPeerHint(peer string) string {
 
 // refillPhrase says, for a reason, why the index was cleared.
 var refillPhrase = map[string]string{
-	RefillReconnect: "its publisher reconnected (it restarted, or its network failed)",
-	RefillRestart:   "its publisher restarted",
-	RefillGap:       "events were lost in a gap",
-	RefillReadmit:   "it passed its health check after failing",
+	RefillRestart: "its publisher restarted (its sequence numbers started again)",
+	RefillGap:     "events were lost in a gap (as when its network fails for a while)",
+	RefillReadmit: "it passed its health check after failing",
 }
 
 // blindCause names the likely cause of wk's blindness from its event
@@ -341,7 +340,7 @@ func BlindSummary(bs []Blindness) string {
 		case CauseBlockSize:
 			out = append(out, blockSizeSummary(bs, on))
 		case CauseRefilling:
-			out = append(out, "the index of "+on+" is refilling after its KV events broke off (a reconnect, a restart, lost events or failed health checks)")
+			out = append(out, "the index of "+on+" is refilling after its KV events broke off (a restart, lost events or failed health checks)")
 		}
 	}
 	return strings.Join(out, "; ")

@@ -23,9 +23,15 @@ const FeedSync = time.Second
 //
 // A worker's index is cleared whenever what it holds may no longer be what
 // the worker holds: at the first message from its publisher, when the
-// publisher reconnects or restarts, at a gap in its sequence numbers, and
-// when the worker is re-admitted after failing its health checks. It then
-// rebuilds from the events that follow. Events published before kvlens
+// publisher restarts, at a gap in its sequence numbers, and when the worker
+// is re-admitted after failing its health checks (unless its publisher has
+// told since what became of it). It then rebuilds from the events that
+// follow. A publisher that reconnects is not cleared for it: the
+// subscriber tells a network failure, after which the publisher's sequence
+// numbers go on and the index stands (or has a gap, which clears it), from
+// a restart, after which they start again from 0. With a replay socket it
+// tells at the connection; without one, at the publisher's next message,
+// and until then the index holds what the worker held before. Events published before kvlens
 // joined (or during a gap) are caught up through the worker's replay socket
 // when it has one; without one, the worker is "warming" until its cache has
 // turned over once (see eventStream.settle) or it clears its cache.
@@ -150,14 +156,18 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 	idx := f.r.Index()
 	switch {
 	case u.First:
-		why := RefillReconnect // a First after the first is the next connection's
+		// A First after the stream's first message is a new publisher: its
+		// sequence numbers started again (Reset), or it publishes under a
+		// topic not heard before (llm-d's names the engine's address).
 		if u.Reset {
 			f.r.metrics.SequenceGaps.WithLabelValues(u.Worker).Inc()
-			why = RefillRestart
 		}
 		idx.ClearWorker(u.Worker)
-		es.cleared(why)
+		es.cleared(RefillRestart)
 		es.backSinceDown = true
+		if u.Reset && f.quiet.Allow("publisher restarts", u.Worker) {
+			f.logf("KV events of %s: publisher restarted (its sequence numbers started again); index cleared", u.Worker)
+		}
 		es.startWarming(!u.Whole)
 		if !u.Whole && f.quiet.Allow("joins without history", u.Worker) {
 			f.logf("KV events of %s: joined at seq %d without its history; warming until its cache turns over", u.Worker, u.Seq)
@@ -166,6 +176,15 @@ func (f *Feed) apply(es *eventStream, u kvevents.Update) {
 		f.r.SequenceGap(u.Worker)
 		es.cleared(RefillGap)
 		es.startWarming(true)
+	}
+	if u.Reconnected {
+		es.backSinceDown = true
+		if u.Missed == 0 && f.quiet.Allow("publishers back", u.Worker) {
+			f.logf("KV events of %s: publisher back with nothing lost (its sequence numbers went on); index kept", u.Worker)
+		}
+	}
+	if u.Empty {
+		return // what the replay socket said at a connection: no event
 	}
 	es.lastEvent = es.clk.Now()
 	parent0 := es.spec.parent0
@@ -234,7 +253,8 @@ func (f *Feed) adoptParent(es *eventStream, worker string, e *kvevents.BlockStor
 
 // connected follows the connections of a worker's event socket. A
 // connection after the first means the publisher restarted or its network
-// failed: the worker's index is cleared the moment it is back.
+// failed; which, the subscriber tells (see apply), and the index is kept
+// until it has.
 func (f *Feed) connected(worker string, es *eventStream, open bool) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
@@ -247,20 +267,18 @@ func (f *Feed) connected(worker string, es *eventStream, open bool) {
 		es.everConnected = true
 		return
 	}
-	es.backSinceDown = true
-	f.r.Index().ClearWorker(worker)
-	es.cleared(RefillReconnect)
-	es.startWarming(true)
 	if f.quiet.Allow("publisher reconnections", worker) {
-		f.logf("KV events of %s: publisher reconnected; index cleared", worker)
+		f.logf("KV events of %s: publisher reconnected; index kept until its sequence numbers tell a network failure from a restart", worker)
 	}
 }
 
 // healthChanged clears a worker's index when it passes its health check
 // after failing: it may have restarted with an empty cache, or lost events.
-// It does not when the publisher has already come back since the failure
-// (reconnected, or restarted its sequence): the index was cleared then, and
-// what it holds since is the new life's.
+// It does not when the publisher has told since the failure what became of
+// it: it restarted (the index was cleared then, and what it holds since is
+// the new life's), or its sequence numbers went on across a reconnection
+// (the index is the worker's, less any gap, which cleared it). A worker
+// whose publisher reconnected but has not told yet is cleared.
 func (f *Feed) healthChanged(w *Worker, healthy bool) {
 	es := w.stream.Load()
 	if es == nil {
@@ -312,7 +330,7 @@ type eventStream struct {
 	lastEvent     time.Time
 	warming       bool
 	// down says the worker failed its last health check; backSinceDown
-	// that its publisher reconnected or restarted since.
+	// that its publisher has told since that it restarted or went on.
 	down, backSinceDown bool
 	// knownRun counts blocks evicted in a row that the index knew, since
 	// the last sign of a block it never saw (see settled).
@@ -355,12 +373,13 @@ func (es *eventStream) setSub(s *kvevents.Subscriber) {
 // Why a worker's index was cleared after its stream's first message, as
 // StreamState.RefillCause says it.
 const (
-	// RefillReconnect: a connection after the first (a publisher that
-	// restarted, or whose network failed).
-	RefillReconnect = "reconnect"
-	// RefillRestart: the publisher's sequence numbers went back.
+	// RefillRestart: the publisher restarted: its sequence numbers went
+	// back, or its replay socket no longer held the message last heard, or
+	// it publishes under a new topic. A reconnection after which the
+	// sequence numbers went on clears nothing.
 	RefillRestart = "restart"
-	// RefillGap: messages were lost that replay did not fill.
+	// RefillGap: messages were lost that replay did not fill, as across a
+	// network failure long enough for the publisher to publish to nobody.
 	RefillGap = "gap"
 	// RefillReadmit: the worker passed its health check after failing.
 	RefillReadmit = "readmitted"
@@ -457,8 +476,13 @@ type StreamState struct {
 	DecodeErrors uint64 `json:"decode_errors"`
 	// Gaps counts jumps in the sequence numbers that replay did not fill.
 	Gaps uint64 `json:"gaps"`
-	// Restarts counts publisher restarts seen in the sequence numbers, and
-	// Reconnects connections after the first.
+	// Restarts counts publisher restarts: sequence numbers that went back,
+	// or a replay socket that no longer held the message last heard.
+	// Reconnects counts connections after the first after which the
+	// sequence numbers went on (a network failure, not a restart); those
+	// that lost events count in Gaps too. A connection is counted in one
+	// or the other once the publisher's next message, or its replay
+	// socket, tells.
 	Restarts   uint64 `json:"restarts"`
 	Reconnects uint64 `json:"reconnects"`
 	// Replays counts replay requests (gap fills and catch-ups), and
@@ -476,7 +500,7 @@ type StreamState struct {
 	// be a ROUTER (the publisher's PUB port given for replay= reads PUB).
 	WrongReplayPeer string `json:"wrong_replay_peer,omitempty"`
 	// RefillCause says why the index was last cleared after the stream's
-	// first message: reconnect, restart, gap or readmitted; empty when it
+	// first message: restart, gap or readmitted; empty when it
 	// never was. RefillAgeSeconds is the time since, in seconds; -1 when
 	// it never was.
 	RefillCause      string  `json:"refill_cause,omitempty"`

@@ -235,39 +235,68 @@ func TestFeedClearsAWorkerReadmittedAfterFailingHealth(t *testing.T) {
 		t.Fatalf("stream = %+v, want warming after one clear", s)
 	}
 
-	// Down again, but this time the publisher reconnects before the worker
-	// passes its health check: the reconnection cleared the index, and
-	// what it learnt since is the new life's, so re-admission keeps it.
-	healthy = false
-	pool.CheckHealth(ctx, srv.Client(), time.Second)
+	// Down again, and the publisher reconnects before the worker passes
+	// its health check. Re-admission keeps the index only once the
+	// publisher has told what became of it: it went on (the index is
+	// the worker's), or it restarted (the index was cleared then, and
+	// what it learnt since is the new life's).
 	es := ws[0].stream.Load()
 	feed.connected("w", es, true) // the first connection
-	feed.connected("w", es, true) // a reconnection
-	if err := r.Index().Apply("w", stored(0, ids(1, 2), toks(100, 2))); err != nil {
-		t.Fatal(err)
-	}
-	healthy = true
-	pool.CheckHealth(ctx, srv.Client(), time.Second)
-	if n := r.Index().Blocks("w"); n != 2 {
-		t.Fatalf("re-admitted worker whose publisher already came back has %d blocks indexed, want 2", n)
+	store := &kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: toks(100, 1), BlockSize: testB}
+	for _, tc := range []struct {
+		name string
+		told *kvevents.Update // what the subscriber handed over after the reconnection, if anything
+		want int              // blocks indexed after re-admission
+	}{
+		{"a reconnection not yet told of clears the index", nil, 0},
+		{"a publisher told to have gone on keeps its index", &kvevents.Update{Worker: "w", Reconnected: true, Empty: true}, 2},
+		{"a publisher told to have restarted keeps what it said since", &kvevents.Update{Worker: "w", First: true, Reset: true, Whole: true,
+			Message: kvevents.Message{Batch: kvevents.Batch{Events: []kvevents.Event{store}}}}, 1},
+	} {
+		healthy = false
+		pool.CheckHealth(ctx, srv.Client(), time.Second)
+		if err := r.Index().Apply("w", stored(0, ids(1, 2), toks(100, 2))); err != nil {
+			t.Fatal(err)
+		}
+		feed.connected("w", es, true) // a reconnection
+		if tc.told != nil {
+			feed.apply(es, *tc.told)
+		}
+		healthy = true
+		pool.CheckHealth(ctx, srv.Client(), time.Second)
+		if n := r.Index().Blocks("w"); n != tc.want {
+			t.Errorf("%s: re-admitted worker has %d blocks indexed, want %d", tc.name, n, tc.want)
+		}
 	}
 }
 
-// A publisher that restarts has its worker's index cleared the moment it
-// is connected again, before it publishes anything, whichever side binds.
-func TestFeedClearsAWorkerWhosePublisherReconnects(t *testing.T) {
+// A publisher that restarts (counting from seq 0 again) has its worker's
+// index cleared, whichever side binds: with a replay socket the moment it
+// is connected again, before it publishes anything, since the replay
+// socket says it holds nothing of the old life; without one at its first
+// message, until which the index holds what it held. Before, every
+// reconnection cleared the index, a network failure too.
+func TestFeedClearsAWorkerWhosePublisherRestarts(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		bind bool // kvlens binds and the publisher connects
+		name   string
+		bind   bool // kvlens binds and the publisher connects
+		replay bool
 	}{
-		{"kvlens dials the publisher", false},
-		{"the publisher dials kvlens", true},
+		{"kvlens dials the publisher", false, false},
+		{"the publisher dials kvlens", true, false},
+		{"kvlens dials the publisher, which has a replay socket", false, true},
+		{"the publisher dials kvlens, and has a replay socket", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ep := fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t, "127.0.0.1"))
 			spec := "w=http://127.0.0.1:1,events=" + ep
 			if tt.bind {
 				spec = "w=http://127.0.0.1:1,bind=" + ep
+			}
+			var replay string
+			if tt.replay {
+				replay = fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t, "127.0.0.1"))
+				spec += ",replay=" + replay
 			}
 			ws, err := ParseWorkers(SplitWorkerList(spec))
 			if err != nil {
@@ -284,35 +313,48 @@ func TestFeedClearsAWorkerWhosePublisherReconnects(t *testing.T) {
 				}
 			}()
 			start := func() *kvevents.Publisher {
-				p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep, Connect: tt.bind})
+				p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep, Connect: tt.bind, ReplayEndpoint: replay})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return p
 			}
 			p := start()
-			batch := kvevents.Batch{Events: []kvevents.Event{
+			old := kvevents.Batch{Events: []kvevents.Event{
 				&kvevents.BlockStored{BlockHashes: []uint64{1}, TokenIDs: []uint32{5, 6}, BlockSize: 2},
 			}}
 			eventually(t, "the first publisher's block is indexed", func() bool {
-				p.Publish(batch)
+				p.Publish(old)
 				return r.Index().Blocks("w") > 0
 			})
-			// Let the batches still on their way land before the restart:
-			// one arriving after the reconnection would refill the index.
+			// Let the batches still on their way land before the restart.
 			time.Sleep(200 * time.Millisecond)
 			p.Close()
+			eventually(t, "the stream sees the publisher gone", func() bool { return stream(t, r, "w").State != "connected" })
 			p = start()
 			defer p.Close()
-			eventually(t, "the index is cleared on reconnection", func() bool { return r.Index().Blocks("w") == 0 })
-			if s := stream(t, r, "w"); s.Clears == 0 || !s.Warming {
-				t.Fatalf("stream = %+v, want a clear and warming until the publisher speaks", s)
+			eventually(t, "connected again", func() bool { return stream(t, r, "w").State == "connected" })
+			if tt.replay {
+				eventually(t, "the index is cleared as the replay socket tells of the restart", func() bool { return r.Index().Blocks("w") == 0 })
+			} else if n := r.Index().Blocks("w"); n != 1 {
+				t.Fatalf("%d blocks indexed before the restarted publisher said anything, want the 1 from before", n)
 			}
-			// The restarted publisher starts from seq 0: its history is whole.
-			eventually(t, "the new publisher's block is indexed", func() bool {
-				p.Publish(batch)
-				return r.Index().Blocks("w") > 0
+			// The restarted publisher stores another block: the index holds
+			// it alone, cleared of the old life's.
+			fresh := kvevents.Batch{Events: []kvevents.Event{
+				&kvevents.BlockStored{BlockHashes: []uint64{2}, TokenIDs: []uint32{7, 8}, BlockSize: 2},
+			}}
+			eventually(t, "the restart is told", func() bool {
+				p.Publish(fresh)
+				s := stream(t, r, "w")
+				return s.RefillCause == RefillRestart && s.Messages > 1 && r.Index().Blocks("w") > 0
 			})
+			if n := r.Index().Blocks("w"); n != 1 {
+				t.Errorf("%d blocks indexed after the restart, want the new publisher's 1", n)
+			}
+			if s := stream(t, r, "w"); s.Restarts != 1 || s.Reconnects != 0 {
+				t.Errorf("stream = %+v, want 1 restart and no reconnection", s)
+			}
 		})
 	}
 }
@@ -385,10 +427,10 @@ func scraped(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// A worker whose publisher went away and came back has its index cleared,
-// and while the index refills, the worker answers with hits it did not
-// predict: the blind verdict must name the reconnection, not the tokens.
-func TestFeedBlamesAReconnectNotTheTokensWhileTheIndexRefills(t *testing.T) {
+// A worker whose publisher restarted has its index cleared, and while the
+// index refills, the worker answers with hits it did not predict: the
+// blind verdict must name the restart, not the tokens.
+func TestFeedBlamesARestartNotTheTokensWhileTheIndexRefills(t *testing.T) {
 	ep := fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t, "127.0.0.1"))
 	ws, err := ParseWorkers([]string{"w=http://127.0.0.1:1,events=" + ep + ",parent0=none"})
 	if err != nil {
@@ -423,15 +465,75 @@ func TestFeedBlamesAReconnectNotTheTokensWhileTheIndexRefills(t *testing.T) {
 	}
 	defer pub.Close()
 	eventually(t, "connected again", func() bool { return stream(t, r, "w").State == "connected" })
+	// The restarted publisher counts from 0 again, and stores another block.
+	other := kvevents.Batch{Events: []kvevents.Event{&kvevents.BlockStored{BlockHashes: []uint64{10}, TokenIDs: []uint32{3, 4}, BlockSize: 2}}}
+	eventually(t, "the restart is told", func() bool {
+		pub.Publish(other)
+		return stream(t, r, "w").RefillCause != ""
+	})
 
 	st := stream(t, r, "w")
-	if st.Reconnects != 1 || st.RefillCause != RefillReconnect || st.RefillAgeSeconds < 0 || r.Index().Blocks("w") != 0 {
-		t.Fatalf("stream %+v with %d blocks indexed; want 1 reconnection, the index cleared for it and empty", st, r.Index().Blocks("w"))
+	if st.Restarts != 1 || st.Reconnects != 0 || st.RefillCause != RefillRestart || st.RefillAgeSeconds < 0 || r.Index().Blocks("w") != 1 {
+		t.Fatalf("stream %+v with %d blocks indexed; want 1 restart, the index cleared for it and holding the new block alone", st, r.Index().Blocks("w"))
 	}
 	for range blindMinRequests {
 		r.ObserveCache(&Booking{Worker: ws[0], isl: 2000}, 1000)
 	}
-	if b := r.Blind(); len(b) != 1 || b[0].Cause != CauseRefilling || !strings.Contains(b[0].Reason, "reconnected") {
-		t.Fatalf("Blind() = %+v; want w blind by %s, naming the reconnection", b, CauseRefilling)
+	if b := r.Blind(); len(b) != 1 || b[0].Cause != CauseRefilling || !strings.Contains(b[0].Reason, "restarted") {
+		t.Fatalf("Blind() = %+v; want w blind by %s, naming the restart", b, CauseRefilling)
+	}
+}
+
+// What the subscriber tells after a worker's publisher reconnected decides
+// whether its index stands: a publisher whose sequence numbers went on (a
+// network failure) keeps it, and is no refill for the blind verdict to
+// blame; one that lost events meanwhile, or restarted, is cleared. Before,
+// every reconnection cleared the index, and a booth's flaky network left
+// the router blind for a minute at each blip.
+func TestFeedKeepsTheIndexAcrossANetworkFailure(t *testing.T) {
+	// batch stores block id, child of parent (0: none).
+	batch := func(id, parent int) kvevents.Batch {
+		return kvevents.Batch{Events: []kvevents.Event{stored(uint64(parent), ids(id, 1), toks(100*id, 1))}}
+	}
+	for _, tc := range []struct {
+		name       string
+		after      kvevents.Update // the first update after the reconnection
+		wantBlocks int
+		wantCause  string
+	}{
+		{"a publisher that went on keeps its index", kvevents.Update{Reconnected: true, Message: kvevents.Message{Seq: 1, Batch: batch(3, 2)}}, 3, ""},
+		{"a publisher that went on with nothing new keeps its index", kvevents.Update{Reconnected: true, Empty: true, Message: kvevents.Message{Seq: 1}}, 2, ""},
+		{"a publisher that went on but lost events is cleared for the gap", kvevents.Update{Reconnected: true, Missed: 3, Message: kvevents.Message{Seq: 4, Batch: batch(9, 0)}}, 1, RefillGap},
+		{"a publisher that restarted is cleared for the restart", kvevents.Update{First: true, Reset: true, Whole: true, Message: kvevents.Message{Batch: batch(9, 0)}}, 1, RefillRestart},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, _ := ParseWorkers([]string{"w=http://127.0.0.1:1,events=tcp://127.0.0.1:1"}) // nothing publishes there
+			r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: testB})
+			feed := NewFeed(r, t.Logf)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			feed.Sync(ctx)
+			defer func() {
+				for _, s := range feed.subs {
+					s.close()
+				}
+			}()
+			es := ws[0].stream.Load()
+			feed.connected("w", es, true)
+			feed.apply(es, kvevents.Update{Worker: "w", First: true, Whole: true, Message: kvevents.Message{Batch: kvevents.Batch{Events: []kvevents.Event{
+				stored(0, ids(1, 2), toks(100, 2)),
+			}}}})
+			feed.connected("w", es, false)
+			feed.connected("w", es, true)
+			if n := r.Index().Blocks("w"); n != 2 {
+				t.Fatalf("%d blocks indexed after the reconnection, before the publisher told anything; want the 2 from before", n)
+			}
+			tc.after.Worker = "w"
+			feed.apply(es, tc.after)
+			st := stream(t, r, "w")
+			if n := r.Index().Blocks("w"); n != tc.wantBlocks || st.RefillCause != tc.wantCause {
+				t.Errorf("%d blocks indexed, refill cause %q; want %d, %q", n, st.RefillCause, tc.wantBlocks, tc.wantCause)
+			}
+		})
 	}
 }

@@ -9,7 +9,8 @@ go-zeromq nor kvlens's codec.
       stdin. Seq GAP is kept for replay but never sent live. A replay
       request [id, "", start_seq] is answered with [id, "", seq, payload]
       for each buffered seq from start_seq, then seq -1 and an empty
-      payload. Exits when stdin closes.
+      payload, from the start, before the line, as vLLM's publisher
+      thread answers. Exits when stdin closes.
 
   libzmq_peer.py pub-connect SUB_ADDR TOPIC N
       Publishes the same messages under TOPIC from a PUB socket that
@@ -83,8 +84,16 @@ def publish(pub_addr, replay_addr, n, gap, topic=b"", connect=False):
         router = ctx.socket(zmq.ROUTER)
         router.bind(replay_addr)
     print("bound", flush=True)
-    sys.stdin.readline()
     buffered = []
+    # vLLM's publisher thread serves replay from the start, before it has
+    # published anything: so does this, while it waits for the line.
+    while True:
+        if router is not None:
+            serve_replay(router, buffered)
+        ready, _, _ = select.select([sys.stdin], [], [], 0.01)
+        if ready:
+            sys.stdin.readline()
+            break
     for s in range(n):
         data = payload(s)
         buffered.append((s, data))
