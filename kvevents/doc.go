@@ -104,7 +104,15 @@
 // through the same transport, which is also how a Subscriber learns of
 // each connection (go-zeromq reports none): Endpoint.OnConn hears it open
 // once the peer's READY has come, and close at the first failed read or
-// write, not when go-zeromq gets round to closing it.
+// write, not when go-zeromq gets round to closing it. Every connection
+// through that transport (a Subscriber's dials, and those any bound socket
+// accepts) has TCP keepalive (probes after 5 s of silence, 3 of them 5 s
+// apart) and, on Linux, a TCP_USER_TIMEOUT of 20 s, so that a peer whose
+// host vanished without closing anything (power lost, a cable pulled) is
+// noticed within 20 s (deadPeerTimeout, listen.go), where Go's defaults
+// took 151 s, and over 200 s for a bound publisher with data in flight. A
+// Publisher that dials (Connect) still dials through go-zeromq's own TCP
+// transport, with Go's defaults.
 //
 // The replay request is vLLM's: a DEALER sends ["", start_seq] so that the
 // publisher's ROUTER sees [id, "", start_seq], exactly three frames, as

@@ -39,12 +39,52 @@ func init() {
 type closingTCP struct{ transport.Transport }
 
 func (t closingTCP) Listen(ctx context.Context, addr string) (net.Listener, error) {
-	l, err := t.Transport.Listen(ctx, addr)
+	// As go-zeromq's tcp transport listens (net.Listen), with the
+	// keepalive and user timeout of deadPeerTimeout on every connection
+	// accepted.
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive, Control: setUserTimeout}
+	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	return &ctxListener{Listener: connlimit.Limit(l, maxPeers), ctx: ctx}, nil
 }
+
+// A host that vanishes without closing its connections (power lost, a
+// cable pulled, Wi-Fi gone, as booth networks do) sends no FIN or RST: its
+// peer hears silence, and only TCP itself can end the connection. With
+// Go's defaults (keepalive probes after 15 s idle, then 15 s apart, and
+// Linux's 9 of them) a subscriber took 151 s to notice a vanished
+// publisher, and a bound publisher with data unacknowledged by a vanished
+// subscriber had not noticed after 200 s (it retransmits for some 15
+// minutes, Linux's tcp_retries2, since keepalive waits while data is in
+// flight); with these, both took 20.4 s, as
+// TestAVanishedHostIsNoticedWithinTheBound measures. Until then the stream
+// reads "connected" to nothing, and no redial starts.
+const (
+	// keepAliveIdle is how long a connection may be silent before the
+	// first probe. A publisher's engine may publish nothing for minutes
+	// when idle; a probe costs one empty segment each way.
+	keepAliveIdle = 5 * time.Second
+	// keepAliveInterval is the time between unanswered probes.
+	keepAliveInterval = 5 * time.Second
+	// keepAliveCount is how many probes go unanswered before the
+	// connection fails: three, so that a lost packet or two on a flaky
+	// Wi-Fi does not end it.
+	keepAliveCount = 3
+	// deadPeerTimeout is how long, at most, a connection to or from a host
+	// that vanished stays open, in seconds of silence: keepAliveIdle, then
+	// keepAliveCount probes keepAliveInterval apart, 20 s. On Linux it is
+	// also the connection's TCP_USER_TIMEOUT, which ends one whose sent
+	// data has gone unacknowledged that long, as a busy publisher's does.
+	// A connection ended by mistake costs a reconnection, which keeps the
+	// worker's index when the publisher's seq goes on (see receive).
+	deadPeerTimeout = keepAliveIdle + keepAliveCount*keepAliveInterval
+)
+
+// keepAlive is the keepalive of every connection closingTCP dials or
+// accepts.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}
 
 // maxPeers is how many connections a bound socket holds at once; later
 // ones wait in the kernel's accept queue until one closes. A fleet's
@@ -56,10 +96,16 @@ func (t closingTCP) Listen(ctx context.Context, addr string) (net.Listener, erro
 // that tests can shorten it.
 var maxPeers = connlimit.Floor
 
-// Dial dials as TCP does, and reports the connection to the socket's
-// connection hook, if it has one.
+// Dial dials as TCP does, with the keepalive and user timeout of
+// deadPeerTimeout, and reports the connection to the socket's connection
+// hook, if it has one.
 func (t closingTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
-	c, err := t.Transport.Dial(ctx, d, addr)
+	var nd net.Dialer
+	if zd, ok := d.(*net.Dialer); ok {
+		nd = *zd // go-zeromq's, with its WithDialerTimeout
+	}
+	nd.KeepAliveConfig, nd.Control = keepAlive, setUserTimeout
+	c, err := t.Transport.Dial(ctx, &nd, addr)
 	if err != nil {
 		return nil, err
 	}
