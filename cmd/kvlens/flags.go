@@ -176,6 +176,16 @@ func checkModel(flag, s string) error {
 	return checkLine(flag, s)
 }
 
+// checkRequestModel checks the --model every request names: an empty one
+// is refused, since every OpenAI server refuses a request naming none, and
+// leaving the flag out takes the workers' own.
+func checkRequestModel(s string) error {
+	if s == "" {
+		return errors.New("--model is empty: give a model's name, or leave --model out to take the one the workers serve (GET /v1/models)")
+	}
+	return checkModel("--model", s)
+}
+
 // checkMeasure refuses a measurement under a second, the load generator's
 // shortest window: no request finishes in it, and the run failed on that
 // only after its warmup.

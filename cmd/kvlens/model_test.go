@@ -22,6 +22,8 @@ func TestModelNameIsOneLineOfText(t *testing.T) {
 		{"serve refuses a follow-up model's name alike", []string{"serve", "--user-model-url", "http://127.0.0.1:1/v1", "--user-model", "q\r"}, "kvlens serve: --user-model holds the control character U+000D"},
 		{"sim refuses a line break in the model it serves", []string{"sim", "--model", "llama\n"}, "kvlens sim: --model holds the control character U+000A"},
 		{"sweep refuses a tab, which broke its report's table", []string{"sweep", "--model", "llama\tx"}, "kvlens sweep: --model holds the control character U+0009"},
+		{"serve refuses an empty model, which every server refuses", []string{"serve", "--model", ""}, "kvlens serve: --model is empty: give a model's name, or leave --model out"},
+		{"sweep refuses an empty model", []string{"sweep", "--model", ""}, "kvlens sweep: --model is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +55,25 @@ func TestModelNameChecksInProcess(t *testing.T) {
 		t.Run("sweep: "+tt.name, func(t *testing.T) {
 			_, err := sweepOptionsFor("--virtual", "--model", tt.model)
 			refusedInOneLine(t, err, tt.want)
+		})
+	}
+}
+
+// TestSweepBlockSizeIsTheRealWorkers: sweep's --block-size is for real
+// workers routed by kvlens; without them it did nothing, silently.
+func TestSweepBlockSizeIsTheRealWorkers(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"over the simulated fleet", []string{"sweep", "--block-size", "16"}, "kvlens sweep: --block-size is the real workers' (--workers, routed by kvlens)"},
+		{"with --target, which routes by its own", []string{"sweep", "--block-size", "16", "--target", "http://127.0.0.1:1/v1", "--modes", "rr"}, "kvlens sweep: --block-size is the real workers'"},
+		{"past the largest block", []string{"sweep", "--block-size", "5000", "--workers", "http://127.0.0.1:1"}, "kvlens sweep: --block-size 5000: want 1 to 4096 tokens"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			refused(t, tt.args, tt.want)
 		})
 	}
 }

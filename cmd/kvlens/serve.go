@@ -543,7 +543,7 @@ func checkServe(cfg demo.Config) error {
 	if err := checkLoad(cfg.Load); err != nil {
 		return err
 	}
-	if err := checkModel("--model", cfg.Model); err != nil {
+	if err := checkRequestModel(cfg.Model); err != nil {
 		return err
 	}
 	if len(cfg.Workers) == 0 && cfg.Target == "" {

@@ -104,6 +104,8 @@ type sweepOptions struct {
 	chosen     bool
 	traceBlock int
 	traceNote  string
+	// blockGiven says --block-size was given.
+	blockGiven bool
 }
 
 func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
@@ -133,6 +135,7 @@ func sweepFlags(o *sweepOptions, out io.Writer) *flag.FlagSet {
 		return err
 	})
 	fs.StringVar(&o.serve.Target, "target", "", "OpenAI base URL to load, such as a Dynamo frontend's http://host:8000/v1 (default: kvlens's own router)")
+	fs.IntVar(&o.serve.Router.BlockSize, "block-size", o.serve.Router.BlockSize, "KV block size in tokens of the real workers (--workers), 1 to 4096, as serve takes it")
 	fs.StringVar(&o.serve.Model, "model", o.serve.Model, "model name sent with every request; not given, real workers' or --target's own (GET /v1/models)")
 	fs.IntVar(&o.serve.Load.MaxTokens, "max-tokens", o.serve.Load.MaxTokens, "max_tokens of every request")
 	fs.Float64Var(&o.serve.Load.StartRate, "target-rps", o.serve.Load.StartRate, "conversations started per second while ramping up")
@@ -223,7 +226,7 @@ func sweepCmd(args []string) int {
 		if given["run"] {
 			return usage(errors.New("--run goes with --resume"))
 		}
-		o.serve.ModelGiven = given["model"]
+		o.serve.ModelGiven, o.blockGiven = given["model"], given["block-size"]
 		// Every check comes before the store is touched, so a sweep
 		// refused here leaves no run behind for --resume to pick.
 		if err := o.configure(); err != nil {
@@ -451,8 +454,19 @@ func (o *sweepOptions) configure() error {
 	if err := checkLoad(o.serve.Load); err != nil {
 		return err
 	}
-	if err := checkModel("--model", o.serve.Model); err != nil {
+	if err := checkRequestModel(o.serve.Model); err != nil {
 		return err
+	}
+	if o.blockGiven {
+		// Only kvlens's router over real workers indexes by it: the
+		// simulated workers' blocks are their profile's, and --target
+		// routes by its own.
+		if len(o.serve.Workers) == 0 || external {
+			return errors.New("--block-size is the real workers' (--workers, routed by kvlens): drop it; the simulated fleet's is its profile's")
+		}
+		if bs := o.serve.Router.BlockSize; bs < 1 || bs > sim.MaxBlockSize {
+			return fmt.Errorf("--block-size %d: want 1 to %d tokens", bs, sim.MaxBlockSize)
+		}
 	}
 	if !external && len(o.serve.Workers) == 0 {
 		if err := checkSimTokens(o.serve.Load.MaxTokens, o.serve.SimProfile); err != nil {
@@ -517,6 +531,7 @@ func (o *sweepOptions) deployment() []baselines.Param {
 	case len(o.serve.Workers) > 0:
 		add("Workers", "real workers: "+strings.Join(o.serve.Workers, "; "))
 		add("Frontend", "kvlens router proxy")
+		add("KV block size", fmt.Sprintf("%d tokens", o.serve.Router.BlockSize))
 	default:
 		prof := o.serve.SimProfile
 		add("GPU", fmt.Sprintf("%dx simulated worker (kvlens sim)", o.serve.SimWorkers))
