@@ -273,6 +273,10 @@ func screenshot(t *testing.T, ctx context.Context, name string, full bool) {
 // as the operator: every step of issue 5's browser checklist, in one
 // Chromium, in order.
 func TestBrowserDashboard(t *testing.T) {
+	// One fleet, mostly waiting for its windows to settle (twice, about
+	// 30 s each): it runs beside the other one-fleet tests, see
+	// TestBrowserReconnects.
+	t.Parallel()
 	d := startDemo(t, func(cfg *Config) {
 		cfg.AB = nil
 		// The default timing with short answers (80 tokens, about 2 s a

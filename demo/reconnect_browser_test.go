@@ -57,10 +57,12 @@ func framesFlow(t *testing.T, ctx context.Context, within time.Duration, describ
 // websocket extension would not retry on (1001, as a proxy sends it) the page
 // waits for kvlens and reloads.
 func TestBrowserReconnects(t *testing.T) {
-	// This test mostly waits through its outages, and the tour's, QR
-	// code's and time axis's demos are a fleet each: these four run two
-	// at a time once the others, whose A/B fleets keep the 2 cores busy,
-	// are done (go test -parallel is GOMAXPROCS), 35 s less of CI.
+	// This test mostly waits through its outages, and the single view's,
+	// tour's, QR code's, time axis's and the focus tests' demos are a
+	// fleet each: these run two at a time once the others, whose A/B
+	// fleets keep the 2 cores busy, are done (go test -parallel is
+	// GOMAXPROCS), 35 s less of CI, and 60 s more since the single view's
+	// joined them.
 	t.Parallel()
 	d := startDemoAt(t, "127.0.0.1:0")
 	addr := strings.TrimPrefix(d.URL, "http://")
