@@ -276,17 +276,7 @@ func TestOnConnFollowsAKilledAndRestartedLibzmqPublisher(t *testing.T) {
 			conns := make(chan bool, 16)
 			addr := freeAddr(t)
 			s, u := newSub(t, Endpoint{Worker: "vllm-0", Addr: addr, Bind: tc.bind, OnConn: func(open bool) { conns <- open }})
-			expect := func(want bool, what string) {
-				t.Helper()
-				select {
-				case open := <-conns:
-					if open != want {
-						t.Fatalf("OnConn(%v) while waiting until %s", open, what)
-					}
-				case <-time.After(wait):
-					t.Fatalf("OnConn did not hear that %s within %s", what, wait)
-				}
-			}
+			expect := func(want bool, what string) { t.Helper(); expectConn(t, conns, want, what) }
 
 			peer, stdin, lines := libzmqProcess(t, tc.args(addr)...)
 			expectLine(t, lines, "bound")
@@ -407,17 +397,7 @@ func TestALibzmqPublisherPartedIsToldFromARestarted(t *testing.T) {
 				ep.Replay = replayAddr
 			}
 			s, u := newSub(t, ep)
-			expect := func(want bool) {
-				t.Helper()
-				select {
-				case open := <-conns:
-					if open != want {
-						t.Fatalf("OnConn(%v), want OnConn(%v)", open, want)
-					}
-				case <-time.After(wait):
-					t.Fatalf("no OnConn(%v) within %s", want, wait)
-				}
-			}
+			expect := func(want bool) { t.Helper(); expectConn(t, conns, want, "") }
 			expect(true)
 			io.WriteString(stdin, "go\n")
 			var got []Update

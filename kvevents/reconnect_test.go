@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -229,17 +230,7 @@ func TestAReconnectionIsToldFromARestart(t *testing.T) {
 			proxy := newCutProxy(t, target[len("tcp://"):])
 			conns := make(chan bool, 16)
 			s, u := newSub(t, Endpoint{Worker: "w0", Addr: proxy.endpoint(), Replay: cfg.ReplayEndpoint, OnConn: func(open bool) { conns <- open }})
-			expect := func(want bool) {
-				t.Helper()
-				select {
-				case open := <-conns:
-					if open != want {
-						t.Fatalf("OnConn(%v), want OnConn(%v)", open, want)
-					}
-				case <-time.After(wait):
-					t.Fatalf("no OnConn(%v) within %s", want, wait)
-				}
-			}
+			expect := func(want bool) { t.Helper(); expectConn(t, conns, want, "") }
 			expect(true)
 			warm(t, p.Publish, u, "")
 			var last uint64
@@ -303,5 +294,23 @@ func TestAReconnectionIsToldFromARestart(t *testing.T) {
 					st.Reconnects-before.Reconnects, st.Resets-before.Resets, st.Gaps-before.Gaps, tt.reconnects, tt.restarts, tt.gaps)
 			}
 		})
+	}
+}
+
+// expectConn waits for the next connection report an Endpoint's OnConn
+// sent on conns, and fails unless it is want (true: opened); what, when
+// not empty, says what the test waits for.
+func expectConn(t *testing.T, conns <-chan bool, want bool, what string) {
+	t.Helper()
+	if what == "" {
+		what = fmt.Sprintf("OnConn(%v)", want)
+	}
+	select {
+	case open := <-conns:
+		if open != want {
+			t.Fatalf("OnConn(%v) while waiting for %s", open, what)
+		}
+	case <-time.After(wait):
+		t.Fatalf("no %s within %s", what, wait)
 	}
 }
