@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -89,8 +90,21 @@ func modelServers(cfg *Config) ([]modelServer, []string) {
 		out = append(out, modelServer{w.Name, w.URL.JoinPath("/v1/models").String()})
 	}
 	var lines []string
-	if len(f.DNS) > 0 && len(out) == 0 {
-		lines = append(lines, fmt.Sprintf("model %s: workers found through DNS are not asked which models they serve", cfg.Model))
+	for _, src := range f.DNS {
+		// The router resolves its DNS sources once it runs; here they are
+		// looked up once, and each address asked as the router names it.
+		ctx, cancel := context.WithTimeout(context.Background(), modelAskTimeout)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, src.Service)
+		cancel()
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("%s did not resolve, so its workers were not asked which models they serve: %s", src.Service, oneLine(err)))
+			continue
+		}
+		slices.Sort(addrs)
+		for _, a := range slices.Compact(addrs) {
+			host := net.JoinHostPort(a, src.Port)
+			out = append(out, modelServer{host, "http://" + host + "/v1/models"})
+		}
 	}
 	return out, lines
 }

@@ -53,6 +53,8 @@ func TestChooseModel(t *testing.T) {
 			"Qwen/Qwen3-8B", []string{"a did not say which models it serves: GET http", "model Qwen/Qwen3-8B, which b serves"}},
 		{"no worker answering keeps the default and says so", "", [][]string{nil}, nil,
 			def, []string{"model " + def + " (the default model): no server answered GET /v1/models (a: GET http"}},
+		{"workers found through DNS are each asked", "", [][]string{{"dns"}}, nil,
+			"served-by-dns", []string{"which 127.0.0.1:"}},
 		{"--target is asked under its /v1", "", nil, []string{"served-by-frontend"},
 			"served-by-frontend", []string{"model served-by-frontend, which --target serves"}},
 	}
@@ -63,6 +65,14 @@ func TestChooseModel(t *testing.T) {
 				cfg.Model = tt.given
 			}
 			for i, models := range tt.workers {
+				if len(models) == 1 && models[0] == "dns" {
+					// dns://localhost:PORT, as a Kubernetes headless Service
+					// is given; localhost may also resolve to ::1, where
+					// nothing listens on the port.
+					u := modelsServer(t, "served-by-dns")
+					cfg.Workers = append(cfg.Workers, "dns://localhost:"+u[strings.LastIndex(u, ":")+1:])
+					continue
+				}
 				cfg.Workers = append(cfg.Workers, string(rune('a'+i))+"="+modelsServer(t, models...))
 			}
 			if tt.target != nil {
