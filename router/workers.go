@@ -142,6 +142,12 @@ func SplitWorkerList(s string) []string {
 }
 
 // workerOptions are the keys a worker spec may add after its URL.
+// MaxCapacity bounds a worker's batch capacity as kvlens is told it
+// (capacity=, --max-batch-size), in requests: no engine batches that many
+// sequences at once (vLLM's max_num_seqs defaults to 256 to 1,024), so a
+// larger number is a typo, and with it no worker would ever read as busy.
+const MaxCapacity = 1 << 16
+
 var workerOptions = []string{"events", "bind", "replay", "parent0", "capacity"}
 
 // ParseFleet parses worker specs, each one of:
@@ -261,8 +267,8 @@ func parseWorker(i int, spec string) (*Worker, error) {
 			w.Parent0 = v
 		case "capacity":
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("capacity %q is not a positive whole number", v)
+			if err != nil || n < 1 || n > MaxCapacity {
+				return nil, fmt.Errorf("capacity %q is not a whole number from 1 to %d", v, MaxCapacity)
 			}
 			w.Capacity = n
 		default:

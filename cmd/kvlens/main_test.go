@@ -101,6 +101,8 @@ func TestBadInvocationsExit2WithOneLineError(t *testing.T) {
 		{"a negative context length", []string{"--max-model-len", "-1"}, "--max-model-len must be 0 (what the workers report) or up to 16777216 tokens, got -1", ""},
 		// Request bodies are capped from it: gigabytes each.
 		{"a context of two billion tokens, past any model's", []string{"--max-model-len", "2000000000"}, "--max-model-len must be 0 (what the workers report) or up to 16777216 tokens, got 2000000000", ""},
+		{"a slider step past its range, which left the slider one position", []string{"--slider-step", "100000"}, "--slider-step 100000: more than the slider's range, 60 to 180", ""},
+		{"a batch capacity no engine has, with which no worker read as busy", []string{"--max-batch-size", "100000000"}, "--max-batch-size must be 0 (what each worker reports) or up to 65536, got 100000000", ""},
 		{"a viewer cap with room for nobody", []string{"--max-viewers", "0"}, "--max-viewers must be at least 1, got 0", ""},
 		{"a per-address viewer cap with room for nobody", []string{"--max-viewers-per-address", "0"}, "--max-viewers-per-address must be at least 1, got 0", ""},
 		{"a concurrency off the slider", []string{"--concurrency", "0"}, "--concurrency: concurrency 0 is outside 60..180", ""},

@@ -496,8 +496,8 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--admission must be queue or shed, got %q", cfg.Router.Admission)
 	case !(cfg.Router.BusyThreshold > 0) || math.IsInf(cfg.Router.BusyThreshold, 0):
 		return fmt.Errorf("--busy-threshold must be a positive number, as the admin API's busy_threshold, got %g", cfg.Router.BusyThreshold)
-	case cfg.MaxBatchSize < 0:
-		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or more, got %d", cfg.MaxBatchSize)
+	case cfg.MaxBatchSize < 0 || cfg.MaxBatchSize > router.MaxCapacity:
+		return fmt.Errorf("--max-batch-size must be 0 (what each worker reports) or up to %d, got %d", router.MaxCapacity, cfg.MaxBatchSize)
 	case cfg.Router.MaxModelLen < 0 || cfg.Router.MaxModelLen > router.MaxModelLenLimit:
 		// Request bodies are capped from it: two billion tokens took
 		// bodies of gigabytes.
@@ -515,6 +515,9 @@ func checkServe(cfg demo.Config) error {
 		return fmt.Errorf("--slider-step must be at least 1, got %d", cfg.Dashboard.SliderStep)
 	case cfg.Dashboard.SliderMin < 0 || cfg.Dashboard.SliderMax < cfg.Dashboard.SliderMin:
 		return fmt.Errorf("--slider-min %d and --slider-max %d: need 0 <= min <= max", cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
+	case cfg.Dashboard.SliderStep > max(1, cfg.Dashboard.SliderMax-cfg.Dashboard.SliderMin):
+		// Past the slider's range the slider has one position and cannot move.
+		return fmt.Errorf("--slider-step %d: more than the slider's range, %d to %d", cfg.Dashboard.SliderStep, cfg.Dashboard.SliderMin, cfg.Dashboard.SliderMax)
 	case cfg.Dashboard.SliderMax > loadgen.MaxConcurrency:
 		return fmt.Errorf("--slider-max must be at most %d conversations, got %d", loadgen.MaxConcurrency, cfg.Dashboard.SliderMax)
 	case cfg.AutoFiles != nil && cfg.Tokenizer != "auto" && cfg.Tokenizer != "":
