@@ -264,12 +264,20 @@ func faultFlags(fs *flag.FlagSet, f *sim.Faults) {
 	fs.Float64Var(&f.Error500, "fault-500", 0, "fraction of requests answered 500")
 	fs.Float64Var(&f.StreamCut, "fault-cut", 0, "fraction of streams cut mid-answer")
 	fs.Float64Var(&f.Slowdown, "slowdown", 1, "multiply every engine step's duration by this factor, from 0.01 to 1000")
-	fs.Func("stall", "pause every engine for this long at start, such as 10s", func(s string) error {
+	fs.Func("stall", "pause every engine for this long at start, such as 10s (at most 24h)", func(s string) error {
 		d, err := time.ParseDuration(s)
+		if err == nil && d > maxStall {
+			// A stall of a million hours is a typo that leaves every
+			// engine silent for good.
+			err = fmt.Errorf("want at most %s", maxStall)
+		}
 		f.Stall = sim.Duration(d)
 		return err
 	})
 }
+
+// maxStall bounds sim's --stall.
+const maxStall = 24 * time.Hour
 
 func firstNonEmpty(a, b string) string {
 	if a != "" {

@@ -24,6 +24,7 @@ func TestBadSimInvocationsExit2WithOneLineError(t *testing.T) {
 		{"an unknown profile", []string{"sim", "--profile", "h300"}, "neither a built-in"},
 		{"a port that is not a number", []string{"sim", "--ports", "80,eighty"}, `"eighty" is not a port`},
 		{"a port given twice", []string{"sim", "--ports", "9001,9001"}, "port 9001 is given twice"},
+		{"a stall of a million hours, which left every engine silent for good", []string{"sim", "--stall", "1000000h"}, `invalid value "1000000h" for flag -stall: want at most 24h0m0s`},
 		// Each was found as the workers started, with status 1 and no
 		// flag named.
 		{"an events endpoint without its transport", []string{"sim", "--events-bind", ":5557"}, `kvlens sim: --events-bind ":5557": want tcp://HOST:PORT, such as tcp://*:5557`},
