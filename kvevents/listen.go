@@ -96,27 +96,54 @@ var keepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval:
 // that tests can shorten it.
 var maxPeers = connlimit.Floor
 
-// Dial dials as TCP does, with the keepalive and user timeout of
-// deadPeerTimeout, and reports the connection to the socket's connection
-// hook, if it has one.
+// dialTimeout bounds a TCP connect, in seconds of SYNs unanswered, as to
+// a host that vanished. A connect sends SYNs 1, 2, 4, 8 ... s apart, and
+// a host back meanwhile is reached only at the next SYN. go-zeromq's
+// dialer allows 5 minutes; on Linux deadPeerTimeout's TCP_USER_TIMEOUT
+// ended the connect after 20 s (SYNs at 0, 1, 3, 7 and 15 s: a host back
+// at 7.1 s was reached at 15 s), and elsewhere the kernel's own limit
+// did (75 s on macOS, 127 s on Linux without it). With 5 s, each connect
+// sends SYNs at 0, 1 and 3 s and the next starts 100 ms after it gives
+// up (dialOptions), so a host back is reached within about 2.1 s. A
+// connect over loopback or a LAN takes milliseconds, and a lossy link
+// still gets 3 SYNs. TestAConnectThatGetsNoAnswerGivesUpAfterDialTimeout
+// measures it: 20.0 s before, 5.0 s now.
+const dialTimeout = 5 * time.Second
+
+// Dial dials as TCP does, within dialTimeout, with the keepalive and user
+// timeout of deadPeerTimeout, and reports the connection to the socket's
+// connection hook, if it has one, and to its redialer. The handshake
+// must be over within handshakeTimeout, as an accepted connection's: a
+// peer that accepts and says nothing (a port-forward whose far end is
+// gone) held the dial, and the socket, for good.
 func (t closingTCP) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
 	var nd net.Dialer
 	if zd, ok := d.(*net.Dialer); ok {
 		nd = *zd // go-zeromq's, with its WithDialerTimeout
+	}
+	if nd.Timeout == 0 || nd.Timeout > dialTimeout {
+		nd.Timeout = dialTimeout
 	}
 	nd.KeepAliveConfig, nd.Control = keepAlive, setUserTimeout
 	c, err := t.Transport.Dial(ctx, &nd, addr)
 	if err != nil {
 		return nil, err
 	}
-	return track(ctx, guard(c)), nil
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	g := guard(c)
+	g.handshake = true
+	tc := track(ctx, g)
+	if r, ok := ctx.Value(redialKey{}).(*redialer); ok {
+		r.dialed(tc)
+	}
+	return tc, nil
 }
 
-// handshakeTimeout bounds the greeting and READY of a peer of a bound
-// socket. go-zeromq runs each handshake in its accept loop, so one peer
-// that connected and said nothing held off every later one, a publisher
-// reconnecting to a bound subscriber included, for good. A variable so
-// that tests can shorten it.
+// handshakeTimeout bounds the greeting and READY of a peer, dialed or
+// accepted. go-zeromq runs each handshake of a bound socket in its accept
+// loop, so one peer that connected and said nothing held off every later
+// one, a publisher reconnecting to a bound subscriber included, for good.
+// A variable so that tests can shorten it.
 var handshakeTimeout = 10 * time.Second
 
 // ctxListener is a bound socket's listener. go-zeromq calls its Accept from
@@ -314,8 +341,8 @@ type frameGuard struct {
 	body     uint64  // body bytes of the current frame still to come
 	hdr      [9]byte // the frame header read so far
 	hdrN     int     // its length so far
-	// handshake says the connection was accepted with a deadline for its
-	// handshake, lifted once ready.
+	// handshake says the connection has a deadline for its handshake,
+	// lifted once ready.
 	handshake bool
 	// ready is set once the peer's first frame after the greeting (its
 	// READY command) has come whole: the handshake's reads are over.

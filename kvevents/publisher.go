@@ -23,7 +23,8 @@ type PublisherConfig struct {
 	// bound) or "tcp://router:5557" (dialed, with Connect).
 	Endpoint string
 	// Connect dials Endpoint, for a subscriber that binds, instead of
-	// binding it. The dial retries until it succeeds or the publisher closes.
+	// binding it. The dial retries until it succeeds or the publisher
+	// closes, and again each time the connection ends (see redial.go).
 	Connect bool
 	// Topic is the first frame of every message. vLLM's default is empty;
 	// when many workers connect to one bound subscriber, the topic is what
@@ -132,7 +133,17 @@ func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
 		p.ring = make([]frame, 0, cfg.ReplaySize)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.sock = zmq4.NewPub(p.ctx, append(dialOptions(cfg.Connect), zmq4.WithLogger(zmqLog(p.log, p.quiet, cfg.Endpoint)))...)
+	sctx := p.ctx
+	var dialer *redialer
+	if cfg.Connect {
+		dialer = newRedialer(cfg.Endpoint, func(err error, pause time.Duration) {
+			if p.quiet.Allow(quietDial, cfg.Endpoint) {
+				p.log.Warn("kvevents: publisher dial failed; dialing again", "endpoint", cfg.Endpoint, "in", pause, "err", err)
+			}
+		})
+		sctx = dialer.context(sctx, nil)
+	}
+	p.sock = zmq4.NewPub(sctx, append(dialOptions(cfg.Connect), zmq4.WithLogger(zmqLog(p.log, p.quiet, cfg.Endpoint)))...)
 	// go-zeromq's PUB queues without limit behind our queue, so give it a
 	// high-water mark too: memory stays bounded when a subscriber stalls.
 	// What it drops there is not in Stats().Dropped, but it used a seq, so
@@ -142,11 +153,8 @@ func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
 		return nil, fmt.Errorf("kvevents: publisher %s: %w", cfg.Endpoint, err)
 	}
 	if cfg.Connect {
-		p.wg.Go(func() {
-			if err := p.sock.Dial(cfg.Endpoint); err != nil && p.ctx.Err() == nil {
-				p.log.Error("kvevents: publisher dial", "endpoint", cfg.Endpoint, "err", err)
-			}
-		})
+		dialer.sock = p.sock
+		p.wg.Go(func() { dialer.run(p.ctx) })
 	} else if err := listen(p.sock, cfg.Endpoint); err != nil {
 		p.cancel()
 		p.sock.Close()
@@ -166,9 +174,10 @@ func newPublisher(cfg PublisherConfig, beforeSend func()) (*Publisher, error) {
 	return p, nil
 }
 
-// dialOptions makes dials retry until they succeed or the socket closes. Only
-// a dialing socket reconnects on its own: one that binds would redial its own
-// address.
+// dialOptions makes a dial retry a refused TCP connect every 100 ms until
+// it gets through or the socket closes. go-zeromq's own reconnection is
+// left off: a redialer (redial.go) redials instead, and is the only one
+// that may, lest a socket run two dial loops.
 func dialOptions(connect bool) []zmq4.Option {
 	if !connect {
 		return nil
@@ -176,7 +185,7 @@ func dialOptions(connect bool) []zmq4.Option {
 	return []zmq4.Option{
 		zmq4.WithDialerMaxRetries(-1),
 		zmq4.WithDialerRetry(100 * time.Millisecond),
-		zmq4.WithAutomaticReconnect(true),
+		zmq4.WithAutomaticReconnect(false),
 	}
 }
 

@@ -22,6 +22,7 @@ const (
 	quietReplayRequest = "malformed KV-event replay requests"
 	quietSend          = "failed KV-event sends"
 	quietHandshake     = "failed ZMTP handshakes"
+	quietDial          = "failed KV-event dials"
 )
 
 // newQuiet returns the limiter of log's lines, on clk (nil: the wall clock,

@@ -192,7 +192,15 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 	for i, ep := range cfg.Endpoints {
 		states[i] = &endpointState{streams: map[string]*stream{}, kick: make(chan struct{}, 1)}
 		opts := append(dialOptions(!ep.Bind), zmq4.WithLogger(zmqLog(s.log, s.quiet, ep.Addr)))
-		sctx := withConnHook(s.ctx, s.connHook(ep, states[i]))
+		hook := s.connHook(ep, states[i])
+		sctx := withConnHook(s.ctx, hook)
+		var dialer *redialer
+		if !ep.Bind {
+			dialer = newRedialer(ep.Addr, func(err error, pause time.Duration) {
+				s.warn(quietDial, ep.Addr, "kvevents: subscriber dial failed; dialing again", "endpoint", ep.Addr, "in", pause, "err", err)
+			})
+			sctx = dialer.context(s.ctx, hook)
+		}
 		sctx = withPeerCheck(sctx, []string{"PUB", "XPUB"}, func(peer string) {
 			s.warn("wrong peers", ep.Addr, "kvevents: the peer is no publisher", "endpoint", ep.Addr, "socket", peer)
 			if ep.OnWrongPeer != nil {
@@ -212,11 +220,8 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig, handle func(Update
 		} else {
 			// The dial retries until the publisher is up, so it must not hold
 			// up the other endpoints.
-			s.wg.Go(func() {
-				if err := sock.Dial(hooked(ep.Addr)); err != nil && s.ctx.Err() == nil {
-					s.log.Error("kvevents: subscriber dial", "endpoint", ep.Addr, "err", err)
-				}
-			})
+			dialer.sock = sock
+			s.wg.Go(func() { dialer.run(s.ctx) })
 		}
 		socks = append(socks, sock)
 	}
