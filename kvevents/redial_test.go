@@ -188,7 +188,10 @@ func TestASubscriberRedialsAfterAFailedHandshake(t *testing.T) {
 			if first {
 				name = ans.name + ", at the first dial"
 			}
-			t.Run(name, func(t *testing.T) { impostorThenPublisher(t, ans.answer, first, 500*time.Millisecond) })
+			t.Run(name, func(t *testing.T) {
+				t.Parallel() // each on its own port, mostly waiting
+				impostorThenPublisher(t, ans.answer, first, 500*time.Millisecond)
+			})
 		}
 	}
 }
@@ -244,6 +247,7 @@ func TestAPublisherRedialsAfterAFailedHandshake(t *testing.T) {
 	shortHandshakes(t)
 	for _, ans := range impostorAnswers {
 		t.Run(ans.name, func(t *testing.T) {
+			t.Parallel() // each on its own port, mostly waiting
 			addr := freeAddr(t)
 			im := startImpostor(t, addr, ans.answer)
 			p := newPub(t, PublisherConfig{Endpoint: addr, Connect: true, Topic: "w"}, nil)
