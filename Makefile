@@ -28,8 +28,11 @@ unit: deps
 	cd deploy && $(GO) test -count=1 ./...
 
 # browser drives the dashboard in a real Chromium (build tag `browser`).
+# The one-fleet tests, which mostly wait for windows to settle, run three at
+# a time after the A/B ones (see TestBrowserReconnects): 296 s where two at
+# a time took 314-359 s, as the longest of them started first or last.
 browser: deps
-	KVLENS_REQUIRE_BROWSER=1 $(GO) test -tags browser -count=1 -run Browser -v ./demo
+	KVLENS_REQUIRE_BROWSER=1 $(GO) test -tags browser -count=1 -parallel 3 -run Browser -v ./demo
 
 lint:
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

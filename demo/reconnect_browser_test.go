@@ -59,10 +59,9 @@ func framesFlow(t *testing.T, ctx context.Context, within time.Duration, describ
 func TestBrowserReconnects(t *testing.T) {
 	// This test mostly waits through its outages, and the single view's,
 	// tour's, QR code's, time axis's and the focus tests' demos are a
-	// fleet each: these run two at a time once the others, whose A/B
-	// fleets keep the 2 cores busy, are done (go test -parallel is
-	// GOMAXPROCS), 35 s less of CI, and 60 s more since the single view's
-	// joined them.
+	// fleet each: these run side by side once the others, whose A/B
+	// fleets keep the 2 cores busy, are done, three at a time (make
+	// browser's -parallel 3; go test's default is GOMAXPROCS).
 	t.Parallel()
 	d := startDemoAt(t, "127.0.0.1:0")
 	addr := strings.TrimPrefix(d.URL, "http://")
