@@ -57,6 +57,10 @@ type traceLine struct {
 // yet small enough that a typo cannot make the replay allocate gigabytes.
 const maxTraceTokens = 1 << 20
 
+// maxTraceMillis bounds a record's timestamp: some 30,000 years, and exact
+// in a float64 and an int64.
+const maxTraceMillis = 1e15
+
 // LoadTrace reads a Mooncake-format JSONL trace from path.
 func LoadTrace(path string) ([]TraceRecord, error) {
 	f, err := os.Open(path)
@@ -102,8 +106,8 @@ func ParseTrace(r io.Reader, name string) ([]TraceRecord, error) {
 			return fail("missing output_length")
 		case tl.HashIDs == nil:
 			return fail("missing hash_ids")
-		case *tl.Timestamp < 0 || *tl.Timestamp > 1e15:
-			return fail("timestamp %v ms is outside 0..1e15", *tl.Timestamp)
+		case *tl.Timestamp < 0 || *tl.Timestamp > maxTraceMillis:
+			return fail("timestamp %v ms is outside 0..%g", *tl.Timestamp, maxTraceMillis)
 		case *tl.InputLength < 1 || *tl.InputLength > maxTraceTokens:
 			return fail("input_length %d is outside 1..%d", *tl.InputLength, maxTraceTokens)
 		case *tl.OutputLength < 1 || *tl.OutputLength > maxTraceTokens:

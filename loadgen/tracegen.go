@@ -63,13 +63,17 @@ func DefaultTraceSpec() TraceSpec {
 // of load at any rate a few workers serve.
 const maxTraceSessions = 1_000_000
 
+// maxTraceRate bounds the arrival rate, in sessions a second: past it every
+// session arrives in the same millisecond.
+const maxTraceRate = 1e6
+
 // Validate checks that the spec describes a trace ParseTrace would read back.
 func (s TraceSpec) Validate() error {
 	switch {
 	case s.Sessions < 1 || s.Sessions > maxTraceSessions:
 		return fmt.Errorf("sessions %d: need 1..%d", s.Sessions, maxTraceSessions)
-	case !(s.Rate > 0) || math.IsInf(s.Rate, 0):
-		return fmt.Errorf("rate %v: need a positive number of sessions per second", s.Rate)
+	case !(s.Rate > 0) || s.Rate > maxTraceRate:
+		return fmt.Errorf("rate %v: need a positive number of sessions per second, at most %g", s.Rate, maxTraceRate)
 	case s.SharedBlocks < 0 || s.SessionBlocks < 0:
 		return fmt.Errorf("shared prefix %d and session prefix %d blocks must not be negative", s.SharedBlocks, s.SessionBlocks)
 	case s.TurnBlocks < 1:
@@ -136,6 +140,11 @@ func (s TraceSpec) Generate() ([]TraceRecord, error) {
 		for turn := range s.Turns.sample(rng) {
 			if turn > 0 {
 				at += float64(s.Gap.Milliseconds()) + rng.ExpFloat64()*float64(s.Think.Milliseconds())
+			}
+			if at > maxTraceMillis {
+				// A rate of 1e-300 wrote timestamps of -2^63, which
+				// ParseTrace refuses: stop at what it reads.
+				return nil, fmt.Errorf("trace gen: rate %g, gap %v and think %v would stamp requests past %g ms: more than a trace may hold", s.Rate, s.Gap, s.Think, maxTraceMillis)
 			}
 			prefix = append(prefix, ids(s.TurnBlocks)...)
 			recs = append(recs, TraceRecord{

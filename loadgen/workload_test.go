@@ -478,6 +478,8 @@ func TestTraceSpecRefusesBadValues(t *testing.T) {
 		{"no sessions", func(s *TraceSpec) { s.Sessions = 0 }, "sessions 0"},
 		{"a zero rate", func(s *TraceSpec) { s.Rate = 0 }, "rate 0"},
 		{"an infinite rate", func(s *TraceSpec) { s.Rate = math.Inf(1) }, "rate +Inf"},
+		{"a rate so low that timestamps overflowed to -2^63", func(s *TraceSpec) { s.Rate = 1e-300 }, "more than a trace may hold"},
+		{"a rate past a million a second, which said +Inf in flight", func(s *TraceSpec) { s.Rate = 1e308 }, "rate 1e+308: need a positive number"},
 		{"turns that add nothing", func(s *TraceSpec) { s.TurnBlocks = 0 }, "turn blocks 0"},
 		{"a negative shared prefix", func(s *TraceSpec) { s.SharedBlocks = -1 }, "shared prefix -1"},
 		{"a zero block size", func(s *TraceSpec) { s.BlockSize = 0 }, "block size 0"},
