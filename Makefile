@@ -10,7 +10,13 @@ GOFILES := $(shell git ls-files '*.go' 2>/dev/null | grep -v '_templ.go$$')
 run:
 	$(GO) run ./cmd/kvlens
 
-test: deps lint unit browser
+# test runs unit and browser side by side: the browser tests mostly wait for
+# windows to settle (about half of one core over their 5 minutes), so on a
+# 2-core machine the two together take little longer than unit alone. Each
+# prints its output whole when it ends.
+test: deps lint
+	@echo "make test: unit and browser run side by side; each prints its output when it ends"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target unit browser
 
 # unit runs every Go test, with the race detector, except the browser test
 # and the tests in files built only without it (//go:build !race: long,
