@@ -5,6 +5,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -99,9 +100,17 @@ func TestBrowserKeyboardFocus(t *testing.T) {
 	// Changes made from the keyboard keep the focus on their control when
 	// its answer redraws it: a policy chosen with the arrow keys, and Stop
 	// pressed with Enter, whose place Start takes (Enter again starts).
+	// The focus is given in the page, by one script: chromedp.Focus looks
+	// the node up and then focuses it by its id, and a frame that redraws
+	// the controls in between failed the test with "Could not find node
+	// with given id" (once, beside the unit tests on a 2-core machine).
 	press := func(sel, keys string) {
 		t.Helper()
-		if err := chromedp.Do(ctx, chromedp.Focus(sel), chromedp.KeyEvent(keys)); err != nil {
+		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.focus(); return document.activeElement === e; })()`, sel)
+		if focused, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil || !focused {
+			t.Fatalf("focus %s: %v (focused: %v)", sel, err, focused)
+		}
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(keys)); err != nil {
 			t.Fatal(err)
 		}
 	}

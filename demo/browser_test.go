@@ -174,9 +174,7 @@ func pressMode(t *testing.T, ctx context.Context, scope, button, want string, po
 		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](logPresses)); err != nil {
 			t.Fatal(err)
 		}
-		if err := chromedp.Do(ctx, chromedp.Click(sel)); err != nil {
-			t.Fatal(err)
-		}
+		clickRedrawn(t, ctx, sel)
 		deadline := time.Now().Add(5 * time.Second)
 		for policy() != want && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
@@ -517,9 +515,7 @@ func TestBrowserDashboard(t *testing.T) {
 	screenshot(t, ctx, "single-390x844.png", true)
 
 	// Reset caches reaches every simulated worker and says so.
-	if err := chromedp.Do(ctx, chromedp.Click(`[data-testid=reset]`)); err != nil {
-		t.Fatal(err)
-	}
+	clickRedrawn(t, ctx, `[data-testid=reset]`)
 	waitJS(t, ctx, `document.getElementById('notice').textContent.startsWith('Caches reset on 3 workers')`, 10*time.Second, "the reset did not report 3 workers")
 	// and the line goes by itself, the chart's mark keeping the reset.
 	waitJS(t, ctx, `document.getElementById('notice').textContent === ''`, 15*time.Second, "the reset's notice stayed past 15 s")
