@@ -589,6 +589,8 @@ func benchCPU(args []string) int {
 		fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: start clients: %v\n", err)
 		return 1
 	}
+	// It prints nothing else until its end, 30 s later by default.
+	fmt.Fprintf(os.Stderr, "kvlens sim bench cpu: %d streams on each of %d workers; %v for the batches to fill, then %v measured\n", *perWorker, *workers, warm, *dur)
 	time.Sleep(warm) // streams start and the batches fill
 	u0, wall0 := cpuTime(syscall.RUSAGE_SELF), time.Now()
 	var running, samples float64
