@@ -357,8 +357,6 @@ func SLOLevel(v, slo float64, n int) string {
 	return "ok"
 }
 
-func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
-
 func num(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 // pctOrDash formats a fraction as a percentage, or a dash when negative.

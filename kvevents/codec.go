@@ -824,7 +824,7 @@ func (dec *decoder) read(n int) ([]byte, error) {
 	if n < 0 {
 		n = 0 // a nil string
 	}
-	raw := dec.scratch[:0]
+	var raw []byte
 	switch {
 	case n <= cap(dec.scratch):
 		raw = dec.scratch[:n]
