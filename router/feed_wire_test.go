@@ -89,13 +89,7 @@ func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
 	feed := NewFeed(r, t.Logf)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	feed.Sync(ctx)
-	t.Cleanup(func() {
-		cancel()
-		for _, s := range feed.subs {
-			s.close()
-		}
-	})
+	syncFeed(t, ctx, feed)
 	for _, name := range []string{"w0", "w1", "w2", "w3"} {
 		eventually(t, name+"'s publisher is connected", func() bool { return stream(t, r, name).State == "connected" })
 	}
@@ -155,12 +149,7 @@ func TestFeedCountsDecodeErrorsAndKeepsGoing(t *testing.T) {
 	ws, _ := ParseWorkers([]string{"w=http://127.0.0.1:1,events=" + ep + ",parent0=none"})
 	r := NewRouter(NewPool(ws), &RoundRobin{}, Config{BlockSize: 2})
 	feed := NewFeed(r, t.Logf)
-	feed.Sync(ctx)
-	defer func() {
-		for _, s := range feed.subs {
-			s.close()
-		}
-	}()
+	syncFeed(t, ctx, feed)
 	eventually(t, "connected", func() bool { return stream(t, r, "w").State == "connected" })
 
 	good, err := kvevents.EncodeBatch(kvevents.Batch{Events: []kvevents.Event{
@@ -208,12 +197,7 @@ func TestFeedClearsAWorkerReadmittedAfterFailingHealth(t *testing.T) {
 	feed := NewFeed(r, t.Logf)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	feed.Sync(ctx)
-	defer func() {
-		for _, s := range feed.subs {
-			s.close()
-		}
-	}()
+	syncFeed(t, ctx, feed)
 	if err := r.Index().Apply("w", stored(0, ids(1, 2), toks(100, 2))); err != nil {
 		t.Fatal(err)
 	}
@@ -306,12 +290,7 @@ func TestFeedClearsAWorkerWhosePublisherRestarts(t *testing.T) {
 			feed := NewFeed(r, t.Logf)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			feed.Sync(ctx)
-			defer func() {
-				for _, s := range feed.subs {
-					s.close()
-				}
-			}()
+			syncFeed(t, ctx, feed)
 			start := func() *kvevents.Publisher {
 				p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep, Connect: tt.bind, ReplayEndpoint: replay})
 				if err != nil {
@@ -389,12 +368,7 @@ func TestFeedStreamStopsSayingConnectedWhenThePublisherGoes(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			feed := NewFeed(r, t.Logf)
-			feed.Sync(ctx) // a bound subscriber must listen before its publisher dials
-			defer func() {
-				for _, s := range feed.subs {
-					s.close()
-				}
-			}()
+			syncFeed(t, ctx, feed) // a bound subscriber must listen before its publisher dials
 			pub, err := kvevents.NewPublisher(pc)
 			if err != nil {
 				t.Fatal(err)
@@ -440,12 +414,7 @@ func TestFeedBlamesARestartNotTheTokensWhileTheIndexRefills(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	feed := NewFeed(r, t.Logf)
-	feed.Sync(ctx)
-	defer func() {
-		for _, s := range feed.subs {
-			s.close()
-		}
-	}()
+	syncFeed(t, ctx, feed)
 	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Endpoint: ep})
 	if err != nil {
 		t.Fatal(err)
@@ -512,12 +481,7 @@ func TestFeedKeepsTheIndexAcrossANetworkFailure(t *testing.T) {
 			feed := NewFeed(r, t.Logf)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			feed.Sync(ctx)
-			defer func() {
-				for _, s := range feed.subs {
-					s.close()
-				}
-			}()
+			syncFeed(t, ctx, feed)
 			es := ws[0].stream.Load()
 			feed.connected("w", es, true)
 			feed.apply(es, kvevents.Update{Worker: "w", First: true, Whole: true, Message: kvevents.Message{Batch: kvevents.Batch{Events: []kvevents.Event{
@@ -536,4 +500,16 @@ func TestFeedKeepsTheIndexAcrossANetworkFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncFeed starts feed's subscriptions under ctx and closes them when the
+// test ends.
+func syncFeed(t *testing.T, ctx context.Context, feed *Feed) {
+	t.Helper()
+	feed.Sync(ctx)
+	t.Cleanup(func() {
+		for _, s := range feed.subs {
+			s.close()
+		}
+	})
 }
