@@ -169,13 +169,13 @@
   // A frame's fragments are swapped between these two events.
   body.addEventListener("htmx:wsBeforeMessage", note);
   body.addEventListener("htmx:wsAfterMessage", restore);
-  // A control's answer is swapped at once after this one (htmx swaps
-  // without delay unless told), and its afterSwap may fire on an element
-  // no longer in the page: the task after it finds the swap done.
-  document.addEventListener("htmx:beforeSwap", () => {
-    note();
-    setTimeout(restore, 0);
-  });
+  // A control's answer is swapped between these two, in the same task
+  // (htmx swaps without delay unless told). afterOnLoad, unlike afterSwap,
+  // reaches the document when the swap took the control out of the page.
+  // Before, the focus came back in a later task, and a frame that ran
+  // first found it on the body and forgot the control.
+  document.addEventListener("htmx:beforeSwap", note);
+  document.addEventListener("htmx:afterOnLoad", restore);
 })();
 
 // A click that a redraw falls within is not lost. The tiles and other
