@@ -47,16 +47,6 @@ const journal = `(() => { window.journal = [];
 		document.body.addEventListener(type, (e) => window.journal.push(type + ' ' + who(e.target) + (e.detail && e.detail.xhr ? ' ' + e.detail.xhr.status : '')));
 	return true; })()`
 
-// pollJS says whether cond held within timeout.
-func pollJS(ctx context.Context, cond string, timeout time.Duration) bool {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond)); err == nil && ok {
-			return true
-		}
-	}
-	return false
-}
-
 // TestBrowserKeyboardFocus is a keyboard user at the booth: a control with
 // the focus keeps it while the frames redraw the page every second, and
 // after its own change redraws it. Before, a control in a redrawn fragment
@@ -153,7 +143,7 @@ func TestBrowserKeyboardFocus(t *testing.T) {
 	}
 	running := func(want bool, what string) {
 		t.Helper()
-		if !pollJS(ctx, `document.getElementById('run-state').dataset.running === '`+strconv.FormatBool(want)+`'`, 10*time.Second) {
+		if ok, _ := pollJS(ctx, `document.getElementById('run-state').dataset.running === '`+strconv.FormatBool(want)+`'`, 10*time.Second); !ok {
 			seen, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.journal.join(' | ')`))
 			t.Fatalf("after 10s: %s; the page saw: %s (%v)", what, seen, err)
 		}

@@ -214,14 +214,22 @@ func tapAcrossRedraw(t *testing.T, ctx context.Context, sel, redraw string) {
 // describe says after timeout.
 func waitJS(t *testing.T, ctx context.Context, cond string, timeout time.Duration, describe string) {
 	t.Helper()
+	if ok, err := pollJS(ctx, cond, timeout); !ok {
+		t.Fatalf("after %s: %s (last error %v)", timeout, describe, err)
+	}
+}
+
+// pollJS says whether cond held within timeout, checking every 200 ms and
+// once more at the deadline, and gives the last check's error.
+func pollJS(ctx context.Context, cond string, timeout time.Duration) (bool, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
 		if err == nil && ok {
-			return
+			return true, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s (last error %v)", timeout, describe, err)
+			return false, err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
