@@ -157,6 +157,8 @@ func TestReadyType(t *testing.T) {
 		{"a READY with no type", "\x05READY" + prop("Identity", "x"), ""},
 		{"a property cut short", "\x05READY" + prop("Socket-Type", "PUB")[:14], ""},
 		{"another command", "\x05ERROR" + prop("Socket-Type", "PUB"), ""},
+		{"a type that is no text, each byte a ?", "\x05READY" + prop("Socket-Type", "p\xb5\n\x00b"), "P???B"},
+		{"a type longer than any socket's, cut", "\x05READY" + prop("Socket-Type", strings.Repeat("x", 40)), strings.Repeat("X", 32)},
 		{"nothing", "", ""},
 	}
 	for _, tt := range tests {
@@ -172,8 +174,12 @@ func FuzzReadyType(f *testing.F) {
 	f.Add([]byte("\x05READY\x0bSocket-Type\x00\x00\x00\x03PUB"))
 	f.Add([]byte("\x05READY\x0bSocket-Type\xff\xff\xff\xffPUB"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if got := readyType(body); len(got) > len(body) {
+		got := readyType(body)
+		if len(got) > len(body) || len(got) > maxSocketType {
 			t.Fatalf("a type of %d bytes from a body of %d", len(got), len(body))
+		}
+		if i := strings.IndexFunc(got, func(r rune) bool { return r < ' ' || r > '~' || ('a' <= r && r <= 'z') }); i >= 0 {
+			t.Fatalf("type %q has %q at %d: want upper-case printable ASCII", got, got[i], i)
 		}
 	})
 }

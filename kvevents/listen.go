@@ -460,10 +460,32 @@ func readyType(body []byte) string {
 			return ""
 		}
 		if strings.EqualFold(string(key), "Socket-Type") {
-			return strings.ToUpper(string(val))
+			return socketType(val)
 		}
 	}
 	return ""
+}
+
+// maxSocketType bounds a peer's socket type as kvlens repeats it, in bytes;
+// ZMTP's longest is 6 ("DEALER", "ROUTER").
+const maxSocketType = 32
+
+// socketType is a READY's Socket-Type as kvlens names it: upper case, cut
+// at maxSocketType bytes, and every byte that is not printable ASCII a '?'.
+// A peer that is no ZMQ socket may send anything there, and the type goes
+// into one-line warnings and the dashboard's reasons; strings.ToUpper made
+// each invalid byte a 3-byte U+FFFD.
+func socketType(val []byte) string {
+	b := slices.Clone(val[:min(len(val), maxSocketType)])
+	for i, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case c < ' ' || c > '~':
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }
 
 // lenPrefixed splits b after a length of n bytes (1 or 4, big-endian) and

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kvlens/kvlens/blockhash"
@@ -212,6 +213,12 @@ func gatedSSE(first, last chan struct{}) http.HandlerFunc {
 	}
 }
 
+// headRuns numbers TestProxyDecidesOnThePromptHead's runs in this process,
+// so that each asks a question the proxy's token cache (one per process,
+// chatTokens) has never seen: under -count=2 the second run's question was
+// already tokenized, and its whole prompt was known before the decision.
+var headRuns atomic.Int64
+
 func TestProxyDecidesOnThePromptHead(t *testing.T) {
 	first, last := make(chan struct{}), make(chan struct{})
 	open := func(gate chan struct{}) {
@@ -240,13 +247,14 @@ func TestProxyDecidesOnThePromptHead(t *testing.T) {
 		}
 		return resp
 	}
-	resp := post([]tokenizer.Message{doc, {Role: "user", Content: string(longChatText(2000, 6))}})
+	question := tokenizer.Message{Role: "user", Content: string(longChatText(2000, 5+int(headRuns.Add(1))))}
+	resp := post([]tokenizer.Message{doc, question})
 	if w, o := resp.Header.Get(HeaderWorker), resp.Header.Get(HeaderOverlap); w != "b" || o != "43" {
 		t.Fatalf("routed to %s with %s overlap blocks; want b with all 43 blocks it holds", w, o)
 	}
 	br := bufio.NewReader(resp.Body)
 	br.ReadString('\n')
-	whole := chatTokens.chat([]tokenizer.Message{doc, {Role: "user", Content: string(longChatText(2000, 6))}})
+	whole := chatTokens.chat([]tokenizer.Message{doc, question})
 	if st := rt.Workers()[1]; st.ActiveBlocks >= len(whole)/32 {
 		t.Fatalf("before the first token the booking holds %d blocks, the whole prompt's %d: the rest was tokenized first", st.ActiveBlocks, len(whole)/32)
 	}
