@@ -247,7 +247,7 @@ func TestProxyDecidesOnThePromptHead(t *testing.T) {
 		}
 		return resp
 	}
-	question := tokenizer.Message{Role: "user", Content: string(longChatText(2000, 5+int(headRuns.Add(1))))}
+	question := tokenizer.Message{Role: "user", Content: string(longChatText(2000, 1000+int(headRuns.Add(1))))}
 	resp := post([]tokenizer.Message{doc, question})
 	if w, o := resp.Header.Get(HeaderWorker), resp.Header.Get(HeaderOverlap); w != "b" || o != "43" {
 		t.Fatalf("routed to %s with %s overlap blocks; want b with all 43 blocks it holds", w, o)
