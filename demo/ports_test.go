@@ -3,43 +3,16 @@ package demo
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/kvlens/kvlens/internal/testport"
 	"github.com/kvlens/kvlens/sim"
 )
 
-// freeRange finds n consecutive ports that are free at the moment.
-func freeRange(t *testing.T, n int) int {
-	t.Helper()
-	for range 200 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		var held []net.Listener
-		for p := base; p < base+n && p <= 65535; p++ {
-			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-				held = append(held, l)
-			}
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if len(held) == n {
-			return base
-		}
-	}
-	t.Fatal("found no free range of ports in 200 tries")
-	return 0
-}
-
 func TestSimPortsPinTheFleet(t *testing.T) {
-	base := freeRange(t, 4)
+	base := testport.Free(t, 4)
 	start := func() (*Demo, error) {
 		cfg := DefaultConfig()
 		cfg.Addr, cfg.NoStart, cfg.SimWorkers = "127.0.0.1:0", true, 2

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvlens/kvlens/clock"
+	"github.com/kvlens/kvlens/internal/testport"
 	"github.com/kvlens/kvlens/sim"
 )
 
@@ -32,33 +33,6 @@ func (p *pods) LookupHost(ctx context.Context, host string) ([]string, error) {
 	return slices.Clone(p.addrs), nil
 }
 
-// freePort finds a port free on every given loopback address.
-func freePort(t *testing.T, hosts ...string) int {
-	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := true
-		for _, h := range hosts[1:] {
-			l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no common free port")
-	return 0
-}
-
 // pod starts one simulated worker on host, as a pod would run it: the same
 // HTTP and event ports as every other pod, its own IP.
 func pod(t *testing.T, host string, httpPort, eventsPort int) {
@@ -68,12 +42,12 @@ func pod(t *testing.T, host string, httpPort, eventsPort int) {
 		EventsBind: fmt.Sprintf("tcp://%s:%d", host, eventsPort),
 	})
 	if err != nil && strings.Contains(err.Error(), "is already in use") { // sim names the port
-		// Another test process took the port freePort found free: a race
+		// Another test process took the port testport.Free found free: a race
 		// on a shared machine, not a failure of the fleet.
 		t.Skipf("port %d on %s was taken since it was found free: %v", httpPort, host, err)
 	}
 	if err != nil {
-		// freePort has already listened on host, so any other failure is
+		// testport.Free has already listened on host, so any other failure is
 		// the fleet's, not the machine's.
 		t.Fatalf("start a worker on %s:%d: %v", host, httpPort, err)
 	}
@@ -103,7 +77,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestFeedFollowsPodsJoiningAndLeaving(t *testing.T) {
 	a, b := "127.0.0.2", "127.0.0.3"
-	httpPort, eventsPort := freePort(t, a, b), freePort(t, a, b)
+	httpPort, eventsPort := testport.Free(t, 1, a, b), testport.Free(t, 1, a, b)
 	pod(t, a, httpPort, eventsPort)
 	pod(t, b, httpPort, eventsPort)
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/kvlens/kvlens/internal/testport"
 	"net"
 	"strings"
 	"testing"
@@ -76,42 +77,8 @@ func TestPortPlanCheck(t *testing.T) {
 	}
 }
 
-// freePorts finds n consecutive ports that are free at the moment.
-func freePorts(t *testing.T, n int) int {
-	t.Helper()
-	for range 200 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if base+n-1 > 65535 {
-			continue
-		}
-		ok := true
-		var held []net.Listener
-		for p := base; p < base+n; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l)
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("found no free range of ports in 200 tries")
-	return 0
-}
-
 func TestFleetOnPinnedPorts(t *testing.T) {
-	base := freePorts(t, 4)
+	base := testport.Free(t, 4)
 	plan := PortPlan{HTTP: base}
 	tests := []struct {
 		name string

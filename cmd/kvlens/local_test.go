@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kvlens/kvlens/internal/testport"
 	"net"
 	"net/http"
 	"os"
@@ -12,33 +13,6 @@ import (
 	"time"
 )
 
-// freePorts returns n consecutive free loopback ports.
-func freePorts(t testing.TB, n int) int {
-	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := base+n < 65536
-		for i := range n {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
-}
-
 // TestThreeWorkerScript runs the README's worked example: three `kvlens sim`
 // processes and `kvlens serve`, and checks that requests are routed to every
 // worker and that every worker's KV events reach the router's index across
@@ -47,7 +21,7 @@ func TestThreeWorkerScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
-	httpBase, eventsBase, dash := freePorts(t, 3), freePorts(t, 3), freePorts(t, 1)
+	httpBase, eventsBase, dash := testport.Free(t, 3), testport.Free(t, 3), testport.Free(t, 1)
 	cmd := exec.Command("bash", "../../deploy/local/three-workers.sh")
 	cmd.Env = append(os.Environ(),
 		"KVLENS="+os.Args[0], "KVLENS_RUN_MAIN=1", // this test binary is kvlens

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/internal/testport"
 	"github.com/kvlens/kvlens/sim"
 	"github.com/kvlens/kvlens/tokenizer"
 )
@@ -153,7 +154,7 @@ func (p pair) stop() { stop(p.serve); stop(p.sim) }
 // router has learned the worker's max_model_len.
 func startPair(b *testing.B, bin, dir string, client *http.Client) pair {
 	b.Helper()
-	simPort, servePort := freePorts(b, 1), freePorts(b, 1)
+	simPort, servePort := testport.Free(b, 1), testport.Free(b, 1)
 	p := pair{simURL: fmt.Sprintf("http://127.0.0.1:%d", simPort), serveURL: fmt.Sprintf("http://127.0.0.1:%d", servePort)}
 	// A worker 100 times faster than the profile, so the requests it serves
 	// at the limit finish in moments.

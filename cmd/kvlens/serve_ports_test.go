@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvlens/kvlens/internal/testport"
 )
 
 func TestSimPortsFlag(t *testing.T) {
@@ -20,12 +22,7 @@ func TestSimPortsFlag(t *testing.T) {
 	taken := held.Addr().(*net.TCPAddr).Port
 	// free is a port nothing held a moment ago, for the range that must
 	// not be the one in use.
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	free := probe.Addr().(*net.TCPAddr).Port
-	probe.Close()
+	free := testport.Free(t, 1)
 	tests := []struct {
 		name     string
 		args     []string

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvlens/kvlens/internal/testport"
 	"github.com/kvlens/kvlens/tokenizer"
 )
 
@@ -38,7 +39,7 @@ func startForeignFleet(t *testing.T) *foreignFleet {
 func startFleetOf(t *testing.T, engine ...string) *foreignFleet {
 	t.Helper()
 	f := &foreignFleet{urls: map[string]string{}}
-	http1, ev := freePorts(t, 3), freePorts(t, 4)
+	http1, ev := testport.Free(t, 3), testport.Free(t, 4)
 	url := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", http1+i) }
 	ep := func(i int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", ev+i) }
 	foreign := append([]string{"--count", "1", "--slowdown", "0.01"}, engine...)
@@ -94,7 +95,7 @@ func waitOK(t testing.TB, url string) {
 // flags and the kv policy, and returns its URL and its output so far.
 func startServe(t *testing.T, f *foreignFleet, tok ...string) (string, func() string) {
 	t.Helper()
-	port := freePorts(t, 1)
+	port := testport.Free(t, 1)
 	args := append([]string{"serve", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--workers", strings.Join(f.specs, ","),
 		"--policy", "kv", "--no-start", "--record=false", "--db", "", "--open-controls", "--tokenizer"}, tok...)
 	cmd := kvlens(args...)
