@@ -3,10 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
-	"github.com/kvlens/kvlens/internal/testport"
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/kvlens/kvlens/internal/testport"
 )
 
 func TestParsePortPlan(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kvlens/kvlens/internal/testport"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvlens/kvlens/internal/testport"
 )
 
 // TestThreeWorkerScript runs the README's worked example: three `kvlens sim`
