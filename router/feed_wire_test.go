@@ -39,7 +39,7 @@ func stream(t *testing.T, r *Router, name string) *StreamState {
 // a port kvlens binds (events=tcp://*:P); w2 binds, serves a replay socket,
 // and was already warm when kvlens joined; w3 was warm too, with no replay.
 func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
-	listen := testport.Free(t, 1, "127.0.0.1")
+	listen := testport.Free(t, 1)
 	f, err := sim.StartFleet(sim.FleetConfig{
 		Count: 4, EventsBind: "tcp://127.0.0.1:0", EventsReplay: "tcp://127.0.0.1:0",
 		EventsFor: func(i int, pc kvevents.PublisherConfig) kvevents.PublisherConfig {
@@ -138,7 +138,7 @@ func TestFeedBindConnectAndReplayCatchUp(t *testing.T) {
 // A malformed message is counted against its worker as a decode error and
 // the stream goes on: the next good message is applied.
 func TestFeedCountsDecodeErrorsAndKeepsGoing(t *testing.T) {
-	port := testport.Free(t, 1, "127.0.0.1")
+	port := testport.Free(t, 1)
 	ep := fmt.Sprintf("tcp://127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -273,14 +273,14 @@ func TestFeedClearsAWorkerWhosePublisherRestarts(t *testing.T) {
 		{"the publisher dials kvlens, and has a replay socket", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ep := fmt.Sprintf("tcp://127.0.0.1:%d", testport.Free(t, 1, "127.0.0.1"))
+			ep := fmt.Sprintf("tcp://127.0.0.1:%d", testport.Free(t, 1))
 			spec := "w=http://127.0.0.1:1,events=" + ep
 			if tt.bind {
 				spec = "w=http://127.0.0.1:1,bind=" + ep
 			}
 			var replay string
 			if tt.replay {
-				replay = fmt.Sprintf("tcp://127.0.0.1:%d", testport.Free(t, 1, "127.0.0.1"))
+				replay = fmt.Sprintf("tcp://127.0.0.1:%d", testport.Free(t, 1))
 				spec += ",replay=" + replay
 			}
 			ws, err := ParseWorkers(SplitWorkerList(spec))
@@ -354,7 +354,7 @@ func TestFeedStreamStopsSayingConnectedWhenThePublisherGoes(t *testing.T) {
 		{"the publisher dials kvlens", true, "listening"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			port := testport.Free(t, 1, "127.0.0.1")
+			port := testport.Free(t, 1)
 			ep := fmt.Sprintf("tcp://127.0.0.1:%d", port)
 			pc, events := kvevents.PublisherConfig{Endpoint: ep}, ep
 			if tc.bind {
@@ -406,7 +406,7 @@ func scraped(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // index refills, the worker answers with hits it did not predict: the
 // blind verdict must name the restart, not the tokens.
 func TestFeedBlamesARestartNotTheTokensWhileTheIndexRefills(t *testing.T) {
-	ep := fmt.Sprintf("tcp://127.0.0.1:%d", testport.Free(t, 1, "127.0.0.1"))
+	ep := fmt.Sprintf("tcp://127.0.0.1:%d", testport.Free(t, 1))
 	ws, err := ParseWorkers([]string{"w=http://127.0.0.1:1,events=" + ep + ",parent0=none"})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -26,9 +27,30 @@ import (
 // commonly use.
 const lowest = 10000
 
+// given holds every port Free has returned in this process, so that two
+// calls never overlap even when the first caller has not bound its ports
+// yet (a process it started is still starting).
+var given = ledger{ports: map[int]bool{}}
+
+type ledger struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// holdsAny reports whether any port of base..base+n-1 was given before.
+// The caller holds the lock.
+func (l *ledger) holdsAny(base, n int) bool {
+	for p := base; p < base+n; p++ {
+		if l.ports[p] {
+			return true
+		}
+	}
+	return false
+}
+
 // Free returns the first of n consecutive ports that every host
 // (127.0.0.1 when none is given) could bind a moment ago, picked at random
-// below the ephemeral range.
+// below the ephemeral range, none of them returned before in this process.
 func Free(t testing.TB, n int, hosts ...string) int {
 	t.Helper()
 	if len(hosts) == 0 {
@@ -38,9 +60,14 @@ func Free(t testing.TB, n int, hosts ...string) int {
 	if hi-lowest < n {
 		t.Fatalf("testport: the ephemeral range starts at %d, leaving no %d ports above %d", hi, n, lowest)
 	}
+	given.Lock()
+	defer given.Unlock()
 	for range 200 {
 		base := lowest + rand.IntN(hi-lowest-n+1)
-		if Bindable(base, n, hosts...) {
+		if !given.holdsAny(base, n) && Bindable(base, n, hosts...) {
+			for p := base; p < base+n; p++ {
+				given.ports[p] = true
+			}
 			return base
 		}
 	}

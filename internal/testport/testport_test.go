@@ -47,3 +47,16 @@ func TestBindableRefusesARangeWithAHeldPort(t *testing.T) {
 		})
 	}
 }
+
+func TestFreeNeverGivesAPortTwice(t *testing.T) {
+	seen := map[int]int{}
+	for i := range 300 {
+		base := Free(t, 3)
+		for p := base; p < base+3; p++ {
+			if j, ok := seen[p]; ok {
+				t.Fatalf("call %d gave port %d, which call %d gave too", i, p, j)
+			}
+			seen[p] = i
+		}
+	}
+}
