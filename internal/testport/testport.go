@@ -76,7 +76,7 @@ func Free(t testing.TB, n int, hosts ...string) int {
 }
 
 // Bindable reports whether every host could bind every port of
-// base..base+n-1, each bound and released in turn.
+// base..base+n-1: all of them are bound at once, then released.
 func Bindable(base, n int, hosts ...string) bool {
 	var held []net.Listener
 	defer func() {
